@@ -1,0 +1,51 @@
+package cluster
+
+import "fmt"
+
+// TopicPartition names one partition of one topic.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// NoLeader is the leader id of a partition that has no live leader.
+const NoLeader int32 = -1
+
+// Broker is one registered broker as clients should reach it.
+type Broker struct {
+	ID   int32
+	Host string
+	Port int32
+	Rack *string
+}
+
+// LeaderAndIsr is the replication state of one partition as stored in its
+// state znode: who leads, in which leader epoch, and which replicas are in
+// sync. ZkVersion is the state znode's data version, used for conditional
+// writes; it is -1 when unknown.
+type LeaderAndIsr struct {
+	Leader          int32
+	LeaderEpoch     int32
+	Isr             []int32
+	ControllerEpoch int32
+	ZkVersion       int32
+}
+
+// PartitionInfo is everything the metadata layer knows of one partition.
+type PartitionInfo struct {
+	Partition int32
+	Replicas  []int32 // assignment order; element 0 is the preferred leader
+	State     LeaderAndIsr
+	// Offline lists replicas on brokers that are not registered.
+	Offline []int32
+}
+
+// TopicInfo is one topic with its partitions sorted by partition id.
+type TopicInfo struct {
+	Name       string
+	Partitions []PartitionInfo
+	Config     map[string]string // topic-level overrides only
+	Internal   bool
+}

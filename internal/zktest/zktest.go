@@ -1,0 +1,142 @@
+package zktest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Jar is where Debian's zookeeper package installs the server.
+const Jar = "/usr/share/java/zookeeper.jar"
+
+// Server is a running ZooKeeper server started by Start or Launch.
+type Server struct {
+	Addr    string // host:port
+	Chroot  string // "" or a path like /t123 unique to the caller
+	DataDir string
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+// Connect is the zookeeper.connect string for this server: address plus chroot.
+func (s *Server) Connect() string { return s.Addr + s.Chroot }
+
+var chrootSeq atomic.Int64
+
+// Start returns a ZooKeeper server for t, stopped (or its chroot abandoned)
+// when t ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	if addr := os.Getenv("BROKER_TEST_ZK"); addr != "" {
+		return &Server{Addr: addr, Chroot: fmt.Sprintf("/test-%d-%d", os.Getpid(), chrootSeq.Add(1))}
+	}
+	if _, err := os.Stat(Jar); err != nil {
+		t.Skipf("zktest: no ZooKeeper: set BROKER_TEST_ZK=host:port or install Debian's zookeeper package (%s missing)", Jar)
+	}
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Skip("zktest: no ZooKeeper: java is not on PATH")
+	}
+	s, err := Launch(t.TempDir())
+	if err != nil {
+		t.Fatalf("zktest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Launch starts a standalone ZooKeeper with its data in dir and waits until
+// it answers. The caller must call Stop.
+func Launch(dir string) (*Server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "zkdata")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(dir, "zoo.cfg")
+	conf := fmt.Sprintf("tickTime=500\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
+		"minSessionTimeout=1000\nmaxSessionTimeout=60000\n4lw.commands.whitelist=*\n"+
+		"admin.enableServer=false\nmaxClientCnxns=0\n", data, port)
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "zookeeper.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("java", "-Xmx256m", "-cp", "/etc/zookeeper/conf:"+Jar,
+		"org.apache.zookeeper.server.ZooKeeperServerMain", cfg)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start zookeeper: %w", err)
+	}
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), DataDir: data, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); logf.Close(); close(s.done) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if Ruok(s.Addr) {
+			return s, nil
+		}
+		select {
+		case <-s.done:
+			out, _ := os.ReadFile(logf.Name())
+			return nil, fmt.Errorf("zookeeper exited: %s", tail(string(out), 2000))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	s.Stop()
+	return nil, fmt.Errorf("zookeeper at %s did not answer within 60s", s.Addr)
+}
+
+// Stop kills the server if Launch started it.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// Ruok reports whether a ZooKeeper server answers "imok" at addr.
+func Ruok(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("ruok")); err != nil {
+		return false
+	}
+	buf := make([]byte, 4)
+	n, _ := c.Read(buf)
+	return string(buf[:n]) == "imok"
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}

@@ -1,0 +1,91 @@
+package partition
+
+import (
+	"errors"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// Errors returned by Manager and Replica methods. protocol maps each to a
+// Kafka error code in one table.
+var (
+	// ErrUnknownTopicOrPartition: this broker holds no replica of the partition.
+	ErrUnknownTopicOrPartition = errors.New("partition: unknown topic or partition")
+	// ErrNotLeader: the request needs the leader and this replica is not it.
+	ErrNotLeader = errors.New("partition: not leader or follower")
+	// ErrNotEnoughReplicas: acks=all and the ISR is smaller than
+	// min.insync.replicas before the append; nothing was written.
+	ErrNotEnoughReplicas = errors.New("partition: not enough replicas")
+	// ErrNotEnoughReplicasAfterAppend: written, but the ISR shrank below
+	// min.insync.replicas before the acks=all wait completed.
+	ErrNotEnoughReplicasAfterAppend = errors.New("partition: not enough replicas after append")
+	// ErrRequestTimedOut: an acks=all wait reached its deadline.
+	ErrRequestTimedOut = errors.New("partition: request timed out")
+	// ErrOffsetOutOfRange: a fetch or list offset outside [LogStartOffset, LogEndOffset].
+	ErrOffsetOutOfRange = errors.New("partition: offset out of range")
+	// ErrCorruptMessage: a batch failed its CRC or framing check; nothing was written.
+	ErrCorruptMessage = errors.New("partition: corrupt message")
+	// ErrInvalidRecord: a batch is well formed but breaks a rule (base offset
+	// not 0, control batch from a client, bad magic, record count mismatch).
+	ErrInvalidRecord = errors.New("partition: invalid record")
+	// ErrMessageTooLarge: a batch is larger than max.message.bytes.
+	ErrMessageTooLarge = errors.New("partition: message too large")
+	// ErrRecordListTooLarge: a batch is larger than segment.bytes.
+	ErrRecordListTooLarge = errors.New("partition: record list too large")
+	// ErrOutOfOrderSequence: an idempotent batch's sequence is not the next expected.
+	ErrOutOfOrderSequence = errors.New("partition: out of order sequence number")
+	// ErrInvalidProducerEpoch: an idempotent batch carries an older producer epoch.
+	ErrInvalidProducerEpoch = errors.New("partition: invalid producer epoch")
+	// ErrUnknownProducerID: a producer id with a non-zero first sequence and no state.
+	ErrUnknownProducerID = errors.New("partition: unknown producer id")
+	// ErrFencedLeaderEpoch: the client's leader epoch is older than ours.
+	ErrFencedLeaderEpoch = errors.New("partition: fenced leader epoch")
+	// ErrUnknownLeaderEpoch: the client's leader epoch is newer than ours.
+	ErrUnknownLeaderEpoch = errors.New("partition: unknown leader epoch")
+	// ErrStorage: the log could not be read or written (disk error).
+	ErrStorage = errors.New("partition: storage error")
+)
+
+// AppendResult describes a successful leader append.
+type AppendResult struct {
+	BaseOffset     int64 // offset of the first record appended (or of the original, for a duplicate)
+	LastOffset     int64 // offset of the last record appended; acks=all waits for HW > LastOffset
+	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
+	LogStartOffset int64
+}
+
+// ReadRequest asks a replica for records from FetchOffset on.
+type ReadRequest struct {
+	FetchOffset int64
+	MaxBytes    int32
+	// ReplicaID is -1 for consumers (read up to the high watermark) and the
+	// follower's broker id for replication (read up to the log end offset).
+	ReplicaID int32
+	// CurrentLeaderEpoch is the client's view of the leader epoch, or -1.
+	CurrentLeaderEpoch int32
+}
+
+// ReadResult is what a Read returns. Records holds whole v2 batches as
+// stored; it may be empty and is owned by the caller.
+type ReadResult struct {
+	Records          []byte
+	HighWatermark    int64
+	LastStableOffset int64
+	LogStartOffset   int64
+}
+
+// ListOffsets timestamps with special meaning, as in Kafka's protocol.
+const (
+	LatestTimestamp   int64 = -1
+	EarliestTimestamp int64 = -2
+)
+
+// PartitionState is what the broker is told about one partition it holds a
+// replica of: its assignment, its leader-and-ISR state and its effective
+// log configuration.
+type PartitionState struct {
+	TopicPartition cluster.TopicPartition
+	Replicas       []int32
+	LeaderAndIsr   cluster.LeaderAndIsr
+	Config         cluster.LogConfig
+}

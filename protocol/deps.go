@@ -1,0 +1,75 @@
+package protocol
+
+import (
+	"context"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+)
+
+// Replicas is the broker's store of partition replicas. partition.Manager
+// implements it; tests use fakes.
+type Replicas interface {
+	// Append validates records (one or more v2 record batches as received)
+	// and appends them as leader of tp, assigning offsets. acks is the
+	// produce request's acks (-1, 0 or 1); with -1 it checks
+	// min.insync.replicas first. It does not wait for replication: see
+	// WaitCommitted.
+	Append(tp cluster.TopicPartition, records []byte, acks int16) (partition.AppendResult, error)
+	// WaitCommitted blocks until the high watermark of tp passes lastOffset
+	// (returns nil), the ISR falls below min.insync.replicas
+	// (partition.ErrNotEnoughReplicasAfterAppend), leadership is lost
+	// (partition.ErrNotLeader) or ctx ends (partition.ErrRequestTimedOut).
+	WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64) error
+	// Read returns whole batches from req.FetchOffset, bounded by the high
+	// watermark for consumers.
+	Read(tp cluster.TopicPartition, req partition.ReadRequest) (partition.ReadResult, error)
+	// ListOffset resolves a ListOffsets timestamp (partition.LatestTimestamp,
+	// partition.EarliestTimestamp, or a time in ms) to an offset, the
+	// timestamp found (-1 for the special ones) and the leader epoch.
+	ListOffset(tp cluster.TopicPartition, timestamp int64, currentLeaderEpoch int32) (offset, ts int64, leaderEpoch int32, err error)
+	// Changed returns a channel closed the next time any replica's high
+	// watermark or log end offset moves; long-polling fetches wait on it.
+	Changed() <-chan struct{}
+}
+
+// Metadata is the broker's view of the cluster, for Metadata requests.
+type Metadata interface {
+	ClusterID() string
+	// ControllerID is the broker id of the controller, or -1 if none.
+	ControllerID() int32
+	// Brokers lists live brokers sorted by id.
+	Brokers() []cluster.Broker
+	// Topics lists every topic sorted by name.
+	Topics() []cluster.TopicInfo
+	// Topic returns one topic, or false if it does not exist.
+	Topic(name string) (cluster.TopicInfo, bool)
+}
+
+// CreateTopicRequest is one topic of a CreateTopics request, after defaults
+// (num.partitions, default.replication.factor) have been applied unless an
+// explicit Assignment is given.
+type CreateTopicRequest struct {
+	Name              string
+	NumPartitions     int32             // -1 with Assignment set
+	ReplicationFactor int16             // -1 with Assignment set
+	Assignment        map[int32][]int32 // explicit replica assignment, or nil
+	Configs           map[string]string // topic-level overrides
+	ValidateOnly      bool
+}
+
+// Admin performs topic administration. Errors are cluster.Err* sentinels,
+// possibly wrapped.
+type Admin interface {
+	CreateTopic(ctx context.Context, req CreateTopicRequest) error
+	DeleteTopic(ctx context.Context, name string) error
+	// TopicConfig returns every topic-level setting of the topic with its
+	// effective value.
+	TopicConfig(name string) ([]cluster.ConfigEntry, error)
+}
+
+// ProducerIDs hands out idempotent producer ids.
+type ProducerIDs interface {
+	// InitProducerID returns a fresh producer id with epoch 0.
+	InitProducerID(ctx context.Context) (producerID int64, producerEpoch int16, err error)
+}
