@@ -13,12 +13,31 @@ func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic,
 // NoLeader is the leader id of a partition that has no live leader.
 const NoLeader int32 = -1
 
+// Endpoint is one advertised listener of a broker.
+type Endpoint struct {
+	Listener         string // listener name, e.g. PLAINTEXT or EXTERNAL
+	SecurityProtocol string // PLAINTEXT (the only protocol served)
+	Host             string
+	Port             int32
+}
+
 // Broker is one registered broker as clients should reach it.
 type Broker struct {
-	ID   int32
-	Host string
-	Port int32
-	Rack *string
+	ID        int32
+	Endpoints []Endpoint // advertised listeners, in configuration order
+	Rack      *string
+	// Epoch is the broker epoch: the czxid of its registration znode.
+	Epoch int64
+}
+
+// Endpoint returns the broker's endpoint for the named listener.
+func (b Broker) Endpoint(listener string) (Endpoint, bool) {
+	for _, e := range b.Endpoints {
+		if e.Listener == listener {
+			return e, true
+		}
+	}
+	return Endpoint{}, false
 }
 
 // LeaderAndIsr is the replication state of one partition as stored in its
