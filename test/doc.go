@@ -1,0 +1,32 @@
+// Package test holds the black-box tests of the built broker binary.
+//
+// TestMain builds cmd/broker once (CGO_ENABLED=0) into a temporary
+// directory and starts one ZooKeeper server for the whole package through
+// internal/zktest (or uses BROKER_TEST_ZK=host:port). Each test then starts
+// its own cluster of broker processes with NewCluster: free loopback ports,
+// a data directory per broker under t.TempDir(), a generated
+// server.properties, and a fresh ZooKeeper chroot ("/e2e-<pid>-<n>") so no
+// test sees another's znodes. A Broker is a process handle offering Start,
+// Stop (SIGTERM), Kill (SIGKILL), Pause (SIGSTOP), Resume (SIGCONT),
+// Restart and LogContains. Each process runs in its own process group with
+// Pdeathsig SIGKILL, so nothing outlives the test binary. Each broker's
+// stderr (JSON lines) goes to a file whose last 100 lines are logged when a
+// test fails; BROKER_TEST_LOG=debug raises the brokers' level to debug.
+//
+// Conditions are polled with eventually, never waited for with a bare sleep.
+//
+// Client tests (TestClient...) drive the broker with real clients (franz-go,
+// IBM/sarama, segmentio/kafka-go, kcat and confluent-kafka-python, the last
+// two from Debian packages), record every acknowledged record with its
+// offset, read everything back and check the history: every acknowledged
+// record is at its acknowledged offset byte for byte, offsets per partition
+// are dense and increasing, no offset holds two records and no record is at
+// two offsets. They repeat the check after kill -9 and restart.
+//
+// Broker tests (TestBroker..., TestZNode...) pin the process contract
+// (duplicate broker.id, bad configuration), Kafka's on-disk layout and
+// Kafka's znode formats.
+//
+// Run with `go test ./test/...` (never alongside ./... on a small machine:
+// every test starts JVM and broker processes).
+package test

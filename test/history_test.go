@@ -1,0 +1,306 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Header is one record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Rec is one record as a producer sent it or a consumer read it. Offset is
+// the acknowledged (or read) offset; -1 means the producing client does not
+// report offsets, and the checker then finds the record by key.
+type Rec struct {
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+}
+
+func (r Rec) String() string {
+	return fmt.Sprintf("p%d@%d key=%q value=%d bytes %q.. headers=%v", r.Partition, r.Offset, r.Key, len(r.Value), prefix(r.Value, 16), r.Headers)
+}
+
+func prefix(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}
+
+func sameContent(a, b Rec) bool {
+	if !bytes.Equal(a.Key, b.Key) || !bytes.Equal(a.Value, b.Value) || len(a.Headers) != len(b.Headers) {
+		return false
+	}
+	for i := range a.Headers {
+		if a.Headers[i].Key != b.Headers[i].Key || !bytes.Equal(a.Headers[i].Value, b.Headers[i].Value) {
+			return false
+		}
+	}
+	return true
+}
+
+// History collects acknowledged records from any number of goroutines.
+type History struct {
+	mu    sync.Mutex
+	acked []Rec
+}
+
+func (h *History) Ack(r Rec) {
+	h.mu.Lock()
+	h.acked = append(h.acked, r)
+	h.mu.Unlock()
+}
+
+func (h *History) Acked() []Rec {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Rec(nil), h.acked...)
+}
+
+// CheckResult is the outcome of one history check.
+type CheckResult struct {
+	Acked, Read, Lost, Mismatched, Duplicated, Inconsistent, Gaps, Unordered, Extra int
+	Problems                                                                        []string
+}
+
+func (r *CheckResult) problem(format string, args ...any) {
+	if len(r.Problems) < 20 {
+		r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// checkHistory compares acknowledged records with one read of the log.
+// read must be in the order the consumer delivered it. It checks:
+//   - lost: an acknowledged record is not at its acknowledged offset (or,
+//     for clients without offsets, nowhere in its partition);
+//   - mismatched: its offset holds a different key, value or headers;
+//   - inconsistent: two acknowledgements name the same offset, or the read
+//     returned one offset twice;
+//   - unordered: offsets of a partition did not strictly increase as read;
+//   - gaps: a partition's offsets are not dense from 0 (no transactions or
+//     compaction here, so every offset holds a record);
+//   - duplicated: one key at two offsets (keys are unique per workload);
+//   - extra: a record read that nobody acknowledged (allowed only for
+//     unacknowledged sends; the caller decides, see wantExtra).
+func checkHistory(t *testing.T, what string, acked, read []Rec, allowExtra bool) CheckResult {
+	t.Helper()
+	res := CheckResult{Acked: len(acked), Read: len(read)}
+	type po struct {
+		p int32
+		o int64
+	}
+	at := map[po]Rec{}
+	byKey := map[string][]Rec{}
+	last := map[int32]int64{}
+	count := map[int32]int64{}
+	for _, r := range read {
+		k := po{r.Partition, r.Offset}
+		if prev, ok := at[k]; ok {
+			res.Inconsistent++
+			res.problem("offset p%d@%d read twice: %v and %v", r.Partition, r.Offset, prev, r)
+			continue
+		}
+		at[k] = r
+		if l, ok := last[r.Partition]; ok && r.Offset <= l {
+			res.Unordered++
+			res.problem("p%d: offset %d read after %d", r.Partition, r.Offset, l)
+		}
+		last[r.Partition] = r.Offset
+		count[r.Partition]++
+		byKey[string(r.Key)] = append(byKey[string(r.Key)], r)
+	}
+	for p, l := range last {
+		if l+1 != count[p] {
+			res.Gaps++
+			res.problem("p%d: %d records read but the last offset is %d (offsets not dense from 0)", p, count[p], l)
+		}
+	}
+	for k, rs := range byKey {
+		if len(rs) > 1 {
+			res.Duplicated++
+			res.problem("key %q at %d offsets: %v", k, len(rs), rs)
+		}
+	}
+	ackAt := map[po]Rec{}
+	ackKeys := map[string]bool{}
+	for _, a := range acked {
+		ackKeys[string(a.Key)] = true
+		if a.Offset < 0 {
+			var found bool
+			for _, r := range byKey[string(a.Key)] {
+				if r.Partition == a.Partition || a.Partition < 0 {
+					found = true
+					if !sameContent(a, r) {
+						res.Mismatched++
+						res.problem("acked %v read back as %v", a, r)
+					}
+				}
+			}
+			if !found {
+				res.Lost++
+				res.problem("acked %v not read back", a)
+			}
+			continue
+		}
+		k := po{a.Partition, a.Offset}
+		if prev, ok := ackAt[k]; ok {
+			res.Inconsistent++
+			res.problem("two records acknowledged at p%d@%d: %v and %v", a.Partition, a.Offset, prev, a)
+		}
+		ackAt[k] = a
+		r, ok := at[k]
+		switch {
+		case !ok:
+			res.Lost++
+			res.problem("acked %v not read back", a)
+		case !sameContent(a, r):
+			res.Mismatched++
+			res.problem("acked %v but offset holds %v", a, r)
+		}
+	}
+	for _, r := range read {
+		if !ackKeys[string(r.Key)] {
+			res.Extra++
+			if !allowExtra {
+				res.problem("read %v that was never acknowledged", r)
+			}
+		}
+	}
+	t.Logf("%s: acknowledged=%d read=%d lost=%d mismatched=%d duplicated=%d inconsistent=%d gaps=%d unordered=%d unacknowledged-read=%d",
+		what, res.Acked, res.Read, res.Lost, res.Mismatched, res.Duplicated, res.Inconsistent, res.Gaps, res.Unordered, res.Extra)
+	bad := res.Lost + res.Mismatched + res.Duplicated + res.Inconsistent + res.Gaps + res.Unordered
+	if !allowExtra {
+		bad += res.Extra
+	}
+	if bad > 0 {
+		t.Errorf("%s: history check failed:\n  %s", what, strings.Join(res.Problems, "\n  "))
+	}
+	return res
+}
+
+// readAll reads every partition of topic from offset 0 to the end offset
+// ListOffsets reports when it is called, with a group-less kgo consumer. It
+// fails the test if the end offsets are not reached within timeout, and
+// checks that no record at or above the fetch's high watermark is returned.
+func readAll(t *testing.T, seeds []string, topic string, timeout time.Duration) []Rec {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	var ends kadm.ListedOffsets
+	eventually(t, 30*time.Second, func() error {
+		ends, err = adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return err
+		}
+		return ends.Error()
+	})
+	want := map[int32]int64{}
+	offsets := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		want[o.Partition] = o.Offset
+		offsets[o.Partition] = kgo.NewOffset().At(0)
+	})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	next := map[int32]int64{}
+	done := func() bool {
+		for p, end := range want {
+			if next[p] < end {
+				return false
+			}
+		}
+		return true
+	}
+	var out []Rec
+	aboveHW := 0
+	for !done() {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %s: end offsets %v not reached within %s: reached %v", topic, want, timeout, next)
+		}
+		fs.EachError(func(tp string, p int32, err error) {
+			t.Logf("read %s[%d]: fetch error (retried): %v", tp, p, err)
+		})
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			for _, r := range fp.Records {
+				if r.Offset >= fp.HighWatermark {
+					aboveHW++
+				}
+				out = append(out, fromKgo(r))
+				next[r.Partition] = r.Offset + 1
+			}
+		})
+	}
+	if aboveHW > 0 {
+		t.Errorf("read %s: %d records at or above the fetch response's high watermark", topic, aboveHW)
+	}
+	return out
+}
+
+func fromKgo(r *kgo.Record) Rec {
+	out := Rec{Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value}
+	for _, h := range r.Headers {
+		out.Headers = append(out.Headers, Header{Key: h.Key, Value: h.Value})
+	}
+	return out
+}
+
+// sortRecs orders records by partition and offset.
+func sortRecs(rs []Rec) {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].Partition != rs[j].Partition {
+			return rs[i].Partition < rs[j].Partition
+		}
+		return rs[i].Offset < rs[j].Offset
+	})
+}
+
+// workload returns n records with unique keys and values naming the record
+// number, value sizes varied from 10 to 1000 bytes, and client's name in a
+// header. Keys and values use only [a-z0-9-] so every client tool can carry
+// them in text. Partition is left -1: the client's partitioner chooses.
+func workload(client string, n int) []Rec {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	recs := make([]Rec, n)
+	for i := range recs {
+		size := 10 + (i*7919)%991
+		v := []byte(fmt.Sprintf("v%06d-", i))
+		for len(v) < size {
+			v = append(v, alphabet[(i+len(v))%len(alphabet)])
+		}
+		recs[i] = Rec{
+			Partition: -1,
+			Offset:    -1,
+			Key:       []byte(fmt.Sprintf("k%06d", i)),
+			Value:     v[:size],
+			Headers:   []Header{{Key: "client", Value: []byte(client)}, {Key: "n", Value: []byte(fmt.Sprint(i))}},
+		}
+	}
+	return recs
+}
