@@ -1,0 +1,175 @@
+package protocol
+
+// Produce (key 0), versions 3-9 (v3 is the first with record batches, v9
+// the first flexible one).
+//
+//   - acks must be -1, 0 or 1; anything else answers every partition with
+//     INVALID_REQUIRED_ACKS (21) and appends nothing.
+//   - Each partition's records go to Replicas.Append as received. Null
+//     records answer INVALID_RECORD (87) for that partition.
+//   - A partition this broker holds no replica of answers
+//     NOT_LEADER_OR_FOLLOWER if the metadata knows it and
+//     UNKNOWN_TOPIC_OR_PARTITION otherwise; an unknown topic is created
+//     through Admin when auto.create.topics.enable is on (the producer
+//     retries, and finds it after its next Metadata).
+//   - acks=-1: after all appends, each successful partition waits in
+//     Replicas.WaitCommitted under one deadline of TimeoutMillis, parking
+//     only this connection. A timeout answers REQUEST_TIMED_OUT (the
+//     records may still commit later, as in Kafka).
+//   - acks=0: no response at all; if any partition failed the connection
+//     is closed so the client refreshes its metadata, as Kafka does.
+//   - BaseOffset, LogAppendTime and LogStartOffset come from the append;
+//     v8+ carries an ErrorMessage on failed partitions. Transactional
+//     produce is not special-cased: the batches go to the replica.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+)
+
+// errAcksZeroFailed closes the connection after a failed acks=0 produce.
+var errAcksZeroFailed = errors.New("protocol: acks=0 produce failed")
+
+func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.ProduceRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+	validAcks := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
+
+	type waiter struct {
+		ti, pi int
+		tp     cluster.TopicPartition
+		last   int64
+	}
+	var (
+		waits   []waiter
+		failed  bool
+		created = map[string]bool{}
+	)
+	setErr := func(rp *kmsg.ProduceResponseTopicPartition, code int16, err error) {
+		rp.ErrorCode = code
+		rp.BaseOffset = -1
+		if req.Version >= 8 && err != nil {
+			msg := err.Error()
+			rp.ErrorMessage = &msg
+		}
+		failed = true
+	}
+
+	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
+	for ti, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, 0, len(t.Partitions))
+		for pi, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			switch {
+			case !validAcks:
+				setErr(&rp, kerr.InvalidRequiredAcks.Code, fmt.Errorf("acks %d is not -1, 0 or 1", req.Acks))
+			case p.Records == nil:
+				setErr(&rp, kerr.InvalidRecord.Code, errors.New("null records"))
+			default:
+				res, err := s.cfg.Replicas.Append(tp, p.Records, req.Acks)
+				if err != nil {
+					code := produceErrorCode(&log, err)
+					if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
+						code = s.unknownPartitionCode(ctx, tp, created)
+					}
+					setErr(&rp, code, err)
+					break
+				}
+				rp.BaseOffset = res.BaseOffset
+				rp.LogAppendTime = res.LogAppendTime
+				rp.LogStartOffset = res.LogStartOffset
+				if req.Acks == -1 {
+					waits = append(waits, waiter{ti: ti, pi: pi, tp: tp, last: res.LastOffset})
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+
+	if len(waits) > 0 {
+		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
+		for _, w := range waits {
+			if err := s.cfg.Replicas.WaitCommitted(wctx, w.tp, w.last); err != nil {
+				rp := &resp.Topics[w.ti].Partitions[w.pi]
+				// The records are in the leader's log; the error tells the
+				// client the outcome of replication, not of the write.
+				// Kafka keeps the base offset on a failed wait.
+				base := rp.BaseOffset
+				setErr(rp, produceErrorCode(&log, err), err)
+				rp.BaseOffset = base
+			}
+		}
+		cancel()
+	}
+
+	if req.Acks == 0 {
+		if failed {
+			return nil, errAcksZeroFailed
+		}
+		return nil, nil
+	}
+	return resp, nil
+}
+
+// unknownPartitionCode answers a request for a partition this broker holds
+// no replica of: NOT_LEADER_OR_FOLLOWER if the metadata knows the
+// partition (the client's metadata is stale), else
+// UNKNOWN_TOPIC_OR_PARTITION, creating the topic first when auto-creation
+// is on. created remembers topics already tried in this request.
+func (s *Server) unknownPartitionCode(ctx context.Context, tp cluster.TopicPartition, created map[string]bool) int16 {
+	if info, ok := s.cfg.Metadata.Topic(tp.Topic); ok {
+		for _, p := range info.Partitions {
+			if p.Partition == tp.Partition {
+				return kerr.NotLeaderForPartition.Code
+			}
+		}
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	if s.cfg.AutoCreateTopics && created != nil && !created[tp.Topic] {
+		created[tp.Topic] = true
+		if err := s.autoCreateTopic(ctx, tp.Topic); err != nil && !errors.Is(err, cluster.ErrTopicExists) {
+			s.log.Warn().Err(err).Str("topic", tp.Topic).Msg("auto-creating topic")
+		}
+	}
+	return kerr.UnknownTopicOrPartition.Code
+}
+
+// adminTimeout bounds an Admin call by a request's timeout, or by 30 s
+// when the request has none.
+func adminTimeout(ctx context.Context, timeoutMillis int32) (context.Context, context.CancelFunc) {
+	d := 30 * time.Second
+	if timeoutMillis > 0 {
+		d = time.Duration(timeoutMillis) * time.Millisecond
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// autoCreateTopic creates topic with num.partitions and
+// default.replication.factor.
+func (s *Server) autoCreateTopic(ctx context.Context, topic string) error {
+	actx, cancel := adminTimeout(ctx, 0)
+	defer cancel()
+	err := s.cfg.Admin.CreateTopic(actx, CreateTopicRequest{
+		Name:              topic,
+		NumPartitions:     s.cfg.DefaultPartitions,
+		ReplicationFactor: s.cfg.DefaultReplicationFactor,
+	})
+	if err == nil {
+		s.log.Info().Str("topic", topic).Int32("partitions", s.cfg.DefaultPartitions).
+			Int16("replication_factor", s.cfg.DefaultReplicationFactor).Msg("auto-created topic")
+	}
+	return err
+}

@@ -1,0 +1,130 @@
+package protocol
+
+// Fetch (key 1), versions 4-12 (v4 is the first with record batches and
+// isolation level, v12 the last that names topics rather than topic ids;
+// kafka-go needs at least 10).
+//
+//   - Sessionless: the response always carries SessionID 0, which tells
+//     clients (KIP-227) that no session was created, so every request is a
+//     full one. ForgottenTopics is ignored for the same reason.
+//   - Each partition is read with Replicas.Read: ReplicaID is the request's
+//     (-1 for consumers, a broker id for followers), CurrentLeaderEpoch
+//     from v9 (else -1), MaxBytes the partition's max bytes bounded by what
+//     is left of the response's MaxBytes (itself clamped to Kafka's
+//     fetch.max.bytes default, 55 MiB). The first partition that returns
+//     data keeps it even if it is larger (KIP-74: Read returns at least one
+//     whole batch); data from a later partition that would exceed the
+//     budget is dropped, and the client fetches it next time.
+//   - Long poll: with MaxWaitMillis > 0, no partition error, and fewer than
+//     MinBytes read, the request waits on Replicas.Changed and re-reads
+//     after each signal, until MinBytes is reached, MaxWaitMillis passes or
+//     the server closes. Only this connection is parked; no lock is held.
+//   - HighWatermark, LogStartOffset from the read; LastStableOffset is the
+//     HW (no transactions here, so read_committed equals read_uncommitted);
+//     AbortedTransactions empty; PreferredReadReplica -1 (v11+).
+//   - A failed partition has HW, LSO and log start offset -1, as in Kafka.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+)
+
+// fetchMaxBytesLimit is Kafka's fetch.max.bytes default: the most one
+// fetch response carries, whatever the request asks for.
+const fetchMaxBytesLimit int32 = 55 * 1024 * 1024
+
+func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest) (kmsg.Response, error) {
+	resp, n, failed := s.fetchOnce(ctx, rc, req)
+	if req.MaxWaitMillis <= 0 || failed || n >= int64(req.MinBytes) || len(req.Topics) == 0 {
+		return resp, nil
+	}
+	timer := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+	defer timer.Stop()
+	for {
+		// Take the channel before reading, so a change between the read
+		// and the wait is not missed.
+		changed := s.cfg.Replicas.Changed()
+		resp, n, failed = s.fetchOnce(ctx, rc, req)
+		if failed || n >= int64(req.MinBytes) {
+			return resp, nil
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			resp, _, _ = s.fetchOnce(ctx, rc, req)
+			return resp, nil
+		case <-ctx.Done():
+			return resp, nil
+		}
+	}
+}
+
+// fetchOnce reads every requested partition once. It returns the
+// response, the record bytes in it, and whether any partition failed.
+func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int64, bool) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp.SessionID = 0
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+
+	remaining := min(req.MaxBytes, fetchMaxBytesLimit)
+	if remaining < 0 {
+		remaining = 0
+	}
+	var (
+		total  int64
+		failed bool
+	)
+	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(t.Partitions))
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			epoch := int32(-1)
+			if req.Version >= 9 {
+				epoch = p.CurrentLeaderEpoch
+			}
+			limit := max(min(p.PartitionMaxBytes, remaining), 0)
+			res, err := s.cfg.Replicas.Read(tp, partition.ReadRequest{
+				FetchOffset:        p.FetchOffset,
+				MaxBytes:           limit,
+				ReplicaID:          req.ReplicaID,
+				CurrentLeaderEpoch: epoch,
+			})
+			if err != nil {
+				rp.ErrorCode = errorCode(&log, err)
+				if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
+					rp.ErrorCode = s.unknownPartitionCode(ctx, tp, nil)
+				}
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				failed = true
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			rp.HighWatermark = res.HighWatermark
+			rp.LastStableOffset = res.HighWatermark
+			rp.LogStartOffset = res.LogStartOffset
+			rp.PreferredReadReplica = -1
+			rp.AbortedTransactions = nil
+			if n := int32(len(res.Records)); n > 0 {
+				if total == 0 || n <= remaining {
+					rp.RecordBatches = res.Records
+					total += int64(n)
+					remaining = max(remaining-n, 0)
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, total, failed
+}

@@ -1,0 +1,175 @@
+package protocol
+
+// CreateTopics (key 19), versions 0-7.
+//
+//   - Any broker serves it (in this design Admin writes to ZooKeeper from
+//     whichever broker is asked); NOT_CONTROLLER comes only from Admin.
+//   - NumPartitions / ReplicationFactor of -1 take num.partitions /
+//     default.replication.factor from v4 (KIP-464); before v4 they are
+//     INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR. With a
+//     ReplicaAssignment both must be -1 (else INVALID_REQUEST, as Kafka);
+//     the assignment is passed to Admin, which validates it
+//     (INVALID_REPLICA_ASSIGNMENT).
+//   - Configs become topic overrides; a null value is INVALID_CONFIG.
+//     ValidateOnly (v1+) is passed to Admin.
+//   - A topic named twice in one request answers INVALID_REQUEST for each
+//     copy and is not created, as in Kafka.
+//   - Per-topic errors come from Admin through the error table
+//     (TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
+//     INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
+//     INVALID_CONFIG, NOT_CONTROLLER); ErrorMessage from v1.
+//   - v5+ answers NumPartitions, ReplicationFactor and Configs (from
+//     Admin.TopicConfig; ConfigErrorCode if that fails, e.g. after a
+//     ValidateOnly request). Topic ids (v7) are zero.
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+
+	seen := make(map[string]int, len(req.Topics))
+	for _, t := range req.Topics {
+		seen[t.Topic]++
+	}
+	actx, cancel := adminTimeout(ctx, req.TimeoutMillis)
+	defer cancel()
+
+	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, 0, len(req.Topics))
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic = t.Topic
+		fail := func(code int16, err error) {
+			rt.ErrorCode = code
+			if req.Version >= 1 && err != nil {
+				msg := err.Error()
+				rt.ErrorMessage = &msg
+			}
+		}
+		ct, code, err := s.createTopicRequest(req, t)
+		switch {
+		case seen[t.Topic] > 1:
+			fail(kerr.InvalidRequest.Code, fmt.Errorf("topic %q appears more than once in the request", t.Topic))
+		case code != 0:
+			fail(code, err)
+		default:
+			if err := s.cfg.Admin.CreateTopic(actx, ct); err != nil {
+				fail(errorCode(&log, err), err)
+				break
+			}
+			if !req.ValidateOnly {
+				log.Info().Str("topic", t.Topic).Msg("created topic")
+			}
+			if req.Version >= 5 {
+				rt.NumPartitions, rt.ReplicationFactor = ct.NumPartitions, ct.ReplicationFactor
+				if ct.Assignment != nil {
+					rt.NumPartitions = int32(len(ct.Assignment))
+					for _, r := range ct.Assignment {
+						rt.ReplicationFactor = int16(len(r))
+						break
+					}
+				}
+				s.createdTopicConfigs(&rt)
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+// createTopicRequest turns one request topic into an Admin request with
+// the broker defaults applied, or an error code for what the protocol
+// layer itself refuses.
+func (s *Server) createTopicRequest(req *kmsg.CreateTopicsRequest, t kmsg.CreateTopicsRequestTopic) (CreateTopicRequest, int16, error) {
+	ct := CreateTopicRequest{
+		Name:              t.Topic,
+		NumPartitions:     t.NumPartitions,
+		ReplicationFactor: t.ReplicationFactor,
+		ValidateOnly:      req.ValidateOnly,
+	}
+	if len(t.ReplicaAssignment) > 0 {
+		if t.NumPartitions != -1 || t.ReplicationFactor != -1 {
+			return ct, kerr.InvalidRequest.Code, fmt.Errorf("both numPartitions or replicationFactor and replicasAssignments were set; both cannot be used at the same time")
+		}
+		ct.Assignment = make(map[int32][]int32, len(t.ReplicaAssignment))
+		for _, a := range t.ReplicaAssignment {
+			if _, dup := ct.Assignment[a.Partition]; dup {
+				return ct, kerr.InvalidReplicaAssignment.Code, fmt.Errorf("partition %d is assigned twice", a.Partition)
+			}
+			ct.Assignment[a.Partition] = a.Replicas
+		}
+	} else {
+		if t.NumPartitions == -1 && req.Version >= 4 {
+			ct.NumPartitions = s.cfg.DefaultPartitions
+		}
+		if t.ReplicationFactor == -1 && req.Version >= 4 {
+			ct.ReplicationFactor = s.cfg.DefaultReplicationFactor
+		}
+		if ct.NumPartitions <= 0 {
+			return ct, kerr.InvalidPartitions.Code, fmt.Errorf("number of partitions must be larger than 0, got %d", t.NumPartitions)
+		}
+		if ct.ReplicationFactor <= 0 {
+			return ct, kerr.InvalidReplicationFactor.Code, fmt.Errorf("replication factor must be larger than 0, got %d", t.ReplicationFactor)
+		}
+	}
+	if len(t.Configs) > 0 {
+		ct.Configs = make(map[string]string, len(t.Configs))
+		for _, c := range t.Configs {
+			if c.Value == nil {
+				return ct, kerr.InvalidConfig.Code, fmt.Errorf("null value for topic config %q", c.Name)
+			}
+			ct.Configs[c.Name] = *c.Value
+		}
+	}
+	return ct, 0, nil
+}
+
+// createdTopicConfigs fills the v5+ Configs of a created topic.
+func (s *Server) createdTopicConfigs(rt *kmsg.CreateTopicsResponseTopic) {
+	entries, err := s.cfg.Admin.TopicConfig(rt.Topic)
+	if err != nil {
+		if ke := lookupCode(err); ke != nil {
+			rt.ConfigErrorCode = ke.Code
+		} else {
+			rt.ConfigErrorCode = kerr.UnknownServerError.Code
+		}
+		return
+	}
+	rt.Configs = make([]kmsg.CreateTopicsResponseTopicConfig, 0, len(entries))
+	for _, e := range entries {
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name = e.Name
+		v := e.Value
+		c.Value = &v
+		c.Source = int8(configSource(e.IsDefault))
+		rt.Configs = append(rt.Configs, c)
+	}
+}
+
+// configSource is DEFAULT_CONFIG for a setting the topic does not
+// override, else TOPIC_CONFIG (DYNAMIC_TOPIC_CONFIG in kmsg's naming).
+func configSource(isDefault bool) kmsg.ConfigSource {
+	if isDefault {
+		return kmsg.ConfigSourceDefaultConfig
+	}
+	return kmsg.ConfigSourceDynamicTopicConfig
+}
+
+// configType guesses a config's type from its value, for
+// DescribeConfigs v3+.
+func configType(v string) kmsg.ConfigType {
+	if v == "true" || v == "false" {
+		return kmsg.ConfigTypeBoolean
+	}
+	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return kmsg.ConfigTypeLong
+	}
+	return kmsg.ConfigTypeString
+}

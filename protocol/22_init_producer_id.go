@@ -1,0 +1,48 @@
+package protocol
+
+// InitProducerId (key 22), versions 0-4 (v5 belongs to KIP-890
+// transactions).
+//
+//   - Idempotent producers only: a null TransactionalID gets a fresh
+//     producer id with epoch 0 from ProducerIDs. The KIP-360 fields
+//     (ProducerID/ProducerEpoch, v3+) are ignored: a producer that asks to
+//     bump its epoch gets a new id, which Kafka also does for
+//     non-transactional producers.
+//   - A TransactionalID answers NOT_COORDINATOR (16): that is what a Kafka
+//     broker answers for a transactional id whose coordinator it is not,
+//     and here no broker coordinates transactions. A client following the
+//     protocol then looks the coordinator up with FindCoordinator, which
+//     this broker does not advertise, so it fails with an "unsupported"
+//     error instead of retrying forever (as COORDINATOR_NOT_AVAILABLE would
+//     make it). An empty, non-null id is INVALID_REQUEST, as in Kafka.
+//   - A ProducerIDs failure maps through the error table; ProducerID is -1
+//     on any error.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleInitProducerID(ctx context.Context, rc *reqContext, req *kmsg.InitProducerIDRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	switch {
+	case req.TransactionalID != nil && *req.TransactionalID == "":
+		resp.ErrorCode = kerr.InvalidRequest.Code
+	case req.TransactionalID != nil:
+		resp.ErrorCode = kerr.NotCoordinator.Code
+	default:
+		actx, cancel := adminTimeout(ctx, 0)
+		defer cancel()
+		id, epoch, err := s.cfg.ProducerIDs.InitProducerID(actx)
+		if err != nil {
+			log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+			resp.ErrorCode = errorCode(&log, err)
+			break
+		}
+		resp.ProducerID, resp.ProducerEpoch = id, epoch
+	}
+	return resp, nil
+}

@@ -1,0 +1,93 @@
+package protocol
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const apiVersionsKey int16 = 18
+
+// apiRange is one row of the version table.
+type apiRange struct {
+	key      int16
+	min, max int16
+}
+
+// supportedAPIs is the one table of what this broker serves: ApiVersions
+// advertises exactly these rows and parseRequest refuses everything else.
+// Sorted by key.
+//
+// Why these ranges (reference/clients.md):
+//   - Produce from 3: v3 is the first with record batches (magic 2); no
+//     client in our matrix sends less. Up to 9: v10+ only adds tags we
+//     would not fill, v13 addresses topics by id.
+//   - Fetch from 4 (record batches, isolation level) to 12: v13+ uses topic
+//     ids. kafka-go needs a max of at least 10.
+//   - ListOffsets 0-7: kafka-go's Reader sends v1; v8+ is tiered storage.
+//   - Metadata 0-9: v10+ returns topic ids, which we do not have.
+//   - ApiVersions 0-3: v4 only changes the error behaviour; kgo asks v5,
+//     gets UNSUPPORTED_VERSION and retries at 3.
+//   - CreateTopics 0-7, DeleteTopics 0-6, InitProducerId 0-4,
+//     DescribeConfigs 0-4: the versions up to which nothing in the request
+//     needs features we lack (v5 InitProducerId is KIP-890 transactions).
+var supportedAPIs = []apiRange{
+	{key: 0, min: 3, max: 9},  // Produce
+	{key: 1, min: 4, max: 12}, // Fetch
+	{key: 2, min: 0, max: 7},  // ListOffsets
+	{key: 3, min: 0, max: 9},  // Metadata
+	{key: 18, min: 0, max: 3}, // ApiVersions
+	{key: 19, min: 0, max: 7}, // CreateTopics
+	{key: 20, min: 0, max: 6}, // DeleteTopics
+	{key: 22, min: 0, max: 4}, // InitProducerId
+	{key: 32, min: 0, max: 4}, // DescribeConfigs
+}
+
+// supportedVersions returns the version range of key, or false if the key
+// is not served.
+func supportedVersions(key int16) (min, max int16, ok bool) {
+	for _, r := range supportedAPIs {
+		if r.key == key {
+			return r.min, r.max, true
+		}
+	}
+	return 0, 0, false
+}
+
+// reqContext is what a handler knows of the request beyond its body.
+type reqContext struct {
+	listener      string
+	clientID      string
+	correlationID int32
+	remoteAddr    string
+}
+
+// dispatch runs the handler of req's key. A nil response with a nil error
+// means no response is sent (acks=0 produce); an error closes the
+// connection.
+func (s *Server) dispatch(ctx context.Context, rc *reqContext, req kmsg.Request) (kmsg.Response, error) {
+	switch r := req.(type) {
+	case *kmsg.ProduceRequest:
+		return s.handleProduce(ctx, rc, r)
+	case *kmsg.FetchRequest:
+		return s.handleFetch(ctx, rc, r)
+	case *kmsg.ListOffsetsRequest:
+		return s.handleListOffsets(ctx, rc, r)
+	case *kmsg.MetadataRequest:
+		return s.handleMetadata(ctx, rc, r)
+	case *kmsg.ApiVersionsRequest:
+		return s.handleApiVersions(ctx, rc, r)
+	case *kmsg.CreateTopicsRequest:
+		return s.handleCreateTopics(ctx, rc, r)
+	case *kmsg.DeleteTopicsRequest:
+		return s.handleDeleteTopics(ctx, rc, r)
+	case *kmsg.InitProducerIDRequest:
+		return s.handleInitProducerID(ctx, rc, r)
+	case *kmsg.DescribeConfigsRequest:
+		return s.handleDescribeConfigs(ctx, rc, r)
+	}
+	// parseRequest only builds requests for keys in supportedAPIs, so this
+	// is a table without a handler: a programming error.
+	panic(fmt.Sprintf("protocol: no handler for api key %d", req.Key()))
+}

@@ -1,0 +1,168 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Errors of the frame and header decoder. Each one closes the connection
+// that produced it; none is ever answered on the wire.
+var (
+	// errFrameSize: the 4-byte size prefix is negative, too small to hold a
+	// request header, or above socket.request.max.bytes.
+	errFrameSize = errors.New("protocol: invalid request size")
+	// errMalformed: the header or body could not be parsed.
+	errMalformed = errors.New("protocol: malformed request")
+	// errUnknownKey: an API key this broker does not serve (Kafka closes
+	// the connection with InvalidRequestException).
+	errUnknownKey = errors.New("protocol: unknown api key")
+	// errUnsupportedVersion: a key we serve at a version outside our range
+	// (other than ApiVersions, which is answered).
+	errUnsupportedVersion = errors.New("protocol: unsupported api version")
+)
+
+// minHeaderBytes is api_key(2) + api_version(2) + correlation_id(4) +
+// client_id length(2): the shortest request header v1.
+const minHeaderBytes = 10
+
+// request is one decoded request frame.
+type request struct {
+	key           int16
+	version       int16
+	correlationID int32
+	clientID      string
+	// kreq is the decoded body. It is nil for an ApiVersions request at a
+	// version above our maximum: Kafka does not parse such a body, it
+	// answers UNSUPPORTED_VERSION in a v0 response.
+	kreq kmsg.Request
+	size int32 // frame size without the prefix, for logging
+}
+
+// readFrame reads one size-prefixed frame from r. The size is checked
+// against maxBytes before anything is allocated; the body is allocated
+// fresh for each frame because decoded byte fields (records) alias it.
+func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
+	var sizeBuf [4]byte
+	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < minHeaderBytes || size > maxBytes {
+		return nil, fmt.Errorf("%w: %d (limit %d)", errFrameSize, size, maxBytes)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return body, nil
+}
+
+// parseRequest decodes the request header by hand (v1, or v2 with tagged
+// fields after the client id for flexible versions) and the body through
+// kmsg. Unknown keys and unsupported versions are errors, except
+// ApiVersions above our range, which returns a request with a nil kreq.
+func parseRequest(frame []byte) (*request, error) {
+	if len(frame) < minHeaderBytes {
+		return nil, fmt.Errorf("%w: frame of %d bytes is shorter than a header", errMalformed, len(frame))
+	}
+	req := &request{
+		key:           int16(binary.BigEndian.Uint16(frame[0:2])),
+		version:       int16(binary.BigEndian.Uint16(frame[2:4])),
+		correlationID: int32(binary.BigEndian.Uint32(frame[4:8])),
+		size:          int32(len(frame)),
+	}
+	rest := frame[8:]
+	n := int16(binary.BigEndian.Uint16(rest[0:2]))
+	rest = rest[2:]
+	switch {
+	case n == -1: // null client id, treated as empty as Kafka does
+	case n < 0 || int(n) > len(rest):
+		return nil, fmt.Errorf("%w: client id length %d with %d bytes left", errMalformed, n, len(rest))
+	default:
+		req.clientID = string(rest[:n])
+		rest = rest[n:]
+	}
+
+	min, max, ok := supportedVersions(req.key)
+	if !ok {
+		return req, fmt.Errorf("%w: %d", errUnknownKey, req.key)
+	}
+	if req.version < min || req.version > max {
+		if req.key == apiVersionsKey {
+			return req, nil
+		}
+		return req, fmt.Errorf("%w: key %d version %d (supported %d-%d)", errUnsupportedVersion, req.key, req.version, min, max)
+	}
+	kreq := kmsg.RequestForKey(req.key)
+	if kreq == nil {
+		// Cannot happen for a key in our table; treat as unknown.
+		return req, fmt.Errorf("%w: %d", errUnknownKey, req.key)
+	}
+	kreq.SetVersion(req.version)
+	if kreq.IsFlexible() {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return req, err
+		}
+	}
+	if err := kreq.ReadFrom(rest); err != nil {
+		return req, fmt.Errorf("%w: key %d version %d body: %v", errMalformed, req.key, req.version, err)
+	}
+	req.kreq = kreq
+	return req, nil
+}
+
+// skipTags skips a header tag buffer: an unsigned varint count, then for
+// each tag an unsigned varint key, an unsigned varint size and that many
+// bytes. Every size is checked against what remains.
+func skipTags(b []byte) ([]byte, error) {
+	count, b, err := uvarint(b)
+	if err != nil {
+		return nil, err
+	}
+	for ; count > 0; count-- {
+		if _, b, err = uvarint(b); err != nil {
+			return nil, err
+		}
+		var size uint64
+		if size, b, err = uvarint(b); err != nil {
+			return nil, err
+		}
+		if size > uint64(len(b)) {
+			return nil, fmt.Errorf("%w: header tag of %d bytes with %d left", errMalformed, size, len(b))
+		}
+		b = b[size:]
+	}
+	return b, nil
+}
+
+// uvarint reads an unsigned varint of at most 5 bytes (a uint32).
+func uvarint(b []byte) (uint64, []byte, error) {
+	v, n := binary.Uvarint(b)
+	if n <= 0 || n > 5 || v > 1<<32-1 {
+		return 0, nil, fmt.Errorf("%w: bad unsigned varint", errMalformed)
+	}
+	return v, b[n:], nil
+}
+
+// appendResponse frames resp: size, correlation id, the response header
+// tag buffer when the response is flexible (never for ApiVersions, whose
+// response header is always v0), then the body.
+func appendResponse(dst []byte, correlationID int32, resp kmsg.Response) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(correlationID))
+	if resp.IsFlexible() && resp.Key() != apiVersionsKey {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
+}
