@@ -1,0 +1,266 @@
+package zkcoord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// Topic administration (AdminZkClient createTopic/deleteTopic). The next
+// issue moves partition-state creation to the controller; until then any
+// broker writes a new topic's znodes itself.
+
+// TopicSpec is one topic to create.
+type TopicSpec struct {
+	Name              string
+	NumPartitions     int32             // -1 or 0 with Assignment set
+	ReplicationFactor int16             // -1 or 0 with Assignment set
+	Assignment        map[int32][]int32 // explicit replica assignment, or nil
+	Configs           map[string]string // topic-level overrides
+	ValidateOnly      bool
+}
+
+// maxTopicNameLength is Kafka's Topic.MaxNameLength.
+const maxTopicNameLength = 249
+
+// ValidateTopicName applies Kafka's topic name rules (Topic.validate): not
+// empty, not "." or "..", at most 249 characters of [a-zA-Z0-9._-]. The
+// error wraps cluster.ErrInvalidTopic.
+func ValidateTopicName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: topic name is empty", cluster.ErrInvalidTopic)
+	case name == "." || name == "..":
+		return fmt.Errorf("%w: topic name cannot be %q", cluster.ErrInvalidTopic, name)
+	case len(name) > maxTopicNameLength:
+		return fmt.Errorf("%w: topic name is %d characters, more than the maximum %d",
+			cluster.ErrInvalidTopic, len(name), maxTopicNameLength)
+	}
+	for _, c := range []byte(name) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+		if !ok {
+			return fmt.Errorf("%w: topic name %q contains a character other than ASCII alphanumerics, '.', '_' and '-'",
+				cluster.ErrInvalidTopic, name)
+		}
+	}
+	return nil
+}
+
+// AssignReplicas is Kafka's rack-unaware replica assignment
+// (AdminUtils.assignReplicasToBrokersRackUnaware) for a new topic: brokers
+// are taken in ascending id order; partition p's first replica is
+// brokers[(p+startIndex) mod n] and its followers are spaced by a shift
+// that grows by one after each full round of n partitions. Callers choose
+// startIndex and shift at random in [0,n) (Kafka's default), or fix both
+// (Kafka's fixedStartIndex). It assumes 1 <= rf <= len(brokers) and
+// partitions >= 0.
+func AssignReplicas(brokers []int32, partitions int32, rf int16, startIndex, shift int) map[int32][]int32 {
+	sorted := slices.Clone(brokers)
+	slices.Sort(sorted)
+	n := len(sorted)
+	out := make(map[int32][]int32, partitions)
+	for p := 0; p < int(partitions); p++ {
+		if p > 0 && p%n == 0 {
+			shift++
+		}
+		first := (p + startIndex) % n
+		replicas := make([]int32, 0, rf)
+		replicas = append(replicas, sorted[first])
+		for j := 0; j < int(rf)-1; j++ {
+			replicas = append(replicas, sorted[(first+1+(shift+j)%(n-1))%n])
+		}
+		out[int32(p)] = replicas
+	}
+	return out
+}
+
+// validateAssignment checks an explicit assignment as Kafka's CreateTopics
+// does: partitions 0..n-1, every list non-empty, of the same length,
+// without duplicates, on registered brokers.
+func validateAssignment(a map[int32][]int32, live []int32) error {
+	rf := -1
+	for p := int32(0); p < int32(len(a)); p++ {
+		replicas, ok := a[p]
+		if !ok {
+			return fmt.Errorf("%w: partitions must be numbered 0 to %d", cluster.ErrInvalidReplicaAssignment, len(a)-1)
+		}
+		if len(replicas) == 0 {
+			return fmt.Errorf("%w: partition %d has no replicas", cluster.ErrInvalidReplicaAssignment, p)
+		}
+		if rf >= 0 && len(replicas) != rf {
+			return fmt.Errorf("%w: partition %d has %d replicas, others %d", cluster.ErrInvalidReplicaAssignment, p, len(replicas), rf)
+		}
+		rf = len(replicas)
+		seen := make(map[int32]bool, len(replicas))
+		for _, r := range replicas {
+			if seen[r] {
+				return fmt.Errorf("%w: partition %d lists broker %d twice", cluster.ErrInvalidReplicaAssignment, p, r)
+			}
+			seen[r] = true
+			if !slices.Contains(live, r) {
+				return fmt.Errorf("%w: partition %d: unknown broker %d", cluster.ErrInvalidReplicaAssignment, p, r)
+			}
+		}
+	}
+	return nil
+}
+
+// CreateTopic validates spec and, unless ValidateOnly, writes the topic in
+// Kafka's order: /config/topics/<t> and a config change notification, then
+// /brokers/topics/<t>, then every partition's state znode (leader = first
+// live replica, ISR = live replicas in assignment order, leader epoch 0,
+// the current controller epoch). Errors wrap the cluster.Err* sentinels.
+func (s *Session) CreateTopic(ctx context.Context, spec TopicSpec) error {
+	if err := ValidateTopicName(spec.Name); err != nil {
+		return err
+	}
+	live := s.liveBrokerIDs()
+	assignment := spec.Assignment
+	if len(assignment) > 0 {
+		if err := validateAssignment(assignment, live); err != nil {
+			return err
+		}
+		if spec.NumPartitions > 0 && int(spec.NumPartitions) != len(assignment) ||
+			spec.ReplicationFactor > 0 && int(spec.ReplicationFactor) != len(assignment[0]) {
+			return fmt.Errorf("%w: both a replica assignment and a partition count or replication factor were given",
+				cluster.ErrInvalidReplicaAssignment)
+		}
+	} else {
+		if spec.NumPartitions < 1 {
+			return fmt.Errorf("%w: %d partitions, must be at least 1", cluster.ErrInvalidPartitions, spec.NumPartitions)
+		}
+		if spec.ReplicationFactor < 1 || int(spec.ReplicationFactor) > len(live) {
+			return fmt.Errorf("%w: replication factor %d, must be between 1 and the %d live brokers",
+				cluster.ErrInvalidReplicationFactor, spec.ReplicationFactor, len(live))
+		}
+		n := len(live)
+		assignment = AssignReplicas(live, spec.NumPartitions, spec.ReplicationFactor, rand.IntN(n), rand.IntN(n))
+	}
+	if _, err := cluster.DefaultLogConfig().WithOverrides(spec.Configs); err != nil {
+		return fmt.Errorf("topic %s: %w", spec.Name, err)
+	}
+	if err := s.checkTopicAbsent(spec.Name); err != nil {
+		return err
+	}
+	if spec.ValidateOnly || ctx.Err() != nil {
+		return ctx.Err()
+	}
+
+	// Config first, so a broker that sees the topic also sees its config.
+	cp := configTopicPath(spec.Name)
+	cfgData := encodeTopicConfig(spec.Configs)
+	if _, err := s.zk.Create(cp, cfgData, 0); errors.Is(err, zk.ErrNodeExists) {
+		if _, err := s.zk.Set(cp, cfgData, -1); err != nil {
+			return fmt.Errorf("create topic %s: set %s: %w", spec.Name, cp, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("create topic %s: create %s: %w", spec.Name, cp, err)
+	}
+	if _, err := s.zk.Create(configChangeSequencePrefix, encodeTopicConfigChange(spec.Name), zk.FlagSequence); err != nil {
+		return fmt.Errorf("create topic %s: create %s: %w", spec.Name, configChangeSequencePrefix, err)
+	}
+	tp := topicPath(spec.Name)
+	if _, err := s.zk.Create(tp, encodeTopicAssignment(assignment), 0); err != nil {
+		if errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", tp, cluster.ErrTopicExists)
+		}
+		return fmt.Errorf("create topic %s: create %s: %w", spec.Name, tp, err)
+	}
+	s.log.Info().Str("topic", spec.Name).Int("partitions", len(assignment)).Msg("created topic")
+	return s.createPartitionStates(spec.Name, assignment, live)
+}
+
+// checkTopicAbsent fails if the topic exists or its name collides with an
+// existing topic once '.' is read as '_' (AdminZkClient validateTopicCreate),
+// since both map to the same metric names.
+func (s *Session) checkTopicAbsent(name string) error {
+	topics, _, err := s.zk.Children(topicsPath)
+	if err != nil {
+		return fmt.Errorf("create topic %s: children %s: %w", name, topicsPath, err)
+	}
+	norm := strings.ReplaceAll(name, ".", "_")
+	for _, t := range topics {
+		if t == name {
+			return fmt.Errorf("topic %s: %w", name, cluster.ErrTopicExists)
+		}
+		if strings.ReplaceAll(t, ".", "_") == norm {
+			return fmt.Errorf("%w: topic %q collides with existing topic %q", cluster.ErrInvalidTopic, name, t)
+		}
+	}
+	return nil
+}
+
+// createPartitionStates creates /partitions, /partitions/<p> and each
+// state znode (PSM initializeLeaderAndIsrForPartitions). A partition with
+// no live replica gets no state znode, as in Kafka it stays NewPartition.
+func (s *Session) createPartitionStates(topic string, assignment map[int32][]int32, live []int32) error {
+	epoch, _, err := s.readControllerEpoch(false)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	if err := s.zk.createPersistent(partitionsPath(topic)); err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	parts := make([]int32, 0, len(assignment))
+	for p := range assignment {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
+		st := cluster.LeaderAndIsr{Leader: cluster.NoLeader, ControllerEpoch: epoch}
+		for _, r := range assignment[p] {
+			if slices.Contains(live, r) {
+				st.Isr = append(st.Isr, r)
+			}
+		}
+		if len(st.Isr) == 0 {
+			s.log.Error().Str("topic", topic).Int32("partition", p).Msg("no live replica: partition left without a state znode")
+			continue
+		}
+		st.Leader = st.Isr[0]
+		if err := s.zk.createPersistent(partitionPath(topic, p)); err != nil {
+			return fmt.Errorf("create topic %s: %w", topic, err)
+		}
+		sp := partitionStatePath(topic, p)
+		if _, err := s.zk.Create(sp, encodePartitionState(st), 0); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create topic %s: create %s: %w", topic, sp, err)
+		}
+	}
+	return nil
+}
+
+// DeleteTopic asks the controller to delete a topic by creating
+// /admin/delete_topics/<t>; the controller removes the topic's znodes and
+// then the request. An unknown topic returns cluster.ErrUnknownTopic; a
+// topic already marked for deletion returns nil.
+func (s *Session) DeleteTopic(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := ValidateTopicName(name); err != nil {
+		// A name Kafka could never have created cannot exist (and must
+		// not reach a znode path).
+		return fmt.Errorf("delete topic %q: %w", name, cluster.ErrUnknownTopic)
+	}
+	tp := topicPath(name)
+	exists, _, err := s.zk.Exists(tp)
+	if err != nil {
+		return fmt.Errorf("delete topic: exists %s: %w", tp, err)
+	}
+	if !exists {
+		return fmt.Errorf("delete topic %s: %w", name, cluster.ErrUnknownTopic)
+	}
+	dp := deleteTopicsPath(name)
+	if _, err := s.zk.Create(dp, nil, 0); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return fmt.Errorf("delete topic: create %s: %w", dp, err)
+	}
+	s.log.Info().Str("topic", name).Msg("topic marked for deletion")
+	return nil
+}

@@ -1,0 +1,78 @@
+package zkcoord
+
+import "strconv"
+
+// This file is the only place that builds znode paths. Every path is
+// relative to the chroot of zookeeper.connect; the chroot is added by zkConn
+// on the way to the server and removed from watch events on the way back.
+
+const (
+	consumersPath                  = "/consumers"
+	brokersPath                    = "/brokers"
+	brokerIDsPath                  = "/brokers/ids"
+	topicsPath                     = "/brokers/topics"
+	brokerSeqIDPath                = "/brokers/seqid"
+	configPath                     = "/config"
+	configChangesPath              = "/config/changes"
+	configTopicsPath               = "/config/topics"
+	configClientsPath              = "/config/clients"
+	configUsersPath                = "/config/users"
+	configBrokersPath              = "/config/brokers"
+	adminPath                      = "/admin"
+	deleteTopicsRootPath           = "/admin/delete_topics"
+	isrChangeNotificationPath      = "/isr_change_notification"
+	latestProducerIDBlockPath      = "/latest_producer_id_block"
+	logDirEventNotificationPath    = "/log_dir_event_notification"
+	controllerPath                 = "/controller"
+	controllerEpochPath            = "/controller_epoch"
+	clusterPath                    = "/cluster"
+	clusterIDPath                  = "/cluster/id"
+	configChangeSequencePrefix     = "/config/changes/config_change_"
+	isrChangeNotificationSeqPrefix = "/isr_change_notification/isr_change_"
+)
+
+// persistentPaths are the paths every broker creates at startup, in an order
+// where parents come first (ZkData PersistentZkPaths; KZC createTopLevelPaths).
+// All are persistent and empty; NODEEXISTS is ignored.
+var persistentPaths = []string{
+	consumersPath,
+	brokersPath,
+	brokerIDsPath,
+	topicsPath,
+	brokerSeqIDPath,
+	configPath,
+	configChangesPath,
+	configTopicsPath,
+	configClientsPath,
+	configUsersPath,
+	configBrokersPath,
+	adminPath,
+	deleteTopicsRootPath,
+	isrChangeNotificationPath,
+	latestProducerIDBlockPath,
+	logDirEventNotificationPath,
+}
+
+// brokerPath is /brokers/ids/<id>, the ephemeral registration of one broker.
+func brokerPath(id int32) string { return brokerIDsPath + "/" + strconv.Itoa(int(id)) }
+
+// topicPath is /brokers/topics/<t>, the topic's replica assignment.
+func topicPath(topic string) string { return topicsPath + "/" + topic }
+
+// partitionsPath is /brokers/topics/<t>/partitions.
+func partitionsPath(topic string) string { return topicPath(topic) + "/partitions" }
+
+// partitionPath is /brokers/topics/<t>/partitions/<p>.
+func partitionPath(topic string, p int32) string {
+	return partitionsPath(topic) + "/" + strconv.Itoa(int(p))
+}
+
+// partitionStatePath is /brokers/topics/<t>/partitions/<p>/state, the
+// partition's leader and ISR.
+func partitionStatePath(topic string, p int32) string { return partitionPath(topic, p) + "/state" }
+
+// configTopicPath is /config/topics/<t>, the topic's config overrides.
+func configTopicPath(topic string) string { return configTopicsPath + "/" + topic }
+
+// deleteTopicsPath is /admin/delete_topics/<t>, the request to delete t.
+func deleteTopicsPath(topic string) string { return deleteTopicsRootPath + "/" + topic }

@@ -1,0 +1,403 @@
+package zkcoord
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// Watches. ZooKeeper watches fire once, so every read by the session
+// goroutine re-arms the watch of what it read, as Kafka's ZooKeeperClient
+// does ("register handler and check existence"). s.armed records which
+// watches are set on the server, each with a unique token: a fire whose
+// token is not the current one (an old session's watch, or a topic that was
+// dropped) is ignored, so duplicate server watches are harmless.
+
+type watchKind uint8
+
+const (
+	wBrokerIDs    watchKind = iota + 1 // children of /brokers/ids
+	wBroker                            // /brokers/ids/<id>
+	wController                        // /controller
+	wTopics                            // children of /brokers/topics
+	wTopic                             // /brokers/topics/<t>
+	wState                             // /brokers/topics/<t>/partitions/<p>/state
+	wConfig                            // /config/topics/<t>
+	wDeleteTopics                      // children of /admin/delete_topics
+)
+
+type watchKey struct {
+	kind  watchKind
+	topic string
+	id    int32 // broker id or partition
+}
+
+type watchFire struct {
+	key   watchKey
+	token uint64
+	ev    zk.Event
+}
+
+// topicEntry is one topic in the cache. Its maps are replaced or mutated
+// only by the session goroutine under s.mu; readers copy under s.mu.
+type topicEntry struct {
+	assignment map[int32][]int32
+	states     map[int32]cluster.LeaderAndIsr
+	config     map[string]string
+}
+
+// arm forwards the one event of ch to the session goroutine.
+func (s *Session) arm(key watchKey, ch <-chan zk.Event) {
+	s.tokenSeq++
+	token := s.tokenSeq
+	s.armed[key] = token
+	s.goFunc(func() {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return
+			}
+			select {
+			case s.fires <- watchFire{key: key, token: token, ev: ev}:
+			case <-s.done:
+			}
+		case <-s.done:
+		}
+	})
+}
+
+// readData reads node p, arming a watch (data if it exists, existence if
+// not) unless key's watch is already armed. ok is false if p is missing.
+func (s *Session) readData(key watchKey, p string) (data []byte, stat *zk.Stat, ok bool, err error) {
+	if _, armed := s.armed[key]; armed {
+		data, stat, err = s.zk.Get(p)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil, nil, false, nil
+		}
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("get %s: %w", p, err)
+		}
+		return data, stat, true, nil
+	}
+	data, stat, ch, err := s.zk.GetW(p)
+	if err == nil {
+		s.arm(key, ch)
+		return data, stat, true, nil
+	}
+	if !errors.Is(err, zk.ErrNoNode) {
+		return nil, nil, false, fmt.Errorf("get %s: %w", p, err)
+	}
+	exists, _, ch, err := s.zk.ExistsW(p)
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("exists %s: %w", p, err)
+	}
+	s.arm(key, ch)
+	if !exists {
+		return nil, nil, false, nil
+	}
+	data, stat, err = s.zk.Get(p) // created between our two reads
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil, false, nil
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("get %s: %w", p, err)
+	}
+	return data, stat, true, nil
+}
+
+// readChildren lists p's children, arming a children watch unless armed.
+func (s *Session) readChildren(key watchKey, p string) ([]string, error) {
+	if _, armed := s.armed[key]; armed {
+		kids, _, err := s.zk.Children(p)
+		if err != nil {
+			return nil, fmt.Errorf("children %s: %w", p, err)
+		}
+		return kids, nil
+	}
+	kids, _, ch, err := s.zk.ChildrenW(p)
+	if err != nil {
+		return nil, fmt.Errorf("children %s: %w", p, err)
+	}
+	s.arm(key, ch)
+	return kids, nil
+}
+
+// handleFire re-reads (and so re-arms) what a fired watch covers.
+func (s *Session) handleFire(f watchFire) {
+	if s.armed[f.key] != f.token {
+		return // superseded: an old session's or a dropped topic's watch
+	}
+	delete(s.armed, f.key)
+	if f.ev.Type == zk.EventNotWatching {
+		// The client dropped every watch because the session expired;
+		// checkSession re-arms them all once the new session is up.
+		s.dirty = true
+		return
+	}
+	s.log.Debug().Str("zk_path", s.zk.rel(f.ev.Path)).Stringer("zk_event", f.ev.Type).Msg("watch fired")
+	var err error
+	switch f.key.kind {
+	case wBrokerIDs:
+		err = s.refreshBrokerIDs(false)
+	case wBroker:
+		err = s.refreshBroker(f.key.id)
+	case wController:
+		err = s.refreshController()
+	case wTopics:
+		err = s.refreshTopics(false)
+	case wTopic:
+		err = s.refreshTopic(f.key.topic, false)
+	case wState:
+		err = s.refreshState(f.key.topic, f.key.id)
+	case wConfig:
+		err = s.refreshConfig(f.key.topic)
+	case wDeleteTopics:
+		err = s.refreshDeleteTopics()
+	}
+	if err != nil {
+		s.markDirty("refresh "+s.zk.rel(f.ev.Path), err)
+	}
+}
+
+// refreshBrokerIDs reads the live broker ids and the registration of each
+// new one (every one if full).
+func (s *Session) refreshBrokerIDs(full bool) error {
+	kids, err := s.readChildren(watchKey{kind: wBrokerIDs}, brokerIDsPath)
+	if err != nil {
+		return err
+	}
+	live := make(map[int32]bool, len(kids))
+	for _, k := range kids {
+		if id, err := strconv.ParseInt(k, 10, 32); err == nil {
+			live[int32(id)] = true
+		}
+	}
+	var fresh []int32
+	s.mu.Lock()
+	for id := range s.brokers {
+		if !live[id] {
+			delete(s.brokers, id)
+			delete(s.armed, watchKey{kind: wBroker, id: id})
+			s.changed = true
+			s.log.Info().Int32("broker", id).Msg("broker left")
+		}
+	}
+	for id := range live {
+		if _, known := s.brokers[id]; full || !known {
+			fresh = append(fresh, id)
+		}
+	}
+	s.mu.Unlock()
+	var first error
+	for _, id := range fresh {
+		if err := s.refreshBroker(id); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// refreshBroker reads one registration; its czxid is the broker epoch.
+func (s *Session) refreshBroker(id int32) error {
+	p := brokerPath(id)
+	data, stat, ok, err := s.readData(watchKey{kind: wBroker, id: id}, p)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok {
+		if _, known := s.brokers[id]; known {
+			delete(s.brokers, id)
+			s.changed = true
+		}
+		return nil
+	}
+	b, err := decodeBrokerRegistration(id, data)
+	if err != nil {
+		// A registration we cannot parse is not retryable; the broker
+		// stays out of the cache until it registers again.
+		s.log.Error().Err(err).Str("zk_path", p).Msg("ignoring broker registration")
+		return nil
+	}
+	b.Epoch = stat.Czxid
+	if old, known := s.brokers[id]; !known || old.Epoch != b.Epoch {
+		s.log.Info().Int32("broker", id).Int64("broker_epoch", b.Epoch).Msg("broker registered")
+	}
+	s.brokers[id] = b
+	s.changed = true
+	return nil
+}
+
+// refreshTopics reads the topic names, drops deleted topics and reads each
+// new topic (every topic if full).
+func (s *Session) refreshTopics(full bool) error {
+	kids, err := s.readChildren(watchKey{kind: wTopics}, topicsPath)
+	if err != nil {
+		return err
+	}
+	exists := make(map[string]bool, len(kids))
+	for _, t := range kids {
+		exists[t] = true
+	}
+	var fresh []string
+	s.mu.Lock()
+	for t := range s.topics {
+		if !exists[t] {
+			s.dropTopicLocked(t)
+		}
+	}
+	for _, t := range kids {
+		if _, known := s.topics[t]; full || !known {
+			fresh = append(fresh, t)
+		}
+	}
+	s.mu.Unlock()
+	var first error
+	for _, t := range fresh {
+		if err := s.refreshTopic(t, full); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// dropTopicLocked removes t from the cache and forgets its watches. Caller
+// holds s.mu and is the session goroutine.
+func (s *Session) dropTopicLocked(t string) {
+	e, ok := s.topics[t]
+	if !ok {
+		return
+	}
+	delete(s.topics, t)
+	delete(s.armed, watchKey{kind: wTopic, topic: t})
+	delete(s.armed, watchKey{kind: wConfig, topic: t})
+	for p := range e.assignment {
+		delete(s.armed, watchKey{kind: wState, topic: t, id: p})
+	}
+	s.changed = true
+	s.log.Info().Str("topic", t).Msg("topic removed")
+}
+
+// refreshTopic reads a topic's assignment, then its config and the state of
+// each new partition (all of them if full or the topic is new).
+func (s *Session) refreshTopic(t string, full bool) error {
+	p := topicPath(t)
+	data, _, ok, err := s.readData(watchKey{kind: wTopic, topic: t}, p)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		s.mu.Lock()
+		s.dropTopicLocked(t)
+		s.mu.Unlock()
+		return nil
+	}
+	assignment, err := decodeTopicAssignment(t, data)
+	if err != nil {
+		s.log.Error().Err(err).Str("topic", t).Str("zk_path", p).Msg("ignoring topic assignment")
+		return nil
+	}
+	var fresh []int32
+	s.mu.Lock()
+	e, known := s.topics[t]
+	if !known {
+		e = &topicEntry{states: make(map[int32]cluster.LeaderAndIsr)}
+		s.topics[t] = e
+		s.log.Info().Str("topic", t).Int("partitions", len(assignment)).Msg("topic added")
+	}
+	for part := range e.assignment {
+		if _, still := assignment[part]; !still {
+			delete(e.states, part)
+			delete(s.armed, watchKey{kind: wState, topic: t, id: part})
+		}
+	}
+	for part := range assignment {
+		if _, had := e.assignment[part]; full || !known || !had {
+			fresh = append(fresh, part)
+		}
+	}
+	e.assignment = assignment
+	s.changed = true
+	s.mu.Unlock()
+
+	var first error
+	if full || !known {
+		first = s.refreshConfig(t)
+	}
+	for _, part := range fresh {
+		if err := s.refreshState(t, part); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// refreshState reads one partition state znode of a cached topic.
+func (s *Session) refreshState(t string, part int32) error {
+	s.mu.Lock()
+	e, ok := s.topics[t]
+	if ok {
+		_, ok = e.assignment[part]
+	}
+	s.mu.Unlock()
+	if !ok {
+		return nil // the partition is gone: let its watch lapse
+	}
+	p := partitionStatePath(t, part)
+	data, stat, ok, err := s.readData(watchKey{kind: wState, topic: t, id: part}, p)
+	if err != nil {
+		return err
+	}
+	var st cluster.LeaderAndIsr
+	if ok {
+		if st, err = decodePartitionState(data, stat.Version); err != nil {
+			s.log.Error().Err(err).Str("zk_path", p).Msg("ignoring partition state")
+			ok = false
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, still := s.topics[t]; still {
+		if ok {
+			e.states[part] = st
+		} else {
+			delete(e.states, part)
+		}
+		s.changed = true
+	}
+	return nil
+}
+
+// refreshConfig reads /config/topics/<t> of a cached topic.
+func (s *Session) refreshConfig(t string) error {
+	s.mu.Lock()
+	_, ok := s.topics[t]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	p := configTopicPath(t)
+	data, _, ok, err := s.readData(watchKey{kind: wConfig, topic: t}, p)
+	if err != nil {
+		return err
+	}
+	var cfg map[string]string
+	if ok {
+		if cfg, err = decodeTopicConfig(t, data); err != nil {
+			s.log.Error().Err(err).Str("zk_path", p).Msg("ignoring topic config")
+			cfg = nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, still := s.topics[t]; still {
+		e.config = cfg
+		s.changed = true
+	}
+	return nil
+}
