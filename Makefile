@@ -1,0 +1,80 @@
+# Build, test and run the broker. `make help` lists the targets.
+#
+# The test targets run scripts/test.sh, which prints every go test line and a
+# closing count; `make test` is the one command that runs everything (CI runs
+# it through .ci/run).
+
+GO       ?= go
+FUZZTIME ?= 30s
+BENCH    ?= .
+
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: help build test test-race unit integ e2e lint verify fuzz bench run down status clean
+
+help:
+	@echo "build      static bin/broker"
+	@echo "test       install deps, go vet, -race tests of all packages, then ./test/... (CI)"
+	@echo "test-race  -race tests of all packages but ./test/..."
+	@echo "unit       tests without ZooKeeper (-short, no TestZK*) and without ./test/..."
+	@echo "integ      real-ZooKeeper tests (TestZK*), -race; BROKER_TEST_ZK=host:port to reuse a server"
+	@echo "e2e        black-box tests of the built binary in ./test/..."
+	@echo "lint       gofmt, go vet, golangci-lint if installed"
+	@echo "verify     lint plus a go mod tidy check"
+	@echo "fuzz       each Fuzz* target for FUZZTIME (default 30s)"
+	@echo "bench      benchmarks of logstore, partition and protocol"
+	@echo "run        scripts/cluster.sh up: ZooKeeper and BROKERS (default 1) brokers"
+	@echo "down       scripts/cluster.sh down"
+	@echo "status     scripts/cluster.sh status"
+	@echo "clean      scripts/cluster.sh clean, and remove bin/"
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/broker ./cmd/broker
+
+test:
+	@scripts/test.sh all
+
+test-race:
+	@scripts/test.sh race
+
+unit:
+	@scripts/test.sh unit
+
+integ:
+	@scripts/test.sh integ
+
+e2e:
+	@scripts/test.sh e2e
+
+lint:
+	@echo "gofmt -l"; \
+	files=$$(find . \( -name .git -o -name .cluster -o -name testdata -o -name bin \) -prune -o -name '*.go' -print | xargs -r gofmt -l); \
+	if [ -n "$$files" ]; then echo "gofmt: these files need formatting:"; echo "$$files"; exit 1; fi
+	$(GO) vet ./...
+	@if command -v golangci-lint >/dev/null 2>&1; then \
+		echo "golangci-lint run ./..."; golangci-lint run ./...; \
+	else \
+		echo "golangci-lint not installed: skipped"; \
+	fi
+
+verify: lint
+	$(GO) mod tidy -diff
+
+fuzz:
+	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+
+bench:
+	$(GO) test -run='^$$' -bench='$(BENCH)' -benchmem ./logstore/ ./partition/ ./protocol/
+
+run:
+	@scripts/cluster.sh up
+
+down:
+	@scripts/cluster.sh down
+
+status:
+	@scripts/cluster.sh status
+
+clean:
+	@scripts/cluster.sh clean
+	rm -rf bin

@@ -1,0 +1,638 @@
+#!/usr/bin/env bash
+# cluster.sh: a local ZooKeeper and N brokers as background processes, for
+# people and for tests.
+#
+#   scripts/cluster.sh up            install what is missing, build bin/broker if
+#                                    stale, start ZooKeeper and the brokers, wait
+#                                    until every broker is registered and answers
+#   scripts/cluster.sh down          SIGTERM the brokers, then ZooKeeper; wait;
+#                                    SIGKILL whatever outlives STOP_TIMEOUT
+#   scripts/cluster.sh status        ZooKeeper, each broker, the controller, and
+#                                    every partition's leader, leader_epoch and ISR
+#   scripts/cluster.sh start ID      start one broker and wait until it is ready
+#   scripts/cluster.sh stop ID       SIGTERM one broker and wait for it to exit
+#   scripts/cluster.sh kill ID       SIGKILL one broker
+#   scripts/cluster.sh pause ID      SIGSTOP one broker
+#   scripts/cluster.sh resume ID     SIGCONT one broker
+#   scripts/cluster.sh logs ID|zk [-f]   the last LOG_LINES lines of a log, or follow it
+#   scripts/cluster.sh clean         down, then remove CLUSTER_DIR
+#
+# Environment (defaults in brackets):
+#   CLUSTER_DIR [<repo>/.cluster]  everything the cluster writes: zookeeper/ and
+#                                  broker-<id>/ with server.properties, data/,
+#                                  broker.log and broker.pid
+#   BROKERS [1]         number of brokers; ids are 0..BROKERS-1. BROKERS=0 runs
+#                       ZooKeeper alone (for BROKER_TEST_ZK=127.0.0.1:$ZK_PORT)
+#   BASE_PORT [9092]    broker <id> listens on 127.0.0.1:BASE_PORT+id
+#   ZK_PORT [2181]      ZooKeeper's client port on 127.0.0.1; a server already
+#                       answering there is used and left alone
+#   ZK_CHROOT []        optional chroot for zookeeper.connect, e.g. /kafka
+#   BROKER_BIN [<repo>/bin/broker]  binary to run; set it to skip building
+#   BROKER_OVERRIDES [] extra server.properties settings for every broker,
+#                       space-separated key=value words
+#   BROKER_LOG_LEVEL    passed through to the brokers (debug|info|warn)
+#   READY_TIMEOUT [60]  seconds `up`/`start` wait for readiness
+#   STOP_TIMEOUT [30]   seconds `down`/`stop` wait before SIGKILL
+#   LOG_LINES [100]     lines shown by `logs`
+#
+# `up` records BROKERS, BASE_PORT, ZK_PORT and ZK_CHROOT in CLUSTER_DIR/cluster.env,
+# so later commands on the same CLUSTER_DIR need not repeat them. Signals go only
+# to processes named in this cluster's pid files whose command line still
+# matches what was started.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ZK_JAR=/usr/share/java/zookeeper.jar
+ZK_CLI=/usr/share/zookeeper/bin/zkCli.sh
+
+die() {
+	printf 'cluster.sh: %s\n' "$*" >&2
+	exit 1
+}
+say() { printf '%s\n' "$*"; }
+
+CLUSTER_DIR=${CLUSTER_DIR:-$ROOT/.cluster}
+[[ $CLUSTER_DIR == /* ]] || CLUSTER_DIR=$PWD/$CLUSTER_DIR
+CLUSTER_DIR=${CLUSTER_DIR%/}
+ENV_FILE=$CLUSTER_DIR/cluster.env
+
+# Settings: the environment wins, then what `up` saved for this CLUSTER_DIR,
+# then the default.
+declare -A saved=()
+if [[ -f $ENV_FILE ]]; then
+	while IFS='=' read -r key value; do
+		[[ $key =~ ^[A-Z_]+$ ]] && saved[$key]=$value
+	done <"$ENV_FILE"
+fi
+setting() {
+	local name=$1 default=$2
+	if [[ -n ${!name+set} ]]; then
+		printf '%s' "${!name}"
+	elif [[ -n ${saved[$name]+set} ]]; then
+		printf '%s' "${saved[$name]}"
+	else
+		printf '%s' "$default"
+	fi
+}
+BROKERS=$(setting BROKERS 1)
+BASE_PORT=$(setting BASE_PORT 9092)
+ZK_PORT=$(setting ZK_PORT 2181)
+ZK_CHROOT=$(setting ZK_CHROOT '')
+BROKER_BIN=${BROKER_BIN:-}
+READY_TIMEOUT=${READY_TIMEOUT:-60}
+STOP_TIMEOUT=${STOP_TIMEOUT:-30}
+LOG_LINES=${LOG_LINES:-100}
+BROKER_OVERRIDES=${BROKER_OVERRIDES:-}
+
+for v in BROKERS BASE_PORT ZK_PORT READY_TIMEOUT STOP_TIMEOUT LOG_LINES; do
+	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, not '${!v}'"
+done
+[[ -z $ZK_CHROOT || $ZK_CHROOT =~ ^(/[A-Za-z0-9._-]+)+$ ]] ||
+	die "ZK_CHROOT must look like /name or /a/b, not '$ZK_CHROOT'"
+
+ZK_ADDR=127.0.0.1:$ZK_PORT
+ZK_DIR=$CLUSTER_DIR/zookeeper
+ZK_CFG=$ZK_DIR/zoo.cfg
+ZK_PIDFILE=$ZK_DIR/zookeeper.pid
+ZK_LOG=$ZK_DIR/zookeeper.log
+
+broker_dir() { printf '%s/broker-%s' "$CLUSTER_DIR" "$1"; }
+broker_port() { printf '%s' $((BASE_PORT + $1)); }
+broker_props() { printf '%s/server.properties' "$(broker_dir "$1")"; }
+broker_pidfile() { printf '%s/broker.pid' "$(broker_dir "$1")"; }
+broker_log() { printf '%s/broker.log' "$(broker_dir "$1")"; }
+
+# known_ids: ids 0..BROKERS-1 and any other broker-<id> directory, sorted.
+known_ids() {
+	local d
+	{
+		if ((BROKERS > 0)); then seq 0 $((BROKERS - 1)); fi
+		for d in "$CLUSTER_DIR"/broker-*; do
+			[[ -d $d && ${d##*/broker-} =~ ^[0-9]+$ ]] && printf '%s\n' "${d##*/broker-}"
+		done
+	} | sort -nu
+}
+
+check_id() {
+	[[ ${1:-} =~ ^[0-9]+$ ]] || die "want a broker id (0, 1, ...), got '${1:-}'"
+}
+
+# ---------------------------------------------------------------------------
+# Processes, by pid file only.
+
+# pid_of PIDFILE MARKER prints the pid recorded in PIDFILE when that process is
+# alive and its command line contains MARKER (so a reused pid is never
+# signalled); otherwise it fails. A zombie has an empty command line.
+pid_of() {
+	local file=$1 marker=$2 pid cmdline
+	[[ -f $file ]] || return 1
+	pid=$(<"$file")
+	[[ $pid =~ ^[0-9]+$ ]] || return 1
+	cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
+	[[ $cmdline == *"$marker"* ]] || return 1
+	printf '%s\n' "$pid"
+}
+
+broker_pid() { pid_of "$(broker_pidfile "$1")" "$(broker_props "$1")"; }
+zk_pid() { pid_of "$ZK_PIDFILE" "$ZK_CFG"; }
+
+# proc_state PID: R, S, D, T (stopped), ... from /proc/PID/stat.
+proc_state() {
+	local stat
+	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	stat=${stat##*) }
+	printf '%s' "${stat%% *}"
+}
+
+# stop_pids TIMEOUT NAME:PIDFILE:MARKER...: SIGTERM each live process (and
+# SIGCONT, so a paused one can act on it), wait up to TIMEOUT seconds for all to
+# exit, then SIGKILL the rest. Removes the pid files.
+stop_pids() {
+	local timeout=$1 entry name file marker pid deadline left
+	shift
+	local -a live=()
+	for entry in "$@"; do
+		IFS=: read -r name file marker <<<"$entry"
+		if pid=$(pid_of "$file" "$marker"); then
+			say "$name: SIGTERM pid $pid"
+			kill -TERM "$pid" 2>/dev/null || true
+			kill -CONT "$pid" 2>/dev/null || true
+			live+=("$entry")
+		else
+			rm -f "$file"
+		fi
+	done
+	deadline=$((SECONDS + timeout))
+	while ((${#live[@]} > 0)); do
+		left=()
+		for entry in "${live[@]}"; do
+			IFS=: read -r name file marker <<<"$entry"
+			if pid=$(pid_of "$file" "$marker"); then
+				if ((SECONDS >= deadline)); then
+					say "$name: still running after ${timeout}s: SIGKILL pid $pid"
+					kill -KILL "$pid" 2>/dev/null || true
+				fi
+				left+=("$entry")
+			else
+				say "$name: stopped"
+				rm -f "$file"
+			fi
+		done
+		live=("${left[@]+"${left[@]}"}")
+		((${#live[@]} == 0)) || sleep 0.2
+	done
+}
+
+# ---------------------------------------------------------------------------
+# ZooKeeper.
+
+# zk_4lw CMD: send a four-letter word to ZooKeeper and print the answer.
+zk_4lw() {
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' \
+		_ "$ZK_PORT" "$1" 2>/dev/null
+}
+
+zk_ruok() { [[ $(zk_4lw ruok || true) == imok ]]; }
+
+# zk_owner PATH: the session that owns the ephemeral znode PATH (empty if none),
+# from the `dump` four-letter word. Paths here are absolute, chroot included.
+zk_owner() {
+	zk_4lw dump | awk -v want="$1" '
+		/^ephemeral nodes dump:/ { in_eph = 1; next }
+		/^Connections dump:/     { in_eph = 0 }
+		in_eph && /^0x[0-9a-f]+:$/ { sess = substr($0, 1, length($0) - 1); next }
+		in_eph && $1 == want     { print sess; exit }
+	' || true
+}
+
+# zk_batch CMD...: run zkCli commands in one JVM, relative to ZK_CHROOT. The
+# output of command i follows a line "@@ i", so callers can split it.
+zk_batch() {
+	local i=0 cmd script=''
+	for cmd in "$@"; do
+		script+="get /zz-cluster-sh-mark-$i"$'\n'"$cmd"$'\n'
+		i=$((i + 1))
+	done
+	script+=$'quit\n'
+	printf '%s' "$script" |
+		JVMFLAGS="${JVMFLAGS:--Xshare:auto -XX:TieredStopAtLevel=1 -Xmx64m}" \
+			timeout 30 "$ZK_CLI" -server "$ZK_ADDR$ZK_CHROOT" 2>&1 |
+		awk '
+			/^Node does not exist: \/zz-cluster-sh-mark-[0-9]+$/ { sub(/.*-mark-/, ""); print "@@ " $0; next }
+			/^(SLF4J:|Connecting to |Welcome to ZooKeeper|JLine support|WATCHER::|WatchedEvent )/ { next }
+			/^$/ { next }
+			{ print }
+		' || true # zkCli exits 1 when its last command failed, as markers do
+}
+
+# section N: the lines of zk_batch output (on stdin) that belong to command N.
+section() { awk -v n="$1" '/^@@ [0-9]+$/ { cur = $2 + 0; next } cur == n { print }'; }
+
+zk_up() {
+	local pid deadline
+	if zk_ruok; then
+		if pid=$(zk_pid); then
+			say "zookeeper: already running at $ZK_ADDR (pid $pid)"
+		else
+			say "zookeeper: using the server already answering at $ZK_ADDR"
+		fi
+		return 0
+	fi
+	if ! pid=$(zk_pid); then
+		[[ -f $ZK_JAR ]] || die "no ZooKeeper at $ZK_JAR: run scripts/install-deps.sh as root"
+		mkdir -p "$ZK_DIR/data"
+		cat >"$ZK_CFG" <<-CFG
+			# Generated by scripts/cluster.sh up.
+			tickTime=500
+			dataDir=$ZK_DIR/data
+			clientPort=$ZK_PORT
+			clientPortAddress=127.0.0.1
+			minSessionTimeout=1000
+			maxSessionTimeout=60000
+			4lw.commands.whitelist=*
+			admin.enableServer=false
+			maxClientCnxns=0
+		CFG
+		# setsid keeps a Ctrl-C at the terminal from reaching it; 9>&- drops the lock.
+		setsid java -Xmx256m -cp "/etc/zookeeper/conf:$ZK_JAR" \
+			org.apache.zookeeper.server.ZooKeeperServerMain "$ZK_CFG" \
+			>>"$ZK_LOG" 2>&1 </dev/null 9>&- &
+		pid=$!
+		printf '%s\n' "$pid" >"$ZK_PIDFILE"
+		say "zookeeper: starting at $ZK_ADDR (pid $pid, log $ZK_LOG)"
+	fi
+	deadline=$((SECONDS + READY_TIMEOUT))
+	until zk_ruok; do
+		if ! zk_pid >/dev/null; then
+			tail -n 30 "$ZK_LOG" >&2 || true
+			die "zookeeper exited; log: $ZK_LOG"
+		fi
+		((SECONDS < deadline)) || die "zookeeper did not answer ruok at $ZK_ADDR within ${READY_TIMEOUT}s; log: $ZK_LOG"
+		sleep 0.2
+	done
+	say "zookeeper: up at $ZK_ADDR"
+	if [[ -n $ZK_CHROOT ]]; then
+		local path='' part cmds=()
+		IFS=/ read -ra parts <<<"${ZK_CHROOT#/}"
+		for part in "${parts[@]}"; do
+			path+=/$part
+			cmds+=("create $path")
+		done
+		ZK_CHROOT='' zk_batch "${cmds[@]}" >/dev/null || true
+	fi
+}
+
+# ---------------------------------------------------------------------------
+# Brokers.
+
+# needs_build: bin/broker is missing or older than a Go source, go.mod or go.sum.
+needs_build() {
+	local bin=$1
+	[[ -x $bin ]] || return 0
+	[[ -n $(find "$ROOT" \( -path "$ROOT/.git" -o -path "$ROOT/test" -o -path "$CLUSTER_DIR" -o -name testdata \) -prune -o \
+		\( \( -name '*.go' -a ! -name '*_test.go' \) -o -name go.mod -o -name go.sum \) -newer "$bin" -print -quit) ]]
+}
+
+ensure_binary() {
+	if [[ -n $BROKER_BIN ]]; then
+		[[ -x $BROKER_BIN ]] || die "BROKER_BIN=$BROKER_BIN is not an executable"
+		return 0
+	fi
+	BROKER_BIN=$ROOT/bin/broker
+	if needs_build "$BROKER_BIN"; then
+		say "build: bin/broker"
+		(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o bin/broker ./cmd/broker) ||
+			die "cannot build bin/broker (BROKERS=0 runs ZooKeeper alone)"
+	fi
+}
+
+# write_props ID: CLUSTER_DIR/broker-ID/server.properties is config/server.properties
+# with the per-broker keys (and BROKER_OVERRIDES) replaced.
+write_props() {
+	local id=$1 port dir props kv rf
+	port=$(broker_port "$id")
+	dir=$(broker_dir "$id")
+	props=$(broker_props "$id")
+	rf=$((BROKERS < 3 ? BROKERS : 3))
+	((rf > 0)) || rf=1
+	local -a over=(
+		"broker.id=$id"
+		"listeners=PLAINTEXT://127.0.0.1:$port"
+		"advertised.listeners=PLAINTEXT://127.0.0.1:$port"
+		"zookeeper.connect=$ZK_ADDR$ZK_CHROOT"
+		"log.dirs=$dir/data"
+		"offsets.topic.replication.factor=$rf"
+	)
+	for kv in $BROKER_OVERRIDES; do
+		[[ $kv =~ ^[a-z0-9._-]+=.*$ ]] || die "BROKER_OVERRIDES: want key=value, got '$kv'"
+		over+=("$kv")
+	done
+	{
+		printf '# Generated by scripts/cluster.sh from config/server.properties; edits are lost on start.\n'
+		printf '%s\n' "${over[@]}" | cut -d= -f1 |
+			awk 'NR == FNR { drop[$0] = 1; next }
+			{
+				line = $0; sub(/^[ \t]+/, "", line)
+				if (line == "" || line ~ /^[#!]/) { print; next }
+				key = line; sub(/[ \t]*[=:].*$/, "", key); sub(/[ \t].*$/, "", key)
+				if (!(key in drop)) print
+			}' - "$ROOT/config/server.properties"
+		printf '\n# cluster.sh settings for broker %s\n' "$id"
+		printf '%s\n' "${over[@]}"
+	} >"$props.tmp"
+	mv "$props.tmp" "$props"
+}
+
+# launch_broker ID: start broker ID unless it runs; prints "ID OWNER" where OWNER
+# is the session that owned its znode before the start ("-" if none or if the
+# broker was already running), so readiness can tell our registration from a
+# stale one left by a killed process whose session has not expired yet.
+launch_broker() {
+	local id=$1 pid dir owner
+	if pid=$(broker_pid "$id"); then
+		say "broker $id: already running (pid $pid)" >&2
+		printf '%s -\n' "$id"
+		return 0
+	fi
+	dir=$(broker_dir "$id")
+	mkdir -p "$dir/data"
+	write_props "$id"
+	owner=$(zk_owner "$ZK_CHROOT/brokers/ids/$id")
+	if [[ -n $owner ]]; then
+		# A killed broker's znode lives until its session expires, and a broker
+		# (like Kafka's) refuses to register over another session's znode.
+		say "broker $id: waiting for the registration of the old session $owner to expire" >&2
+		local deadline=$((SECONDS + READY_TIMEOUT))
+		while [[ -n $owner ]]; do
+			((SECONDS < deadline)) || die "broker $id: $ZK_CHROOT/brokers/ids/$id still held by session $owner after ${READY_TIMEOUT}s"
+			sleep 0.5
+			owner=$(zk_owner "$ZK_CHROOT/brokers/ids/$id")
+		done
+	fi
+	setsid "$BROKER_BIN" "$(broker_props "$id")" >>"$(broker_log "$id")" 2>&1 </dev/null 9>&- &
+	pid=$!
+	printf '%s\n' "$pid" >"$(broker_pidfile "$id")"
+	say "broker $id: starting on 127.0.0.1:$(broker_port "$id") (pid $pid, log $(broker_log "$id"))" >&2
+	printf '%s %s\n' "$id" "${owner:--}"
+}
+
+# broker_ready ID OLD_OWNER: registered under a session other than OLD_OWNER,
+# accepting connections, and (with kcat) answering Metadata.
+broker_ready() {
+	local id=$1 old=$2 owner port
+	owner=$(zk_owner "$ZK_CHROOT/brokers/ids/$id")
+	[[ -n $owner && $owner != "$old" ]] || return 1
+	port=$(broker_port "$id")
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$port" 2>/dev/null || return 1
+	if command -v kcat >/dev/null 2>&1; then
+		# -L without -t lists all topics, so it creates none.
+		timeout 10 kcat -L -b "127.0.0.1:$port" -m 5 -q >/dev/null 2>&1 || return 1
+	fi
+}
+
+# wait_ready "ID OWNER"...: wait until each broker is ready, or fail.
+wait_ready() {
+	local entry id old deadline
+	local -a pending=("$@") left
+	deadline=$((SECONDS + READY_TIMEOUT))
+	while ((${#pending[@]} > 0)); do
+		left=()
+		for entry in "${pending[@]}"; do
+			read -r id old <<<"$entry"
+			if ! broker_pid "$id" >/dev/null; then
+				tail -n 30 "$(broker_log "$id")" >&2 || true
+				die "broker $id exited during start; log: $(broker_log "$id")"
+			elif broker_ready "$id" "$old"; then
+				say "broker $id: ready at 127.0.0.1:$(broker_port "$id")"
+			else
+				left+=("$entry")
+			fi
+		done
+		pending=("${left[@]+"${left[@]}"}")
+		if ((${#pending[@]} > 0)); then
+			if ((SECONDS >= deadline)); then
+				for entry in "${pending[@]}"; do
+					read -r id old <<<"$entry"
+					tail -n 20 "$(broker_log "$id")" >&2 || true
+					printf 'cluster.sh: broker %s not ready within %ss (registered in ZooKeeper, port open, Metadata answered); log: %s\n' \
+						"$id" "$READY_TIMEOUT" "$(broker_log "$id")" >&2
+				done
+				exit 1
+			fi
+			sleep 0.3
+		fi
+	done
+}
+
+bootstrap() {
+	local id out=''
+	for ((id = 0; id < BROKERS; id++)); do
+		out+=${out:+,}127.0.0.1:$(broker_port "$id")
+	done
+	printf '%s' "$out"
+}
+
+lock() {
+	mkdir -p "$CLUSTER_DIR"
+	exec 9>"$CLUSTER_DIR/.lock"
+	flock -w 300 9 || die "another cluster.sh holds $CLUSTER_DIR/.lock"
+}
+
+save_settings() {
+	printf 'BROKERS=%s\nBASE_PORT=%s\nZK_PORT=%s\nZK_CHROOT=%s\n' \
+		"$BROKERS" "$BASE_PORT" "$ZK_PORT" "$ZK_CHROOT" >"$ENV_FILE"
+}
+
+# ---------------------------------------------------------------------------
+# Subcommands.
+
+cmd_up() {
+	local id entry bs
+	"$ROOT/scripts/install-deps.sh"
+	lock
+	save_settings
+	((BROKERS == 0)) || ensure_binary
+	zk_up
+	local -a entries=()
+	for ((id = 0; id < BROKERS; id++)); do
+		entry=$(launch_broker "$id")
+		entries+=("$entry")
+	done
+	wait_ready "${entries[@]+"${entries[@]}"}"
+	if ((BROKERS == 0)); then
+		say ""
+		say "ZooKeeper only: zookeeper.connect=$ZK_ADDR$ZK_CHROOT  (BROKER_TEST_ZK=$ZK_ADDR make integ)"
+		return 0
+	fi
+	bs=$(bootstrap)
+	say ""
+	say "bootstrap: $bs"
+	say "  kcat -b $bs -L                        # metadata"
+	say "  kcat -b $bs -t demo -P                # produce: one record per line, Ctrl-D to end"
+	say "  kcat -b $bs -t demo -C -e             # consume from the start, exit at the end"
+	say "  scripts/cluster.sh status | logs 0 | down"
+}
+
+cmd_down() {
+	local id
+	local -a entries=()
+	lock
+	while read -r id; do
+		entries+=("broker $id:$(broker_pidfile "$id"):$(broker_props "$id")")
+	done < <(known_ids)
+	stop_pids "$STOP_TIMEOUT" "${entries[@]+"${entries[@]}"}"
+	if [[ -f $ZK_PIDFILE ]]; then
+		stop_pids 15 "zookeeper:$ZK_PIDFILE:$ZK_CFG"
+	elif zk_ruok; then
+		say "zookeeper: the server at $ZK_ADDR was not started by cluster.sh; left running"
+	fi
+}
+
+cmd_start() {
+	local id=$1 entry
+	lock
+	ensure_binary
+	zk_ruok || die "zookeeper does not answer at $ZK_ADDR: run scripts/cluster.sh up"
+	entry=$(launch_broker "$id")
+	wait_ready "$entry"
+}
+
+cmd_stop() {
+	stop_pids "$STOP_TIMEOUT" "broker $1:$(broker_pidfile "$1"):$(broker_props "$1")"
+}
+
+cmd_signal() {
+	local sig=$1 id=$2 pid
+	pid=$(broker_pid "$id") || die "broker $id is not running (per $(broker_pidfile "$id"))"
+	kill "-$sig" "$pid"
+	say "broker $id: SIG$sig pid $pid"
+	if [[ $sig == KILL ]]; then
+		while broker_pid "$id" >/dev/null; do sleep 0.1; done
+		rm -f "$(broker_pidfile "$id")"
+	fi
+}
+
+cmd_status() {
+	local id pid state reg zk_ok=0 out ids='' ctrl epoch line path json
+	if zk_ruok; then
+		zk_ok=1
+		if pid=$(zk_pid); then
+			say "zookeeper  $ZK_ADDR$ZK_CHROOT  up (pid $pid)"
+		else
+			say "zookeeper  $ZK_ADDR$ZK_CHROOT  up (not started by cluster.sh)"
+		fi
+		out=$(zk_batch "ls /brokers/ids" "get /controller" "get /controller_epoch" "ls -R /brokers/topics")
+		ids=$(section 0 <<<"$out" | grep -E '^\[' | tr -d '[] ' | tr ',' ' ' || true)
+	elif pid=$(zk_pid); then
+		say "zookeeper  $ZK_ADDR  not answering (pid $pid)"
+	else
+		say "zookeeper  $ZK_ADDR  down"
+	fi
+	while read -r id; do
+		if pid=$(broker_pid "$id"); then
+			state="pid $pid running"
+			if [[ $(proc_state "$pid" || true) == T ]]; then state="pid $pid paused"; fi
+		else
+			state="not running"
+		fi
+		reg="-"
+		if ((zk_ok)); then
+			reg="not registered"
+			if [[ " $ids " == *" $id "* ]]; then reg="registered"; fi
+		fi
+		printf 'broker %-3s 127.0.0.1:%-5s  %-22s %s\n' "$id" "$(broker_port "$id")" "$state" "$reg"
+	done < <(known_ids)
+	((zk_ok)) || return 0
+	for id in $ids; do
+		[[ -d $(broker_dir "$id") ]] || say "broker $id   registered in ZooKeeper (not managed by this cluster.sh)"
+	done
+	ctrl=$(section 1 <<<"$out" | grep -oE '"brokerid":-?[0-9]+' | cut -d: -f2 || true)
+	epoch=$(section 2 <<<"$out" | grep -E '^[0-9]+$' || true)
+	say "controller ${ctrl:-none} (controller_epoch ${epoch:--})"
+	local -a states=()
+	mapfile -t states < <(section 3 <<<"$out" |
+		grep -E '^/brokers/topics/[^/]+/partitions/[0-9]+/state$' | sort -t/ -k4,4 -k6,6n || true)
+	local -a topics=()
+	mapfile -t topics < <(section 3 <<<"$out" | grep -E '^/brokers/topics/[^/]+$' | cut -d/ -f4 | sort || true)
+	if ((${#topics[@]} == 0)); then
+		say "no topics"
+		return 0
+	fi
+	local -a cmds=()
+	for path in "${states[@]+"${states[@]}"}"; do cmds+=("get $path"); done
+	local i=0 t p leader le isr
+	[[ ${#cmds[@]} -eq 0 ]] || out=$(zk_batch "${cmds[@]}")
+	printf '%-30s %9s %7s %12s  %s\n' topic partition leader leader_epoch isr
+	for path in "${states[@]+"${states[@]}"}"; do
+		json=$(section "$i" <<<"$out" | head -n 1)
+		i=$((i + 1))
+		t=$(cut -d/ -f4 <<<"$path")
+		p=$(cut -d/ -f6 <<<"$path")
+		leader=$(grep -oE '"leader":-?[0-9]+' <<<"$json" | cut -d: -f2 || true)
+		le=$(grep -oE '"leader_epoch":-?[0-9]+' <<<"$json" | cut -d: -f2 || true)
+		isr=$(grep -oE '"isr":\[[-0-9,]*\]' <<<"$json" | cut -d: -f2 || true)
+		printf '%-30s %9s %7s %12s  %s\n' "$t" "$p" "${leader:-?}" "${le:-?}" "${isr:-?}"
+	done
+	for t in "${topics[@]}"; do
+		line=$(printf '%s\n' "${states[@]+"${states[@]}"}" | grep -c "^/brokers/topics/$t/" || true)
+		((line > 0)) || printf '%-30s %9s\n' "$t" "(no partition state yet)"
+	done
+}
+
+cmd_logs() {
+	local which=$1 follow=${2:-} file
+	if [[ $which == zk || $which == zookeeper ]]; then
+		file=$ZK_LOG
+	else
+		check_id "$which"
+		file=$(broker_log "$which")
+	fi
+	[[ -f $file ]] || die "no log at $file"
+	if [[ $follow == -f ]]; then
+		exec tail -n "$LOG_LINES" -f "$file"
+	fi
+	tail -n "$LOG_LINES" "$file"
+}
+
+cmd_clean() {
+	case $CLUSTER_DIR in
+	/ | "$ROOT" | "${HOME:-/}" | /tmp | /root) die "refusing to remove $CLUSTER_DIR" ;;
+	esac
+	[[ -d $CLUSTER_DIR ]] || return 0
+	if [[ ! -f $ENV_FILE && -n $(ls -A "$CLUSTER_DIR") ]]; then
+		die "$CLUSTER_DIR has no cluster.env, so cluster.sh did not make it; not removing it"
+	fi
+	cmd_down
+	rm -rf "$CLUSTER_DIR"
+	say "removed $CLUSTER_DIR"
+}
+
+usage() {
+	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+}
+
+main() {
+	local cmd=${1:-}
+	shift || true
+	case $cmd in
+	up) cmd_up ;;
+	down) cmd_down ;;
+	status) cmd_status ;;
+	start) check_id "${1:-}" && cmd_start "$1" ;;
+	stop) check_id "${1:-}" && cmd_stop "$1" ;;
+	kill) check_id "${1:-}" && cmd_signal KILL "$1" ;;
+	pause) check_id "${1:-}" && cmd_signal STOP "$1" ;;
+	resume) check_id "${1:-}" && cmd_signal CONT "$1" ;;
+	logs) cmd_logs "${1:-}" "${2:-}" ;;
+	clean) cmd_clean ;;
+	-h | --help | help) usage ;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+}
+
+main "$@"
