@@ -500,6 +500,7 @@ cmd_start() {
 }
 
 cmd_stop() {
+	broker_pid "$1" >/dev/null || say "broker $1: not running"
 	stop_pids "$STOP_TIMEOUT" "broker $1:$(broker_pidfile "$1"):$(broker_props "$1")"
 }
 
