@@ -1,0 +1,142 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Names of the per-log-directory checkpoint files, as in Kafka.
+const (
+	RecoveryPointCheckpointFile  = "recovery-point-offset-checkpoint"
+	ReplicationCheckpointFile    = "replication-offset-checkpoint"
+	LogStartOffsetCheckpointFile = "log-start-offset-checkpoint"
+	// LeaderEpochCheckpointFile lives in each partition directory.
+	LeaderEpochCheckpointFile = "leader-epoch-checkpoint"
+)
+
+// checkpointVersion is the only format version Kafka writes (line 1).
+const checkpointVersion = "0"
+
+// CheckpointEntry is one line of an offset checkpoint file.
+type CheckpointEntry struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// ReadOffsetCheckpoint reads an offset checkpoint file in Kafka's text format:
+// "0\n<count>\n" then "<topic> <partition> <offset>\n" per entry. A missing
+// file is an empty checkpoint. A file that does not parse, or whose count
+// does not match its lines, returns an error wrapping ErrCorrupt.
+func ReadOffsetCheckpoint(path string) ([]CheckpointEntry, error) {
+	lines, err := readCheckpointLines(path)
+	if err != nil || len(lines) == 0 {
+		return nil, err
+	}
+	entries := make([]CheckpointEntry, 0, len(lines))
+	for i, line := range lines {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("read checkpoint %s: entry %d %q: %w", path, i, line, ErrCorrupt)
+		}
+		p, err1 := strconv.ParseInt(f[1], 10, 32)
+		off, err2 := strconv.ParseInt(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("read checkpoint %s: entry %d %q: %w", path, i, line, ErrCorrupt)
+		}
+		entries = append(entries, CheckpointEntry{Topic: f[0], Partition: int32(p), Offset: off})
+	}
+	return entries, nil
+}
+
+// WriteOffsetCheckpoint replaces the checkpoint file at path atomically: it
+// writes path+".tmp", fsyncs it, renames it over path and fsyncs the
+// directory, so a crash leaves either the old file or the new one.
+func WriteOffsetCheckpoint(path string, entries []CheckpointEntry) error {
+	var b strings.Builder
+	b.WriteString(checkpointVersion + "\n")
+	b.WriteString(strconv.Itoa(len(entries)) + "\n")
+	for _, e := range entries {
+		if e.Topic == "" || strings.ContainsAny(e.Topic, " \t\r\n") {
+			return fmt.Errorf("write checkpoint %s: topic %q cannot be stored", path, e.Topic)
+		}
+		b.WriteString(e.Topic)
+		b.WriteByte(' ')
+		b.WriteString(strconv.FormatInt(int64(e.Partition), 10))
+		b.WriteByte(' ')
+		b.WriteString(strconv.FormatInt(e.Offset, 10))
+		b.WriteByte('\n')
+	}
+	if err := writeFileAtomic(path, []byte(b.String())); err != nil {
+		return fmt.Errorf("write checkpoint %s: %w", path, err)
+	}
+	return nil
+}
+
+// readCheckpointLines returns the entry lines of a versioned, counted
+// checkpoint file; nil for a missing file.
+func readCheckpointLines(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
+	}
+	lines := strings.Split(string(data), "\n")
+	if n := len(lines); n > 0 && lines[n-1] == "" {
+		lines = lines[:n-1]
+	}
+	if len(lines) < 2 || strings.TrimSpace(lines[0]) != checkpointVersion {
+		return nil, fmt.Errorf("read checkpoint %s: bad header: %w", path, ErrCorrupt)
+	}
+	count, err := strconv.Atoi(strings.TrimSpace(lines[1]))
+	if err != nil || count < 0 || count != len(lines)-2 {
+		return nil, fmt.Errorf("read checkpoint %s: count %q for %d entries: %w", path, lines[1], len(lines)-2, ErrCorrupt)
+	}
+	return lines[2:], nil
+}
+
+// writeFileAtomic writes data to path through a fsynced temporary file and
+// a rename, then fsyncs the directory so the rename itself is durable.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir fsyncs a directory so that file creations, renames and removals
+// in it survive a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

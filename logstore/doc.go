@@ -1,0 +1,91 @@
+// Package logstore keeps one partition's records in append-only segment
+// files, in Kafka's on-disk layout, and recovers them after a crash.
+//
+// # What it owns
+//
+// A Log is a partition directory (<topic>-<partition>) of segments named by
+// base offset. It assigns offsets on leader appends, stores follower
+// appends as they came, serves reads by offset and by timestamp, rolls
+// segments, applies retention and the flush policy, truncates, and keeps
+// the directory's leader-epoch-checkpoint (LeaderEpochCache) in step with
+// the batches. LogEndOffset is the next offset to be written, so valid
+// reads are in [LogStartOffset, LogEndOffset). The package also reads and
+// writes the per-log-directory offset checkpoint files
+// (recovery-point-offset-checkpoint, replication-offset-checkpoint,
+// log-start-offset-checkpoint) for its callers.
+//
+// # What it refuses
+//
+// Logstore knows nothing of replicas, leaders, the high watermark or
+// ZooKeeper: callers decide what to append, when it counts as committed and
+// up to which offset a reader may see (Read's maxOffset). It handles v2
+// record batches only (magic 2; older formats are ErrInvalidRecord) and
+// works per batch: it never decodes, decompresses or re-encodes records,
+// so offsets found by timestamp and truncation points are batch
+// boundaries. It does no compaction, transactions index, producer state
+// snapshots or idempotence checks, and it never preallocates or mmaps
+// index files: indexes live in memory (about 0.5% of the log's size at the
+// default index interval) and are written to disk on roll, flush and close.
+//
+// # Concurrency
+//
+// A Log allows one writer at a time and any number of concurrent readers.
+// Writers (appends, truncation, retention, flush, close, SetConfig)
+// serialise on Log.wmu and hold it across file writes and fsyncs. Log.mu (a
+// RWMutex) guards the segment list and what readers see of each segment:
+// readers (Read, OffsetForTimestamp) hold it shared for the whole read,
+// including the pread, while the writer takes it exclusively only to
+// publish a batch after it has been written in full, and to change the
+// segment list or truncate a file. So a Read runs during an append's write
+// and never sees a partly written batch. LogEndOffset, LogStartOffset and
+// RecoveryPoint are atomics, readable without a lock. LeaderEpochCache has
+// its own mutex and is safe on its own. The lock order is
+//
+//	Log.wmu -> Log.mu -> LeaderEpochCache.mu
+//
+// and a caller may hold its own replica lock outside all of them
+// (partition's Replica.mu -> Log.wmu).
+//
+// # Formats
+//
+// Segments: 00000000000000012345.log holds v2 record batches back to back,
+// exactly as produced except for the base offset and partition leader epoch
+// (and, for LogAppendTime topics, the timestamp type bit and max timestamp,
+// with the CRC recomputed). Header (61 bytes, big endian): baseOffset int64,
+// batchLength int32 (bytes after this field), partitionLeaderEpoch int32,
+// magic int8 = 2, crc uint32 (CRC32C of attributes to the end), attributes
+// int16, lastOffsetDelta int32, firstTimestamp int64, maxTimestamp int64,
+// producerId int64, producerEpoch int16, baseSequence int32, numRecords int32.
+//
+// .index: 8-byte entries [int32 lastOffset-base][int32 position of that
+// batch], one after every Config.IndexIntervalBytes of batches; a lookup
+// takes the last entry at or below the target and scans batch headers
+// forward. .timeindex: 12-byte entries [int64 maxTimestamp so far][int32
+// relative offset of the batch that first reached it], added with index
+// entries when the max timestamp has grown, and once more on roll and
+// close. An index that is missing or fails its sanity check is rebuilt
+// from the .log.
+//
+// Checkpoints: "0\n<count>\n" then one "<topic> <partition> <offset>" line
+// per partition (offset checkpoints) or "<leaderEpoch> <startOffset>" per
+// epoch (leader-epoch-checkpoint), replaced atomically (tmp file, fsync,
+// rename, fsync of the directory).
+//
+// # Invariants
+//
+//   - Batches in a segment have increasing offsets in [base, next base), and
+//     their offsets relative to the base fit an int32; a segment's size fits
+//     an int32.
+//   - Segments never exceed SegmentBytes, except that a single batch
+//     larger than it is refused (ErrRecordListTooLarge).
+//   - Every batch was CRC-checked on append and, when it lies at or above
+//     the recovery point or in the last segment, again on open. Reads check
+//     framing only.
+//   - Appends write with plain writes into the page cache; only Flush,
+//     FlushMessages, MaybeFlush/FlushMs and Close fsync. RecoveryPoint is the
+//     offset below which everything is fsynced; Open re-validates from there.
+//   - On open, a torn or corrupt tail of the last segment is truncated;
+//     damage anywhere else returns ErrCorrupt.
+//   - The leader epoch cache never holds an epoch starting at or above
+//     LogEndOffset, nor before LogStartOffset.
+package logstore

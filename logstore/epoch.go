@@ -1,0 +1,185 @@
+package logstore
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// EpochEntry says that leader epoch LeaderEpoch wrote its first record at
+// StartOffset.
+type EpochEntry struct {
+	LeaderEpoch int32
+	StartOffset int64
+}
+
+// LeaderEpochCache maps leader epochs to the offset where each began, for
+// KIP-101/279 truncation. It is persisted in the partition directory as
+// leader-epoch-checkpoint ("0\n<count>\n<epoch> <startOffset>\n..."); every
+// change is written atomically before it becomes visible. Entries are
+// strictly increasing in both epoch and start offset.
+//
+// Methods are safe for concurrent use. Mutators hold c.mu while they write
+// the file, so they are slow (an fsync) and should be rare: once per new
+// leader epoch.
+type LeaderEpochCache struct {
+	path    string
+	mu      sync.RWMutex
+	entries []EpochEntry // guarded by mu; replaced, never modified in place
+}
+
+// OpenLeaderEpochCache loads the cache stored at path (a missing file is an
+// empty cache). A file that does not parse, or whose entries are not
+// increasing, returns an error wrapping ErrCorrupt.
+func OpenLeaderEpochCache(path string) (*LeaderEpochCache, error) {
+	lines, err := readCheckpointLines(path)
+	if err != nil {
+		return nil, err
+	}
+	c := &LeaderEpochCache{path: path}
+	for i, line := range lines {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			return nil, fmt.Errorf("read leader epochs %s: entry %d %q: %w", path, i, line, ErrCorrupt)
+		}
+		e, err1 := strconv.ParseInt(f[0], 10, 32)
+		off, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || e < 0 || off < 0 {
+			return nil, fmt.Errorf("read leader epochs %s: entry %d %q: %w", path, i, line, ErrCorrupt)
+		}
+		if n := len(c.entries); n > 0 && (int32(e) <= c.entries[n-1].LeaderEpoch || off < c.entries[n-1].StartOffset) {
+			return nil, fmt.Errorf("read leader epochs %s: entry %d %q goes backwards: %w", path, i, line, ErrCorrupt)
+		}
+		c.entries = append(c.entries, EpochEntry{LeaderEpoch: int32(e), StartOffset: off})
+	}
+	return c, nil
+}
+
+// Assign records that leaderEpoch starts at startOffset. It is ignored when
+// leaderEpoch is not greater than the latest epoch, or startOffset is below
+// the latest entry's start offset. A latest entry that starts exactly at
+// startOffset wrote nothing, so it is replaced (as Kafka does). A negative
+// leaderEpoch (a batch from before leader epochs) is ignored.
+func (c *LeaderEpochCache) Assign(leaderEpoch int32, startOffset int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if leaderEpoch < 0 || startOffset < 0 {
+		return nil
+	}
+	n := len(c.entries)
+	if n > 0 {
+		last := c.entries[n-1]
+		if leaderEpoch <= last.LeaderEpoch || startOffset < last.StartOffset {
+			return nil
+		}
+		if startOffset == last.StartOffset {
+			n--
+		}
+	}
+	next := make([]EpochEntry, n, n+1)
+	copy(next, c.entries)
+	return c.replaceLocked(append(next, EpochEntry{LeaderEpoch: leaderEpoch, StartOffset: startOffset}))
+}
+
+// LatestEpoch is the highest leader epoch recorded; false if none is.
+func (c *LeaderEpochCache) LatestEpoch() (int32, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if len(c.entries) == 0 {
+		return -1, false
+	}
+	return c.entries[len(c.entries)-1].LeaderEpoch, true
+}
+
+// Entries returns a copy of the entries, oldest first.
+func (c *LeaderEpochCache) Entries() []EpochEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return append([]EpochEntry(nil), c.entries...)
+}
+
+// EndOffsetFor answers OffsetsForLeaderEpoch as Kafka 2.x does (KIP-101,
+// KIP-279): for the latest epoch, (epoch, logEndOffset); otherwise the
+// largest epoch <= requestedEpoch and the start offset of the first higher
+// epoch. When requestedEpoch is below every entry the answer is
+// (requestedEpoch, start of the first entry): the older epochs were removed
+// with the start of the log, and the follower must not keep anything past
+// the leader's first epoch. (-1, -1) when requestedEpoch is -1, above the
+// latest epoch, or the cache is empty.
+func (c *LeaderEpochCache) EndOffsetFor(requestedEpoch int32, logEndOffset int64) (leaderEpoch int32, endOffset int64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := len(c.entries)
+	if requestedEpoch < 0 || n == 0 {
+		return -1, -1
+	}
+	if c.entries[n-1].LeaderEpoch == requestedEpoch {
+		return requestedEpoch, logEndOffset
+	}
+	// higher is the first entry with an epoch above the requested one.
+	higher := sort.Search(n, func(i int) bool { return c.entries[i].LeaderEpoch > requestedEpoch })
+	if higher == n {
+		return -1, -1
+	}
+	if higher == 0 {
+		return requestedEpoch, c.entries[0].StartOffset
+	}
+	return c.entries[higher-1].LeaderEpoch, c.entries[higher].StartOffset
+}
+
+// TruncateFromEnd drops the entries that start at or after endOffset; the
+// log was truncated to endOffset.
+func (c *LeaderEpochCache) TruncateFromEnd(endOffset int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset >= endOffset })
+	if keep == len(c.entries) {
+		return nil
+	}
+	return c.replaceLocked(append([]EpochEntry(nil), c.entries[:keep]...))
+}
+
+// TruncateFromStart drops the entries that start at or before startOffset,
+// the new log start, and re-adds the last of them starting at startOffset,
+// since its epoch still covers the first remaining records.
+func (c *LeaderEpochCache) TruncateFromStart(startOffset int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	drop := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset > startOffset })
+	if drop == 0 || (drop == 1 && c.entries[0].StartOffset == startOffset) {
+		return nil
+	}
+	next := make([]EpochEntry, 0, len(c.entries)-drop+1)
+	next = append(next, EpochEntry{LeaderEpoch: c.entries[drop-1].LeaderEpoch, StartOffset: startOffset})
+	return c.replaceLocked(append(next, c.entries[drop:]...))
+}
+
+// Clear removes every entry; the log was emptied.
+func (c *LeaderEpochCache) Clear() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) == 0 {
+		return nil
+	}
+	return c.replaceLocked(nil)
+}
+
+// replaceLocked persists entries and then makes them current. Caller holds c.mu.
+func (c *LeaderEpochCache) replaceLocked(entries []EpochEntry) error {
+	var b strings.Builder
+	b.WriteString(checkpointVersion + "\n")
+	b.WriteString(strconv.Itoa(len(entries)) + "\n")
+	for _, e := range entries {
+		b.WriteString(strconv.FormatInt(int64(e.LeaderEpoch), 10))
+		b.WriteByte(' ')
+		b.WriteString(strconv.FormatInt(e.StartOffset, 10))
+		b.WriteByte('\n')
+	}
+	if err := writeFileAtomic(c.path, []byte(b.String())); err != nil {
+		return fmt.Errorf("write leader epochs %s: %w", c.path, err)
+	}
+	c.entries = entries
+	return nil
+}

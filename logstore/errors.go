@@ -1,0 +1,34 @@
+package logstore
+
+import "errors"
+
+// Errors returned by Log, the batch helpers and the checkpoint files. Callers
+// test them with errors.Is; every returned error wraps at most one of them
+// together with the operation and its target.
+var (
+	// ErrCorrupt is returned when bytes fail a CRC32C or framing check: a
+	// batch handed to an append (nothing was written), a segment damaged
+	// anywhere but its torn tail when a Log is opened, a batch read back
+	// from a segment, or a checkpoint file that does not parse. Corruption
+	// is its own class so that callers can choose between truncating and
+	// refusing to start.
+	ErrCorrupt = errors.New("logstore: corrupt data")
+	// ErrInvalidRecord is returned by the appends for a well-framed batch
+	// that breaks a rule: a magic other than 2, a record count that does
+	// not match its last offset delta, and, from a client, a base offset
+	// other than 0 or a control batch. Nothing was written.
+	ErrInvalidRecord = errors.New("logstore: invalid record")
+	// ErrOffsetOutOfRange is returned by Log.Read for an offset outside
+	// [LogStartOffset, LogEndOffset].
+	ErrOffsetOutOfRange = errors.New("logstore: offset out of range")
+	// ErrOffsetMismatch is returned by Log.AppendAsFollower when the first
+	// batch does not start at LogEndOffset or a later batch does not start
+	// after the one before it. Nothing was written.
+	ErrOffsetMismatch = errors.New("logstore: offset mismatch")
+	// ErrRecordListTooLarge is returned by the appends for a single batch
+	// larger than Config.SegmentBytes, which no segment could hold. Nothing
+	// was written.
+	ErrRecordListTooLarge = errors.New("logstore: record list too large")
+	// ErrClosed is returned by every Log method called after Close.
+	ErrClosed = errors.New("logstore: log closed")
+)

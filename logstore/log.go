@@ -1,0 +1,944 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Config is a log's topic-level configuration, in Kafka's units.
+type Config struct {
+	SegmentBytes       int64 // roll when appending would take the active segment past this; <= 0 means 1 GiB, capped at MaxInt32
+	SegmentMs          int64 // roll when the active segment's first batch is older than this; <= 0: never
+	IndexIntervalBytes int64 // bytes between sparse offset-index entries (Kafka default 4096); <= 0: every batch
+	RetentionMs        int64 // < 0: keep forever
+	RetentionBytes     int64 // < 0: unbounded
+	FlushMessages      int64 // fsync after this many records since the last flush; <= 0 or math.MaxInt64: never
+	FlushMs            int64 // fsync when the oldest unflushed append is older than this; <= 0 or math.MaxInt64: never
+	Log                zerolog.Logger
+	// NowMs is the wall clock in Unix milliseconds; nil means time.Now. It
+	// dates unflushed appends (FlushMs) and segments whose batches carry no
+	// timestamps (SegmentMs). Tests set it to avoid sleeping.
+	NowMs func() int64
+}
+
+// DefaultConfig returns Kafka's defaults: 1 GiB and 7-day segments, an index
+// entry every 4 KiB, 7-day retention with no size limit, and no fsync policy.
+func DefaultConfig() Config {
+	const week = 7 * 24 * 60 * 60 * 1000
+	return Config{
+		SegmentBytes:       1 << 30,
+		SegmentMs:          week,
+		IndexIntervalBytes: 4096,
+		RetentionMs:        week,
+		RetentionBytes:     -1,
+		FlushMessages:      math.MaxInt64,
+		FlushMs:            math.MaxInt64,
+	}
+}
+
+func (c Config) segmentBytes() int64 {
+	if c.SegmentBytes <= 0 {
+		return 1 << 30
+	}
+	return min(c.SegmentBytes, math.MaxInt32)
+}
+
+func (c Config) nowMs() int64 {
+	if c.NowMs != nil {
+		return c.NowMs()
+	}
+	return time.Now().UnixMilli()
+}
+
+// AppendInfo describes a successful append.
+type AppendInfo struct {
+	FirstOffset, LastOffset int64 // inclusive
+	MaxTimestamp            int64 // largest batch MaxTimestamp, -1 if none
+	NumRecords              int64
+	Batches                 []BatchHeader // headers as written (after offset rewrite); no per-record decoding
+}
+
+// Log is one partition's log: a directory of segments. See the package
+// documentation for the concurrency contract.
+type Log struct {
+	dir    string
+	epochs *LeaderEpochCache
+
+	// wmu serialises writers: appends, roll, truncation, retention, flush,
+	// close and SetConfig. It is held across file writes and fsyncs.
+	wmu sync.Mutex
+	cfg Config         // guarded by wmu
+	log zerolog.Logger // guarded by wmu
+	// Writer-only state, guarded by wmu.
+	unflushedRecords int64
+	firstUnflushedMs int64 // -1 when nothing is unflushed
+	dirDirty         bool  // segment files were created or removed since the last fsync of dir
+
+	// mu guards the segment list and what readers see of each segment
+	// (segState). Readers hold it shared for the length of a Read,
+	// including the pread, so a segment cannot be truncated or closed under
+	// them; the writer takes it exclusively only to publish a finished
+	// write or to change the segment list, never across a write or fsync
+	// of the .log of a live batch.
+	mu       sync.RWMutex
+	segments []*segment // ordered by base offset; never empty while open
+	closed   bool
+
+	// Changed under wmu+mu, readable without a lock.
+	logStartOffset atomic.Int64
+	logEndOffset   atomic.Int64
+	recoveryPoint  atomic.Int64
+}
+
+// hdrPool holds header scratch buffers so that Read allocates only the
+// buffer it returns.
+var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
+
+// Open opens or creates the log in dir (a partition directory named
+// <topic>-<partition>). Every segment holding offsets at or above
+// recoveryPoint, and always the last one, is re-validated batch by batch
+// (CRC32C, framing, increasing offsets) and has its indexes rebuilt; other
+// segments keep their indexes unless one is missing or fails a sanity
+// check. A torn or corrupt tail of the last segment is truncated and
+// logged. Damage in an earlier segment returns an error wrapping
+// ErrCorrupt, unless every segment after it is empty, in which case it is
+// a torn tail too (a crash just after a roll) and the empty segments are
+// removed. The recovered segments are fsynced, so RecoveryPoint is then
+// LogEndOffset.
+func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	l := &Log{dir: dir, cfg: cfg, firstUnflushedMs: -1}
+	l.log = cfg.Log.With().Str("dir", dir).Logger()
+	epochs, err := OpenLeaderEpochCache(filepath.Join(dir, LeaderEpochCheckpointFile))
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	l.epochs = epochs
+	if err := l.load(recoveryPoint); err != nil {
+		for _, s := range l.segments {
+			_ = s.close()
+		}
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	return l, nil
+}
+
+// load finds, opens and recovers the segments. Called only by Open.
+func (l *Log) load(recoveryPoint int64) error {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	var bases []int64
+	have := map[string]bool{}
+	for _, e := range entries {
+		name := e.Name()
+		have[name] = true
+		if base, ok := parseSegmentFileName(name, logSuffix); ok {
+			bases = append(bases, base)
+		}
+		// Leftovers of an interrupted atomic write or of Kafka's deletes.
+		if strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted") {
+			_ = os.Remove(filepath.Join(l.dir, name))
+		}
+	}
+	// Indexes without a .log are what a crash during a segment delete leaves.
+	for _, e := range entries {
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+			if base, ok := parseSegmentFileName(e.Name(), suffix); ok && !have[filepath.Base(segmentFileName("", base, logSuffix))] {
+				_ = os.Remove(filepath.Join(l.dir, e.Name()))
+			}
+		}
+	}
+	slices.Sort(bases)
+	now := l.cfg.nowMs()
+	if len(bases) == 0 {
+		s, err := openSegment(l.dir, 0, true, now)
+		if err != nil {
+			return err
+		}
+		l.segments = []*segment{s}
+		l.dirDirty = true
+	}
+	for _, base := range bases {
+		s, err := openSegment(l.dir, base, false, now)
+		if err != nil {
+			return err
+		}
+		l.segments = append(l.segments, s)
+	}
+
+	var epochChanges []EpochEntry
+	for i := 0; i < len(l.segments); i++ {
+		s := l.segments[i]
+		last := i == len(l.segments)-1
+		nextBase := int64(math.MaxInt64)
+		if !last {
+			nextBase = l.segments[i+1].baseOffset
+		}
+		size, err := s.fileSize()
+		if err != nil {
+			return err
+		}
+		recover := last || nextBase > recoveryPoint
+		if !recover {
+			idx := filepath.Base(segmentFileName("", s.baseOffset, indexSuffix))
+			tidx := filepath.Base(segmentFileName("", s.baseOffset, timeIndexSuffix))
+			if size > 0 && (!have[idx] || !have[tidx]) {
+				l.log.Warn().Int64("segment", s.baseOffset).Msg("index missing, rebuilding it")
+				recover = true
+			} else if ok, why, err := s.loadIndexes(size, nextBase); err != nil {
+				return err
+			} else if !ok {
+				l.log.Warn().Int64("segment", s.baseOffset).Str("reason", why).Msg("index failed its sanity check, rebuilding it")
+				recover = true
+			}
+		}
+		if !recover {
+			s.nextOffset = nextBase // only the last segment's is used
+			continue
+		}
+		r, err := s.scan(size, nextBase, l.cfg.IndexIntervalBytes, true)
+		if err != nil {
+			return err
+		}
+		if r.damage != nil && !last {
+			for _, later := range l.segments[i+1:] {
+				if sz, err := later.fileSize(); err != nil || sz > 0 {
+					return fmt.Errorf("segment %d: %v: %w", s.baseOffset, r.damage, ErrCorrupt)
+				}
+			}
+			for _, later := range l.segments[i+1:] {
+				l.log.Warn().Int64("segment", later.baseOffset).Msg("removing empty segment after a torn one")
+				if err := later.remove(l.dir); err != nil {
+					return err
+				}
+			}
+			l.segments = l.segments[:i+1]
+			l.dirDirty = true
+			last = true
+		}
+		if r.damage != nil {
+			l.log.Warn().Int64("segment", s.baseOffset).Int64("offset", r.state.nextOffset).
+				Int64("position", r.state.size).Int64("bytes_dropped", size-r.state.size).
+				Str("reason", r.damage.Error()).Msg("truncating torn or corrupt tail of the log")
+			if err := s.logFile.Truncate(r.state.size); err != nil {
+				return fmt.Errorf("truncate segment %d: %w", s.baseOffset, err)
+			}
+		}
+		s.segState = r.state
+		if err := s.rewriteIndexes(); err != nil {
+			return err
+		}
+		if err := s.sync(); err != nil {
+			return err
+		}
+		epochChanges = append(epochChanges, r.epochs...)
+	}
+
+	active := l.segments[len(l.segments)-1]
+	leo := active.nextOffset
+	l.logStartOffset.Store(l.segments[0].baseOffset)
+	l.logEndOffset.Store(leo)
+	if l.dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+		l.dirDirty = false
+	}
+	l.recoveryPoint.Store(leo)
+
+	// The cache may run ahead of a truncated tail, and may miss epochs of
+	// batches written after its last save; the batches are the truth.
+	if err := l.epochs.TruncateFromEnd(leo); err != nil {
+		return err
+	}
+	for _, e := range epochChanges {
+		if err := l.epochs.Assign(e.LeaderEpoch, e.StartOffset); err != nil {
+			return err
+		}
+	}
+	if err := l.epochs.TruncateFromStart(l.segments[0].baseOffset); err != nil {
+		return err
+	}
+	l.log.Debug().Int64("log_start_offset", l.segments[0].baseOffset).Int64("leo", leo).
+		Int("segments", len(l.segments)).Msg("opened log")
+	return nil
+}
+
+// SetConfig replaces the configuration (a topic config changed at runtime).
+// It applies to the next append, roll, flush or retention run.
+func (l *Log) SetConfig(cfg Config) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	l.cfg = cfg
+	l.log = cfg.Log.With().Str("dir", l.dir).Logger()
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// LogStartOffset is the first offset in the log.
+func (l *Log) LogStartOffset() int64 { return l.logStartOffset.Load() }
+
+// LogEndOffset is the next offset to be assigned.
+func (l *Log) LogEndOffset() int64 { return l.logEndOffset.Load() }
+
+// RecoveryPoint is the offset below which everything is fsynced; it is
+// what the caller stores in recovery-point-offset-checkpoint.
+func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
+
+// LeaderEpochs is the log's leader epoch cache. Appends assign the leader
+// epoch of every batch that starts a new epoch; truncations trim it.
+func (l *Log) LeaderEpochs() *LeaderEpochCache { return l.epochs }
+
+// validate checks every batch in records and returns how many there are.
+// asLeader adds the client rules: base offset 0 and no control batches.
+// It reads only records, so it runs before the writer lock is taken.
+func validate(records []byte, asLeader bool, segmentBytes int64) (int, error) {
+	n := 0
+	it := NewBatchIter(records)
+	for it.Next() {
+		raw := it.Batch()
+		h, err := ValidateBatch(raw)
+		if err == nil && asLeader && h.BaseOffset != 0 {
+			err = fmt.Errorf("%w: batch base offset %d from a client, want 0", ErrInvalidRecord, h.BaseOffset)
+		}
+		if err == nil && asLeader && h.IsControl() {
+			err = fmt.Errorf("%w: control batch from a client", ErrInvalidRecord)
+		}
+		if err == nil && int64(len(raw)) > segmentBytes {
+			err = fmt.Errorf("%w: batch of %d bytes, segment bytes %d", ErrRecordListTooLarge, len(raw), segmentBytes)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("batch %d at byte %d: %w", n, it.Position(), err)
+		}
+		n++
+	}
+	if err := it.Err(); err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
+	}
+	return n, nil
+}
+
+// AppendAsLeader validates records (one or more v2 batches exactly as a
+// producer sent them), rewrites each batch's base offset to the next
+// offsets and its partition leader epoch to leaderEpoch (the CRC covers
+// neither), and, if logAppendTimeMs >= 0, sets the LogAppendTime attribute
+// and MaxTimestamp and recomputes the CRC. The rewrite is done in place:
+// records is modified. Nothing is written if any batch is invalid
+// (ErrCorrupt, ErrInvalidRecord, ErrRecordListTooLarge); an I/O error part
+// way through a multi-batch append that spans a roll may leave the earlier
+// batches written, as LogEndOffset then shows.
+func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32, logAppendTimeMs int64) (AppendInfo, error) {
+	l.wmu.Lock()
+	segmentBytes := l.cfg.segmentBytes()
+	l.wmu.Unlock()
+	n, err := validate(records, true, segmentBytes)
+	if err != nil {
+		return AppendInfo{}, fmt.Errorf("append as leader to %s: %w", l.dir, err)
+	}
+
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return AppendInfo{}, ErrClosed
+	}
+	info := AppendInfo{Batches: make([]BatchHeader, 0, n), FirstOffset: l.logEndOffset.Load(), MaxTimestamp: -1}
+	next := info.FirstOffset
+	it := NewBatchIter(records)
+	for it.Next() {
+		raw := it.Batch()
+		setBaseOffset(raw, next)
+		setLeaderEpoch(raw, leaderEpoch)
+		if logAppendTimeMs >= 0 {
+			setLogAppendTime(raw, len(raw), logAppendTimeMs)
+		}
+		h := parseHeader(raw)
+		info.Batches = append(info.Batches, h)
+		next = h.NextOffset()
+	}
+	if err := l.appendLocked(records, &info); err != nil {
+		return AppendInfo{}, fmt.Errorf("append as leader to %s at %d: %w", l.dir, info.FirstOffset, err)
+	}
+	return info, nil
+}
+
+// AppendAsFollower appends batches that already carry offsets (replicated
+// from a leader), byte for byte. The first batch's base offset must equal
+// LogEndOffset and each later one must start after the one before
+// (ErrOffsetMismatch); every batch is validated as in AppendAsLeader,
+// except that base offsets and control batches are allowed. Nothing is
+// written if any check fails.
+func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
+	l.wmu.Lock()
+	segmentBytes := l.cfg.segmentBytes()
+	l.wmu.Unlock()
+	n, err := validate(records, false, segmentBytes)
+	if err != nil {
+		return AppendInfo{}, fmt.Errorf("append as follower to %s: %w", l.dir, err)
+	}
+
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return AppendInfo{}, ErrClosed
+	}
+	info := AppendInfo{Batches: make([]BatchHeader, 0, n), FirstOffset: l.logEndOffset.Load(), MaxTimestamp: -1}
+	next := info.FirstOffset
+	it := NewBatchIter(records)
+	for it.Next() {
+		h := it.Header()
+		if (len(info.Batches) == 0 && h.BaseOffset != next) || h.BaseOffset < next {
+			return AppendInfo{}, fmt.Errorf("append as follower to %s: batch %d starts at %d, log end offset %d: %w",
+				l.dir, len(info.Batches), h.BaseOffset, next, ErrOffsetMismatch)
+		}
+		info.Batches = append(info.Batches, h)
+		next = h.NextOffset()
+	}
+	if err := l.appendLocked(records, &info); err != nil {
+		return AppendInfo{}, fmt.Errorf("append as follower to %s at %d: %w", l.dir, info.FirstOffset, err)
+	}
+	return info, nil
+}
+
+// appendLocked writes validated records whose headers are info.Batches,
+// rolling segments as needed, publishes them to readers, updates the leader
+// epoch cache and applies FlushMessages. It completes info. Caller holds
+// l.wmu.
+func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
+	seg := l.segments[len(l.segments)-1]
+	runStart, runLen, runFirst := 0, int64(0), 0
+	for i := range info.Batches {
+		h := &info.Batches[i]
+		if l.shouldRoll(seg, runLen, &info.Batches[runFirst], h) {
+			if runLen > 0 {
+				if err := l.writeRun(seg, records[runStart:runStart+int(runLen)], info.Batches[runFirst:i]); err != nil {
+					return err
+				}
+			}
+			var err error
+			if seg, err = l.roll(h.BaseOffset); err != nil {
+				return err
+			}
+			runStart += int(runLen)
+			runLen, runFirst = 0, i
+		}
+		runLen += int64(h.Size())
+		info.NumRecords += int64(h.NumRecords)
+		info.MaxTimestamp = max(info.MaxTimestamp, h.MaxTimestamp)
+	}
+	if err := l.writeRun(seg, records[runStart:runStart+int(runLen)], info.Batches[runFirst:]); err != nil {
+		return err
+	}
+	info.LastOffset = info.Batches[len(info.Batches)-1].LastOffset()
+
+	latest, ok := l.epochs.LatestEpoch()
+	for i := range info.Batches {
+		h := &info.Batches[i]
+		if h.PartitionLeaderEpoch >= 0 && (!ok || h.PartitionLeaderEpoch > latest) {
+			if err := l.epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
+				return err
+			}
+			latest, ok = h.PartitionLeaderEpoch, true
+		}
+	}
+
+	if l.firstUnflushedMs < 0 {
+		l.firstUnflushedMs = l.cfg.nowMs()
+	}
+	l.unflushedRecords += info.NumRecords
+	if fm := l.cfg.FlushMessages; fm > 0 && fm != math.MaxInt64 && l.unflushedRecords >= fm {
+		return l.flushLocked()
+	}
+	return nil
+}
+
+// shouldRoll reports whether the batch h must go to a new segment, given
+// that runLen bytes starting with batch first are about to be written to
+// seg. Caller holds l.wmu.
+func (l *Log) shouldRoll(seg *segment, runLen int64, first, h *BatchHeader) bool {
+	used := seg.size + runLen
+	if h.LastOffset()-seg.baseOffset > math.MaxInt32 {
+		return used > 0 || h.BaseOffset != seg.baseOffset
+	}
+	if used == 0 {
+		return false
+	}
+	if used+int64(h.Size()) > l.cfg.segmentBytes() {
+		return true
+	}
+	if ms := l.cfg.SegmentMs; ms > 0 {
+		firstTs := seg.firstBatchTimestamp
+		if seg.size == 0 {
+			firstTs = first.MaxTimestamp
+		}
+		if firstTs >= 0 && h.MaxTimestamp >= 0 {
+			return h.MaxTimestamp-firstTs >= ms
+		}
+		return l.cfg.nowMs()-seg.createdMs >= ms
+	}
+	return false
+}
+
+// writeRun writes consecutive batches to the end of seg and then publishes
+// them: readers see them only once they are wholly written. Caller holds
+// l.wmu.
+func (l *Log) writeRun(seg *segment, run []byte, batches []BatchHeader) error {
+	if _, err := seg.logFile.WriteAt(run, seg.size); err != nil {
+		// Cut off whatever part was written, so that the next append
+		// starts on a batch boundary. If that fails too, recovery on the
+		// next open will truncate it.
+		_ = seg.logFile.Truncate(seg.size)
+		return fmt.Errorf("write segment %d at %d: %w", seg.baseOffset, seg.size, err)
+	}
+	interval := l.cfg.IndexIntervalBytes
+	l.mu.Lock()
+	pos := seg.size
+	for i := range batches {
+		seg.noteBatch(seg.baseOffset, &batches[i], pos, interval)
+		pos += int64(batches[i].Size())
+	}
+	l.logEndOffset.Store(seg.nextOffset)
+	l.mu.Unlock()
+	return nil
+}
+
+// roll closes the active segment for appends, persisting its indexes with
+// a final time index entry, and starts a new one at newBase. Caller holds
+// l.wmu.
+func (l *Log) roll(newBase int64) (*segment, error) {
+	old := l.segments[len(l.segments)-1]
+	l.mu.Lock()
+	old.maybeAddTimeEntry(old.baseOffset)
+	l.mu.Unlock()
+	if err := old.writeIndexes(); err != nil {
+		return nil, err
+	}
+	seg, err := openSegment(l.dir, newBase, true, l.cfg.nowMs())
+	if err != nil {
+		return nil, fmt.Errorf("roll segment %d: %w", newBase, err)
+	}
+	l.mu.Lock()
+	l.segments = append(l.segments, seg)
+	l.mu.Unlock()
+	l.dirDirty = true
+	l.log.Info().Int64("segment", newBase).Int64("previous_segment", old.baseOffset).
+		Int64("previous_bytes", old.size).Msg("rolled segment")
+	return seg, nil
+}
+
+func (l *Log) isClosed() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.closed
+}
+
+// Read returns whole batches starting with the batch that contains offset,
+// stopping before any batch whose last offset is >= maxOffset (an exclusive
+// bound, e.g. the high watermark) and after maxBytes, but always at least
+// one whole batch if one qualifies, even when it is larger than maxBytes.
+// A read stays within one segment. offset == LogEndOffset, or offset >=
+// maxOffset, returns an empty, non-nil slice; offset outside
+// [LogStartOffset, LogEndOffset] returns ErrOffsetOutOfRange. A stored
+// batch that fails its framing check returns ErrCorrupt. The returned slice
+// is the caller's; it is the only allocation.
+func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64) ([]byte, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	lso, leo := l.logStartOffset.Load(), l.logEndOffset.Load()
+	if offset < lso || offset > leo {
+		return nil, fmt.Errorf("read %s at %d, log offsets [%d, %d]: %w", l.dir, offset, lso, leo, ErrOffsetOutOfRange)
+	}
+	if offset == leo || offset >= maxOffset {
+		return []byte{}, nil
+	}
+	scratch := hdrPool.Get().(*[BatchHeaderSize]byte)
+	defer hdrPool.Put(scratch)
+	for i := l.segmentFor(offset); i < len(l.segments); i++ {
+		s := l.segments[i]
+		pos, h, found, err := s.findBatch(offset, scratch)
+		if err != nil {
+			return nil, fmt.Errorf("read %s at %d: %w", l.dir, offset, err)
+		}
+		if !found {
+			continue
+		}
+		if h.LastOffset() >= maxOffset {
+			return []byte{}, nil
+		}
+		want := min(s.size, max(s.upperBound(maxOffset), pos+int64(h.Size()))) - pos
+		if want > int64(maxBytes) {
+			want = max(int64(maxBytes), int64(h.Size()))
+		}
+		buf := make([]byte, want)
+		if _, err := s.logFile.ReadAt(buf, pos); err != nil {
+			return nil, fmt.Errorf("read %s at %d: segment %d position %d: %w", l.dir, offset, s.baseOffset, pos, err)
+		}
+		// Keep the whole batches below maxOffset; the first one qualifies.
+		cut := h.Size()
+		for len(buf)-cut >= BatchHeaderSize {
+			bh, err := ParseBatchHeader(buf[cut:])
+			if err != nil || bh.LastOffsetDelta < 0 {
+				return nil, fmt.Errorf("read %s at %d: segment %d position %d: %w", l.dir, offset, s.baseOffset, pos+int64(cut), ErrCorrupt)
+			}
+			if bh.Size() > len(buf)-cut || bh.LastOffset() >= maxOffset {
+				break
+			}
+			cut += bh.Size()
+		}
+		return buf[:cut], nil
+	}
+	return []byte{}, nil
+}
+
+// segmentFor is the index of the last segment whose base offset is <=
+// offset, or 0. Caller holds l.mu or l.wmu.
+func (l *Log) segmentFor(offset int64) int {
+	lo, hi := 0, len(l.segments)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if l.segments[m].baseOffset > offset {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	return max(lo-1, 0)
+}
+
+// OffsetForTimestamp returns the base offset of the first batch whose max
+// timestamp is >= ts, with that timestamp; found is false if there is none.
+// Offsets are per batch: records are not decoded.
+func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return -1, -1, false, ErrClosed
+	}
+	scratch := hdrPool.Get().(*[BatchHeaderSize]byte)
+	defer hdrPool.Put(scratch)
+	for _, s := range l.segments {
+		if s.maxTimestamp < ts || s.size == 0 {
+			continue
+		}
+		var h BatchHeader
+		for pos := s.lookup(s.timeLookup(ts)); pos < s.size; pos += int64(h.Size()) {
+			if h, err = s.readHeaderAt(pos, scratch); err != nil {
+				return -1, -1, false, fmt.Errorf("offset for timestamp %d in %s: %w", ts, l.dir, err)
+			}
+			if h.MaxTimestamp >= ts {
+				return max(h.BaseOffset, l.logStartOffset.Load()), h.MaxTimestamp, true, nil
+			}
+		}
+	}
+	return -1, -1, false, nil
+}
+
+// TruncateTo removes everything at or above endOffset, for a follower whose
+// log diverged from its leader. Truncation is by whole batch: if endOffset
+// falls inside a batch, that batch goes too, and LogEndOffset becomes its
+// base offset. endOffset >= LogEndOffset does nothing; endOffset below the
+// first segment empties the log as TruncateFullyAndStartAt(endOffset).
+// The leader epoch cache loses the epochs starting at or after the new
+// LogEndOffset, and RecoveryPoint falls to it if above.
+func (l *Log) TruncateTo(endOffset int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return ErrClosed
+	}
+	oldLEO := l.logEndOffset.Load()
+	if endOffset >= oldLEO {
+		return nil
+	}
+	if endOffset < l.segments[0].baseOffset {
+		return l.truncateFullyLocked(endOffset)
+	}
+	i := l.segmentFor(endOffset)
+	s := l.segments[i]
+	var scratch [BatchHeaderSize]byte
+	pos, h, found, err := s.findBatch(endOffset, &scratch)
+	if err != nil {
+		return fmt.Errorf("truncate %s to %d: %w", l.dir, endOffset, err)
+	}
+	newSize := s.size
+	if found {
+		newSize = pos
+	}
+	removed := slices.Clone(l.segments[i+1:])
+	if found && h.BaseOffset < endOffset {
+		l.log.Warn().Int64("offset", endOffset).Int64("batch_base_offset", h.BaseOffset).
+			Msg("truncation offset inside a batch, truncating the whole batch")
+	}
+
+	// Rebuild what the remaining prefix implies before touching the file:
+	// a scan of headers only, under wmu.
+	r, err := s.scan(newSize, math.MaxInt64, l.cfg.IndexIntervalBytes, false)
+	if err != nil {
+		return fmt.Errorf("truncate %s to %d: %w", l.dir, endOffset, err)
+	}
+	if r.damage != nil {
+		return fmt.Errorf("truncate %s to %d: segment %d: %v: %w", l.dir, endOffset, s.baseOffset, r.damage, ErrCorrupt)
+	}
+	l.mu.Lock()
+	err = s.logFile.Truncate(newSize)
+	if err == nil {
+		s.segState = r.state
+		l.segments = l.segments[:i+1]
+		l.logEndOffset.Store(s.nextOffset)
+		if rp := l.recoveryPoint.Load(); rp > s.nextOffset {
+			l.recoveryPoint.Store(s.nextOffset)
+		}
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("truncate %s to %d: segment %d: %w", l.dir, endOffset, s.baseOffset, err)
+	}
+	newLEO := s.nextOffset
+	var errs []error
+	errs = append(errs, s.rewriteIndexes())
+	for _, r := range removed {
+		errs = append(errs, r.remove(l.dir))
+	}
+	if len(removed) > 0 {
+		l.dirDirty = true
+	}
+	errs = append(errs, l.epochs.TruncateFromEnd(newLEO))
+	l.log.Info().Int64("offset", endOffset).Int64("leo", newLEO).Int64("old_leo", oldLEO).
+		Int("segments_removed", len(removed)).Msg("truncated log")
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("truncate %s to %d: %w", l.dir, endOffset, err)
+	}
+	return nil
+}
+
+// TruncateFullyAndStartAt empties the log and starts it again at offset:
+// LogStartOffset, LogEndOffset and RecoveryPoint all become offset, and the
+// leader epoch cache is cleared. A follower does this when its fetch
+// offset is out of range of the leader's log.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return ErrClosed
+	}
+	return l.truncateFullyLocked(offset)
+}
+
+// truncateFullyLocked: see TruncateFullyAndStartAt. Caller holds l.wmu.
+func (l *Log) truncateFullyLocked(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("truncate %s fully: negative start offset %d", l.dir, offset)
+	}
+	l.mu.Lock()
+	old := l.segments
+	l.segments = nil
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range old {
+		errs = append(errs, s.remove(l.dir))
+	}
+	seg, err := openSegment(l.dir, offset, true, l.cfg.nowMs())
+	if err != nil {
+		// Leave an unusable log closed rather than without segments.
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		return fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, errors.Join(append(errs, err)...))
+	}
+	l.mu.Lock()
+	l.segments = []*segment{seg}
+	l.logStartOffset.Store(offset)
+	l.logEndOffset.Store(offset)
+	l.recoveryPoint.Store(offset)
+	l.mu.Unlock()
+	l.dirDirty = true
+	l.unflushedRecords, l.firstUnflushedMs = 0, -1
+	errs = append(errs, l.epochs.Clear())
+	l.log.Info().Int64("offset", offset).Int("segments_removed", len(old)).Msg("truncated log fully")
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, err)
+	}
+	return nil
+}
+
+// DeleteOldSegments applies retention with the clock at nowMs: it deletes
+// the oldest segments while their largest timestamp is more than
+// RetentionMs before nowMs, then while the log stays at or above
+// RetentionBytes without them. It deletes whole segments only and never
+// the active one, moves LogStartOffset to the first remaining segment and
+// trims the leader epoch cache.
+func (l *Log) DeleteOldSegments(nowMs int64) (deleted int, err error) {
+	return l.DeleteOldSegmentsBelow(nowMs, math.MaxInt64)
+}
+
+// DeleteOldSegmentsBelow is DeleteOldSegments that also keeps every segment
+// holding an offset at or above highWatermark, as Kafka does, so that
+// retention never removes records not yet replicated.
+func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, err error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return 0, ErrClosed
+	}
+	// Candidates: not the active segment, and wholly below highWatermark.
+	candidates := 0
+	for candidates < len(l.segments)-1 && l.segments[candidates+1].baseOffset <= highWatermark {
+		candidates++
+	}
+	n := 0
+	if ms := l.cfg.RetentionMs; ms >= 0 {
+		for n < candidates && nowMs-l.segments[n].largestTimestampMs() > ms {
+			n++
+		}
+	}
+	if limit := l.cfg.RetentionBytes; limit >= 0 {
+		var total int64
+		for _, s := range l.segments[n:] {
+			total += s.size
+		}
+		for diff := total - limit; n < candidates && diff-l.segments[n].size >= 0; n++ {
+			diff -= l.segments[n].size
+		}
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	doomed := slices.Clone(l.segments[:n])
+	l.mu.Lock()
+	l.segments = slices.Delete(l.segments, 0, n)
+	lso := l.segments[0].baseOffset
+	l.logStartOffset.Store(lso)
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range doomed {
+		errs = append(errs, s.remove(l.dir))
+	}
+	l.dirDirty = true
+	errs = append(errs, l.epochs.TruncateFromStart(lso))
+	l.log.Info().Int("segments_deleted", n).Int64("log_start_offset", lso).
+		Int64("first_segment", doomed[0].baseOffset).Msg("deleted segments by retention")
+	if err := errors.Join(errs...); err != nil {
+		return n, fmt.Errorf("delete old segments of %s: %w", l.dir, err)
+	}
+	return n, nil
+}
+
+// MaybeFlush applies the FlushMs policy with the clock at nowMs: it fsyncs
+// if the oldest unflushed append is at least FlushMs old.
+// (FlushMessages is applied inside the appends.)
+func (l *Log) MaybeFlush(nowMs int64) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return ErrClosed
+	}
+	ms := l.cfg.FlushMs
+	if ms <= 0 || ms == math.MaxInt64 || l.firstUnflushedMs < 0 || nowMs-l.firstUnflushedMs < ms {
+		return nil
+	}
+	return l.flushLocked()
+}
+
+// Flush fsyncs every segment holding offsets at or above RecoveryPoint,
+// with their indexes and the directory, and advances RecoveryPoint to
+// LogEndOffset.
+func (l *Log) Flush() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return ErrClosed
+	}
+	return l.flushLocked()
+}
+
+// flushLocked: see Flush. Caller holds l.wmu.
+func (l *Log) flushLocked() error {
+	leo, rp := l.logEndOffset.Load(), l.recoveryPoint.Load()
+	for i, s := range l.segments {
+		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= rp {
+			continue // wholly below the recovery point: already durable
+		}
+		if err := s.writeIndexes(); err != nil {
+			return fmt.Errorf("flush %s: %w", l.dir, err)
+		}
+		if err := s.sync(); err != nil {
+			return fmt.Errorf("flush %s: %w", l.dir, err)
+		}
+	}
+	if l.dirDirty {
+		if err := syncDir(l.dir); err != nil {
+			return fmt.Errorf("flush %s: %w", l.dir, err)
+		}
+		l.dirDirty = false
+	}
+	l.recoveryPoint.Store(leo)
+	l.unflushedRecords, l.firstUnflushedMs = 0, -1
+	return nil
+}
+
+// Close flushes the log (so RecoveryPoint is LogEndOffset, ready to be
+// checkpointed) and closes its files. It is safe to call twice: the second
+// call returns nil, and every other method then returns ErrClosed.
+func (l *Log) Close() error {
+	return l.close(true)
+}
+
+// Delete closes the log without flushing it and removes its directory.
+func (l *Log) Delete() error {
+	if err := l.close(false); err != nil && !errors.Is(err, ErrClosed) {
+		l.log.Warn().Err(err).Msg("closing log before delete")
+	}
+	if err := os.RemoveAll(l.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("delete log %s: %w", l.dir, err)
+	}
+	l.log.Info().Msg("deleted log")
+	return nil
+}
+
+func (l *Log) close(flush bool) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return nil
+	}
+	var errs []error
+	if flush {
+		active := l.segments[len(l.segments)-1]
+		l.mu.Lock()
+		active.maybeAddTimeEntry(active.baseOffset)
+		l.mu.Unlock()
+		errs = append(errs, l.flushLocked())
+	}
+	l.mu.Lock()
+	l.closed = true
+	segs := l.segments
+	l.mu.Unlock()
+	for _, s := range segs {
+		errs = append(errs, s.close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close log %s: %w", l.dir, err)
+	}
+	return nil
+}

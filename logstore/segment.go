@@ -1,0 +1,481 @@
+package logstore
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// File name suffixes of a segment, as in Kafka.
+const (
+	logSuffix       = ".log"
+	indexSuffix     = ".index"
+	timeIndexSuffix = ".timeindex"
+
+	indexEntrySize     = 8  // int32 offset relative to the base, int32 file position
+	timeIndexEntrySize = 12 // int64 timestamp, int32 offset relative to the base
+)
+
+// segmentFileName is the 20-digit zero-padded base offset plus suffix.
+func segmentFileName(dir string, baseOffset int64, suffix string) string {
+	return filepath.Join(dir, fmt.Sprintf("%020d%s", baseOffset, suffix))
+}
+
+// parseSegmentFileName returns the base offset of a "<20 digits><suffix>" name.
+func parseSegmentFileName(name, suffix string) (int64, bool) {
+	stem, ok := strings.CutSuffix(name, suffix)
+	if !ok || len(stem) != 20 {
+		return 0, false
+	}
+	off, err := strconv.ParseInt(stem, 10, 64)
+	return off, err == nil && off >= 0
+}
+
+// indexEntry says that the batch at position ends with offset base+relOffset.
+// Lookups take the last entry at or below the target and scan forward.
+type indexEntry struct {
+	relOffset int32
+	position  int32
+}
+
+// timeIndexEntry says that the segment's largest timestamp up to the batch
+// ending at base+relOffset is timestamp, and that batch first reached it.
+type timeIndexEntry struct {
+	timestamp int64
+	relOffset int32
+}
+
+// segState is what a scan of a segment's batches derives. Readers read it
+// under Log.mu (read); the writer changes it under Log.wmu and Log.mu.
+type segState struct {
+	size                 int64 // bytes of whole batches in the .log
+	nextOffset           int64 // last offset + 1, or the base offset when empty
+	index                []indexEntry
+	timeIndex            []timeIndexEntry
+	maxTimestamp         int64 // largest batch MaxTimestamp, -1 if none
+	offsetOfMaxTimestamp int64 // last offset of the first batch that reached maxTimestamp
+	firstBatchTimestamp  int64 // MaxTimestamp of the first batch, -1 if empty
+	bytesSinceIndex      int64 // bytes appended since the last index entry
+}
+
+func newSegState(baseOffset int64) segState {
+	return segState{nextOffset: baseOffset, maxTimestamp: -1, offsetOfMaxTimestamp: -1, firstBatchTimestamp: -1}
+}
+
+// noteBatch accounts for a batch of size bytes written at pos, adding
+// sparse index entries every intervalBytes (Kafka's log.index.interval.bytes)
+// and a time index entry whenever the largest timestamp has grown since the
+// last one.
+func (st *segState) noteBatch(base int64, h *BatchHeader, pos int64, intervalBytes int64) {
+	if pos == 0 {
+		st.firstBatchTimestamp = h.MaxTimestamp
+	}
+	if h.MaxTimestamp > st.maxTimestamp {
+		st.maxTimestamp = h.MaxTimestamp
+		st.offsetOfMaxTimestamp = h.LastOffset()
+	}
+	if st.bytesSinceIndex >= intervalBytes {
+		st.index = append(st.index, indexEntry{relOffset: int32(h.LastOffset() - base), position: int32(pos)})
+		st.maybeAddTimeEntry(base)
+		st.bytesSinceIndex = 0
+	}
+	size := int64(h.Size())
+	st.bytesSinceIndex += size
+	st.size = pos + size
+	st.nextOffset = h.NextOffset()
+}
+
+// maybeAddTimeEntry appends the current largest timestamp to the time index
+// if it is larger than the last entry's.
+func (st *segState) maybeAddTimeEntry(base int64) {
+	if st.maxTimestamp < 0 {
+		return
+	}
+	if n := len(st.timeIndex); n > 0 && st.timeIndex[n-1].timestamp >= st.maxTimestamp {
+		return
+	}
+	st.timeIndex = append(st.timeIndex, timeIndexEntry{timestamp: st.maxTimestamp, relOffset: int32(st.offsetOfMaxTimestamp - base)})
+}
+
+// segment is one .log file with its .index and .timeindex. The files are
+// written with WriteAt at known positions: the .log on every append, the
+// indexes only on roll, flush and close (the last segment's indexes are
+// always rebuilt on open, so they need not be current on disk).
+type segment struct {
+	baseOffset    int64
+	logFile       *os.File
+	indexFile     *os.File
+	timeIndexFile *os.File
+	createdMs     int64 // when this process created or opened it, for segment.ms without timestamps
+
+	segState // see segState for locking
+
+	// Writer-only (Log.wmu): how many entries are in the index files.
+	indexWritten     int
+	timeIndexWritten int
+}
+
+// openSegment opens (create=false) or creates the files of the segment at
+// baseOffset. Creating truncates any stale files of the same name.
+func openSegment(dir string, baseOffset int64, create bool, nowMs int64) (*segment, error) {
+	s := &segment{baseOffset: baseOffset, createdMs: nowMs, segState: newSegState(baseOffset)}
+	logFlags := os.O_RDWR
+	idxFlags := os.O_RDWR | os.O_CREATE
+	if create {
+		logFlags |= os.O_CREATE | os.O_TRUNC
+		idxFlags |= os.O_TRUNC
+	}
+	var err error
+	if s.logFile, err = os.OpenFile(segmentFileName(dir, baseOffset, logSuffix), logFlags, 0o644); err != nil {
+		return nil, err
+	}
+	if s.indexFile, err = os.OpenFile(segmentFileName(dir, baseOffset, indexSuffix), idxFlags, 0o644); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.timeIndexFile, err = os.OpenFile(segmentFileName(dir, baseOffset, timeIndexSuffix), idxFlags, 0o644); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// close closes whichever files are open.
+func (s *segment) close() error {
+	var errs []error
+	for _, f := range []*os.File{s.logFile, s.indexFile, s.timeIndexFile} {
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// remove closes the files and deletes them, the .log first so that a crash
+// part way leaves orphan indexes (deleted on open) rather than a log
+// without its index (which would merely be rebuilt).
+func (s *segment) remove(dir string) error {
+	errs := []error{s.close()}
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(segmentFileName(dir, s.baseOffset, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fileSize is the .log's size on disk, which may exceed s.size by a torn tail.
+func (s *segment) fileSize() (int64, error) {
+	fi, err := s.logFile.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
+}
+
+// loadIndexes reads both index files and checks them against the .log of
+// logSize bytes whose offsets end before nextBase. It reports false, with a
+// reason, when either index fails the sanity check and must be rebuilt.
+// On success s.segState holds everything but nextOffset and
+// firstBatchTimestamp, which only the last segment needs and which it gets
+// from a scan.
+func (s *segment) loadIndexes(logSize, nextBase int64) (bool, string, error) {
+	maxRel := int64(math.MaxInt32)
+	if nextBase != math.MaxInt64 {
+		maxRel = min(maxRel, nextBase-1-s.baseOffset)
+	}
+	raw, err := io.ReadAll(s.indexFile)
+	if err != nil {
+		return false, "", err
+	}
+	if len(raw)%indexEntrySize != 0 {
+		return false, fmt.Sprintf("index size %d is not a multiple of %d", len(raw), indexEntrySize), nil
+	}
+	index := make([]indexEntry, 0, len(raw)/indexEntrySize)
+	for i := 0; i < len(raw); i += indexEntrySize {
+		e := indexEntry{relOffset: int32(binary.BigEndian.Uint32(raw[i:])), position: int32(binary.BigEndian.Uint32(raw[i+4:]))}
+		if e.relOffset < 0 || int64(e.relOffset) > maxRel || e.position < 0 || int64(e.position)+BatchHeaderSize > logSize {
+			return false, fmt.Sprintf("index entry %d (%d, %d) outside the segment", i/indexEntrySize, e.relOffset, e.position), nil
+		}
+		if n := len(index); n > 0 && (e.relOffset <= index[n-1].relOffset || e.position <= index[n-1].position) {
+			return false, fmt.Sprintf("index entry %d goes backwards", i/indexEntrySize), nil
+		}
+		index = append(index, e)
+	}
+	raw, err = io.ReadAll(s.timeIndexFile)
+	if err != nil {
+		return false, "", err
+	}
+	if len(raw)%timeIndexEntrySize != 0 {
+		return false, fmt.Sprintf("time index size %d is not a multiple of %d", len(raw), timeIndexEntrySize), nil
+	}
+	timeIndex := make([]timeIndexEntry, 0, len(raw)/timeIndexEntrySize)
+	for i := 0; i < len(raw); i += timeIndexEntrySize {
+		e := timeIndexEntry{timestamp: int64(binary.BigEndian.Uint64(raw[i:])), relOffset: int32(binary.BigEndian.Uint32(raw[i+8:]))}
+		if e.timestamp < 0 || e.relOffset < 0 || int64(e.relOffset) > maxRel {
+			return false, fmt.Sprintf("time index entry %d (%d, %d) outside the segment", i/timeIndexEntrySize, e.timestamp, e.relOffset), nil
+		}
+		if n := len(timeIndex); n > 0 && (e.timestamp <= timeIndex[n-1].timestamp || e.relOffset < timeIndex[n-1].relOffset) {
+			return false, fmt.Sprintf("time index entry %d goes backwards", i/timeIndexEntrySize), nil
+		}
+		timeIndex = append(timeIndex, e)
+	}
+	s.size = logSize
+	s.index, s.indexWritten = index, len(index)
+	s.timeIndex, s.timeIndexWritten = timeIndex, len(timeIndex)
+	if n := len(timeIndex); n > 0 {
+		s.maxTimestamp = timeIndex[n-1].timestamp
+		s.offsetOfMaxTimestamp = s.baseOffset + int64(timeIndex[n-1].relOffset)
+	}
+	return true, "", nil
+}
+
+// scanResult is what scan found: the state of the valid prefix, the leader
+// epoch changes in it, and why it stopped before the end of the file (nil
+// when the whole file is valid).
+type scanResult struct {
+	state  segState
+	epochs []EpochEntry
+	damage error
+}
+
+// scan reads the segment's batches from the start, up to limit bytes,
+// rebuilding the index state. With validate it checks each batch's CRC and
+// record count too. Batches must have increasing offsets within
+// [baseOffset, nextBase) that fit a relative int32. The first batch that
+// fails ends the valid prefix (scanResult.damage); err is an I/O error.
+func (s *segment) scan(limit, nextBase, intervalBytes int64, validate bool) (scanResult, error) {
+	r := scanResult{state: newSegState(s.baseOffset)}
+	br := bufio.NewReaderSize(io.NewSectionReader(s.logFile, 0, limit), 64<<10)
+	crc := crc32.New(castagnoli)
+	var hdr [BatchHeaderSize]byte
+	lastEpoch := int32(-1)
+	pos := int64(0)
+	for pos < limit {
+		if limit-pos < BatchHeaderSize {
+			r.damage = fmt.Errorf("%d bytes at position %d are too short for a batch header", limit-pos, pos)
+			break
+		}
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return r, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+		}
+		h, err := ParseBatchHeader(hdr[:])
+		if err == nil {
+			err = checkStoredBatch(&h, pos, limit, r.state.nextOffset, s.baseOffset, nextBase)
+		}
+		if err != nil {
+			r.damage = fmt.Errorf("batch at position %d: %w", pos, err)
+			break
+		}
+		body := int64(h.Size() - BatchHeaderSize)
+		if validate {
+			crc.Reset()
+			_, _ = crc.Write(hdr[offAttributes:])
+			if _, err := io.CopyN(crc, br, body); err != nil {
+				return r, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+			}
+			if crc.Sum32() != h.CRC {
+				r.damage = fmt.Errorf("batch at position %d (offset %d): CRC %#08x, computed %#08x", pos, h.BaseOffset, h.CRC, crc.Sum32())
+				break
+			}
+			if h.NumRecords <= 0 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+				r.damage = fmt.Errorf("batch at position %d (offset %d): %d records, last offset delta %d", pos, h.BaseOffset, h.NumRecords, h.LastOffsetDelta)
+				break
+			}
+		} else if _, err := br.Discard(int(body)); err != nil {
+			return r, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+		}
+		if h.PartitionLeaderEpoch > lastEpoch {
+			lastEpoch = h.PartitionLeaderEpoch
+			r.epochs = append(r.epochs, EpochEntry{LeaderEpoch: h.PartitionLeaderEpoch, StartOffset: h.BaseOffset})
+		}
+		r.state.noteBatch(s.baseOffset, &h, pos, intervalBytes)
+		pos += int64(h.Size())
+	}
+	return r, nil
+}
+
+// checkStoredBatch checks what a header read from a segment at pos can say
+// about itself: that it ends within limit, that its offsets are increasing
+// from expectNext and within [baseOffset, nextBase), and that they fit the
+// index's relative int32.
+func checkStoredBatch(h *BatchHeader, pos, limit, expectNext, baseOffset, nextBase int64) error {
+	switch {
+	case int64(h.Size()) > limit-pos:
+		return fmt.Errorf("batch of %d bytes runs past the end (%d bytes left)", h.Size(), limit-pos)
+	case h.LastOffsetDelta < 0:
+		return fmt.Errorf("negative last offset delta %d", h.LastOffsetDelta)
+	case h.BaseOffset < expectNext:
+		return fmt.Errorf("base offset %d below the expected %d", h.BaseOffset, expectNext)
+	case h.LastOffset() >= nextBase || h.LastOffset() < h.BaseOffset:
+		return fmt.Errorf("last offset %d beyond the next segment at %d", h.LastOffset(), nextBase)
+	case h.LastOffset()-baseOffset > math.MaxInt32:
+		return fmt.Errorf("last offset %d too far above the segment base", h.LastOffset())
+	}
+	return nil
+}
+
+// writeIndexes appends the index entries not yet in the files. Caller holds
+// Log.wmu.
+func (s *segment) writeIndexes() error {
+	if n := len(s.index) - s.indexWritten; n > 0 {
+		buf := make([]byte, n*indexEntrySize)
+		for i, e := range s.index[s.indexWritten:] {
+			binary.BigEndian.PutUint32(buf[i*indexEntrySize:], uint32(e.relOffset))
+			binary.BigEndian.PutUint32(buf[i*indexEntrySize+4:], uint32(e.position))
+		}
+		if _, err := s.indexFile.WriteAt(buf, int64(s.indexWritten)*indexEntrySize); err != nil {
+			return fmt.Errorf("write index of segment %d: %w", s.baseOffset, err)
+		}
+		s.indexWritten = len(s.index)
+	}
+	if n := len(s.timeIndex) - s.timeIndexWritten; n > 0 {
+		buf := make([]byte, n*timeIndexEntrySize)
+		for i, e := range s.timeIndex[s.timeIndexWritten:] {
+			binary.BigEndian.PutUint64(buf[i*timeIndexEntrySize:], uint64(e.timestamp))
+			binary.BigEndian.PutUint32(buf[i*timeIndexEntrySize+8:], uint32(e.relOffset))
+		}
+		if _, err := s.timeIndexFile.WriteAt(buf, int64(s.timeIndexWritten)*timeIndexEntrySize); err != nil {
+			return fmt.Errorf("write time index of segment %d: %w", s.baseOffset, err)
+		}
+		s.timeIndexWritten = len(s.timeIndex)
+	}
+	return nil
+}
+
+// rewriteIndexes replaces both index files with the in-memory entries,
+// after a rebuild or truncation. Caller holds Log.wmu.
+func (s *segment) rewriteIndexes() error {
+	if err := s.indexFile.Truncate(0); err != nil {
+		return fmt.Errorf("truncate index of segment %d: %w", s.baseOffset, err)
+	}
+	if err := s.timeIndexFile.Truncate(0); err != nil {
+		return fmt.Errorf("truncate time index of segment %d: %w", s.baseOffset, err)
+	}
+	s.indexWritten, s.timeIndexWritten = 0, 0
+	return s.writeIndexes()
+}
+
+// sync fsyncs the segment's three files.
+func (s *segment) sync() error {
+	for _, f := range []*os.File{s.logFile, s.indexFile, s.timeIndexFile} {
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+		}
+	}
+	return nil
+}
+
+// lookup returns the position from which to scan for offset: that of the
+// last index entry at or below it, or 0. Caller holds Log.mu.
+func (s *segment) lookup(offset int64) int64 {
+	rel := offset - s.baseOffset
+	lo, hi := 0, len(s.index) // find the first entry above rel
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int64(s.index[m].relOffset) > rel {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo == 0 {
+		return 0
+	}
+	return int64(s.index[lo-1].position)
+}
+
+// upperBound returns a position at or after the end of the last batch whose
+// last offset is below endOffset: that of the first index entry at or above
+// endOffset, or the segment size. Caller holds Log.mu.
+func (s *segment) upperBound(endOffset int64) int64 {
+	rel := endOffset - s.baseOffset
+	lo, hi := 0, len(s.index) // find the first entry at or above rel
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if int64(s.index[m].relOffset) >= rel {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo == len(s.index) {
+		return s.size
+	}
+	return int64(s.index[lo].position)
+}
+
+// timeLookup returns the offset from which to scan for the first batch with
+// a max timestamp >= ts. Caller holds Log.mu.
+func (s *segment) timeLookup(ts int64) int64 {
+	lo, hi := 0, len(s.timeIndex) // find the first entry above ts
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.timeIndex[m].timestamp > ts {
+			hi = m
+		} else {
+			lo = m + 1
+		}
+	}
+	if lo == 0 {
+		return s.baseOffset
+	}
+	return s.baseOffset + int64(s.timeIndex[lo-1].relOffset)
+}
+
+// readHeaderAt reads and frames the header of the batch at pos. Any problem
+// is ErrCorrupt: the bytes came from our own segment. Caller holds Log.mu
+// or Log.wmu, which keep s.size and the file stable.
+func (s *segment) readHeaderAt(pos int64, scratch *[BatchHeaderSize]byte) (BatchHeader, error) {
+	if pos+BatchHeaderSize > s.size {
+		return BatchHeader{}, fmt.Errorf("segment %d position %d: header past the end at %d: %w", s.baseOffset, pos, s.size, ErrCorrupt)
+	}
+	if _, err := s.logFile.ReadAt(scratch[:], pos); err != nil {
+		return BatchHeader{}, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+	}
+	h, err := ParseBatchHeader(scratch[:])
+	if err == nil && (int64(h.Size()) > s.size-pos || h.LastOffsetDelta < 0) {
+		err = errors.New("batch runs past the end")
+	}
+	if err != nil {
+		return h, fmt.Errorf("segment %d position %d: %v: %w", s.baseOffset, pos, err, ErrCorrupt)
+	}
+	return h, nil
+}
+
+// findBatch returns the position and header of the first batch whose last
+// offset is >= offset; found is false if the segment has none. Caller holds
+// Log.mu or Log.wmu.
+func (s *segment) findBatch(offset int64, scratch *[BatchHeaderSize]byte) (pos int64, h BatchHeader, found bool, err error) {
+	for pos = s.lookup(offset); pos < s.size; pos += int64(h.Size()) {
+		if h, err = s.readHeaderAt(pos, scratch); err != nil {
+			return 0, h, false, err
+		}
+		if h.LastOffset() >= offset {
+			return pos, h, true, nil
+		}
+	}
+	return 0, h, false, nil
+}
+
+// largestTimestampMs is what time retention compares: the largest batch
+// timestamp, or the file's modification time when no batch has one.
+func (s *segment) largestTimestampMs() int64 {
+	if s.maxTimestamp >= 0 {
+		return s.maxTimestamp
+	}
+	fi, err := s.logFile.Stat()
+	if err != nil {
+		return math.MaxInt64 // unknown age: keep it
+	}
+	return fi.ModTime().UnixMilli()
+}
