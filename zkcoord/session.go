@@ -417,6 +417,7 @@ func (s *Session) onSession() {
 			Msg("new zookeeper session after expiry: re-registering and re-arming watches")
 	}
 	s.resign("zookeeper session expired")
+	s.setControllerID(-1) // unknown until re-read (KC Expire)
 	clear(s.armed)
 	if s.registered {
 		s.needRegister = true
