@@ -21,6 +21,9 @@ var (
 	ErrInvalidReplicaAssignment = errors.New("cluster: invalid replica assignment")
 	// ErrInvalidConfig is returned for an unknown topic config key or a bad value.
 	ErrInvalidConfig = errors.New("cluster: invalid config")
+	// ErrTopicDeletionDisabled is returned by DeleteTopic when
+	// delete.topic.enable is false.
+	ErrTopicDeletionDisabled = errors.New("cluster: topic deletion disabled")
 	// ErrNotController is returned by controller-only operations on a broker
 	// that is not the controller.
 	ErrNotController = errors.New("cluster: not controller")

@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// Listener is one entry of listeners or advertised.listeners.
+type Listener struct {
+	Name string // PLAINTEXT, EXTERNAL, ...
+	Host string // "" binds every interface
+	Port int32
+}
+
+// Config is the parsed broker configuration.
+type Config struct {
+	BrokerID                        int32
+	Rack                            string
+	Listeners                       []Listener
+	AdvertisedListeners             []Listener
+	SecurityProtocolMap             map[string]string
+	InterBrokerListenerName         string
+	ZooKeeperConnect                string
+	ZooKeeperSessionTimeout         time.Duration
+	ZooKeeperConnectionTimeout      time.Duration
+	LogDirs                         []string
+	NumPartitions                   int32
+	DefaultReplicationFactor        int16
+	AutoCreateTopics                bool
+	DeleteTopicEnable               bool
+	SocketRequestMaxBytes           int32
+	LogRetentionCheckInterval       time.Duration
+	FlushOffsetCheckpointInterval   time.Duration
+	HighWatermarkCheckpointInterval time.Duration
+	ReplicaLagTimeMax               time.Duration
+	ReplicaFetchMaxBytes            int32
+	ReplicaFetchWaitMax             time.Duration
+	ReplicaFetchMinBytes            int32
+	ControlledShutdownEnable        bool
+	AutoLeaderRebalanceEnable       bool
+	OffsetsTopicReplicationFactor   int16
+	OffsetsTopicNumPartitions       int32
+	// LogDefaults are the topic-level defaults (log.segment.bytes, ...).
+	LogDefaults cluster.LogConfig
+}
+
+// keyDefaults lists every accepted key with Kafka's default; "" means unset.
+var keyDefaults = map[string]string{
+	"broker.id":                                     "-1",
+	"broker.rack":                                   "",
+	"listeners":                                     "PLAINTEXT://:9092",
+	"advertised.listeners":                          "",
+	"listener.security.protocol.map":                "PLAINTEXT:PLAINTEXT",
+	"inter.broker.listener.name":                    "",
+	"zookeeper.connect":                             "",
+	"zookeeper.session.timeout.ms":                  "18000",
+	"zookeeper.connection.timeout.ms":               "",
+	"log.dirs":                                      "",
+	"log.dir":                                       "/tmp/kafka-logs",
+	"num.partitions":                                "1",
+	"default.replication.factor":                    "1",
+	"auto.create.topics.enable":                     "true",
+	"delete.topic.enable":                           "true",
+	"message.max.bytes":                             "1048588",
+	"socket.request.max.bytes":                      "104857600",
+	"log.segment.bytes":                             "1073741824",
+	"log.roll.ms":                                   "",
+	"log.roll.hours":                                "168",
+	"log.retention.ms":                              "",
+	"log.retention.minutes":                         "",
+	"log.retention.hours":                           "168",
+	"log.retention.bytes":                           "-1",
+	"log.retention.check.interval.ms":               "300000",
+	"log.flush.interval.messages":                   strconv.FormatInt(math.MaxInt64, 10),
+	"log.flush.interval.ms":                         "",
+	"log.flush.offset.checkpoint.interval.ms":       "60000",
+	"log.index.interval.bytes":                      "4096",
+	"log.message.timestamp.type":                    "CreateTime",
+	"replica.high.watermark.checkpoint.interval.ms": "5000",
+	"min.insync.replicas":                           "1",
+	"replica.lag.time.max.ms":                       "30000",
+	"unclean.leader.election.enable":                "false",
+	"replica.fetch.max.bytes":                       "1048576",
+	"replica.fetch.wait.max.ms":                     "500",
+	"replica.fetch.min.bytes":                       "1",
+	"controlled.shutdown.enable":                    "true",
+	"auto.leader.rebalance.enable":                  "true",
+	"offsets.topic.replication.factor":              "3",
+	"offsets.topic.num.partitions":                  "50",
+}
+
+// ConfigError names the key and what is wrong with it.
+type ConfigError struct {
+	Key     string
+	Problem string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Key == "" {
+		return "config: " + e.Problem
+	}
+	return fmt.Sprintf("config: %s: %s", e.Key, e.Problem)
+}
+
+// ParseProperties reads a Java-style properties file: key=value or
+// key:value lines, # and ! comments, backslash line continuations.
+func ParseProperties(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: open %s: %w", path, err)
+	}
+	defer f.Close()
+	props := map[string]string{}
+	sc := bufio.NewScanner(f)
+	lineNo := 0
+	var pending string
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimSpace(sc.Text())
+		if pending == "" && (line == "" || line[0] == '#' || line[0] == '!') {
+			continue
+		}
+		if strings.HasSuffix(line, `\`) {
+			pending += strings.TrimSuffix(line, `\`)
+			continue
+		}
+		line = pending + line
+		pending = ""
+		i := strings.IndexAny(line, "=:")
+		if i <= 0 {
+			return nil, &ConfigError{Problem: fmt.Sprintf("%s:%d: expected key=value, got %q", path, lineNo, line)}
+		}
+		props[strings.TrimSpace(line[:i])] = strings.TrimSpace(line[i+1:])
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("config: read %s: %w", path, err)
+	}
+	return props, nil
+}
+
+// BuildConfig validates props (file values with overrides applied) and
+// fills in Kafka's defaults.
+func BuildConfig(props map[string]string) (*Config, error) {
+	var unknown []string
+	for k := range props {
+		if _, ok := keyDefaults[k]; !ok {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return nil, &ConfigError{Key: unknown[0], Problem: "unknown configuration key"}
+	}
+	p := &propReader{props: props}
+	c := &Config{LogDefaults: cluster.DefaultLogConfig()}
+	c.BrokerID = int32(p.int("broker.id", -1, math.MaxInt32))
+	if p.err == nil && c.BrokerID < 0 {
+		return nil, &ConfigError{Key: "broker.id", Problem: "must be set to a non-negative integer (broker id generation is not supported)"}
+	}
+	c.Rack = p.str("broker.rack")
+	c.SecurityProtocolMap = p.protocolMap("listener.security.protocol.map")
+	c.Listeners = p.listeners("listeners", c.SecurityProtocolMap)
+	if p.str("advertised.listeners") != "" {
+		c.AdvertisedListeners = p.listeners("advertised.listeners", c.SecurityProtocolMap)
+	} else {
+		c.AdvertisedListeners = append([]Listener(nil), c.Listeners...)
+	}
+	c.InterBrokerListenerName = p.str("inter.broker.listener.name")
+	c.ZooKeeperConnect = p.str("zookeeper.connect")
+	if p.err == nil && c.ZooKeeperConnect == "" {
+		return nil, &ConfigError{Key: "zookeeper.connect", Problem: "is required (host:port[,host:port][/chroot])"}
+	}
+	c.ZooKeeperSessionTimeout = p.ms("zookeeper.session.timeout.ms", 1)
+	c.ZooKeeperConnectionTimeout = c.ZooKeeperSessionTimeout
+	if p.str("zookeeper.connection.timeout.ms") != "" {
+		c.ZooKeeperConnectionTimeout = p.ms("zookeeper.connection.timeout.ms", 1)
+	}
+	dirs := p.str("log.dirs")
+	if dirs == "" {
+		dirs = p.str("log.dir")
+	}
+	for _, d := range strings.Split(dirs, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			c.LogDirs = append(c.LogDirs, d)
+		}
+	}
+	c.NumPartitions = int32(p.int("num.partitions", 1, math.MaxInt32))
+	c.DefaultReplicationFactor = int16(p.int("default.replication.factor", 1, math.MaxInt16))
+	c.AutoCreateTopics = p.bool("auto.create.topics.enable")
+	c.DeleteTopicEnable = p.bool("delete.topic.enable")
+	c.SocketRequestMaxBytes = int32(p.int("socket.request.max.bytes", 1, math.MaxInt32))
+	c.LogRetentionCheckInterval = p.ms("log.retention.check.interval.ms", 1)
+	c.FlushOffsetCheckpointInterval = p.ms("log.flush.offset.checkpoint.interval.ms", 0)
+	c.HighWatermarkCheckpointInterval = p.ms("replica.high.watermark.checkpoint.interval.ms", 1)
+	c.ReplicaLagTimeMax = p.ms("replica.lag.time.max.ms", 1)
+	c.ReplicaFetchMaxBytes = int32(p.int("replica.fetch.max.bytes", 0, math.MaxInt32))
+	c.ReplicaFetchWaitMax = p.ms("replica.fetch.wait.max.ms", 0)
+	c.ReplicaFetchMinBytes = int32(p.int("replica.fetch.min.bytes", 1, math.MaxInt32))
+	c.ControlledShutdownEnable = p.bool("controlled.shutdown.enable")
+	c.AutoLeaderRebalanceEnable = p.bool("auto.leader.rebalance.enable")
+	c.OffsetsTopicReplicationFactor = int16(p.int("offsets.topic.replication.factor", 1, math.MaxInt16))
+	c.OffsetsTopicNumPartitions = int32(p.int("offsets.topic.num.partitions", 1, math.MaxInt32))
+
+	d := &c.LogDefaults
+	d.SegmentBytes = p.int("log.segment.bytes", 14, math.MaxInt32)
+	d.SegmentMs = p.int("log.roll.hours", 1, math.MaxInt32) * 3600 * 1000
+	if p.str("log.roll.ms") != "" {
+		d.SegmentMs = p.int("log.roll.ms", 1, math.MaxInt64)
+	}
+	d.RetentionMs = p.int("log.retention.hours", -1, math.MaxInt32) * 3600 * 1000
+	if p.str("log.retention.minutes") != "" {
+		d.RetentionMs = p.int("log.retention.minutes", -1, math.MaxInt32) * 60 * 1000
+	}
+	if p.str("log.retention.ms") != "" {
+		d.RetentionMs = p.int("log.retention.ms", -1, math.MaxInt64)
+	}
+	if d.RetentionMs < 0 {
+		d.RetentionMs = -1
+	}
+	d.RetentionBytes = p.int("log.retention.bytes", -1, math.MaxInt64)
+	d.FlushMessages = p.int("log.flush.interval.messages", 1, math.MaxInt64)
+	if p.str("log.flush.interval.ms") != "" {
+		d.FlushMs = p.int("log.flush.interval.ms", 0, math.MaxInt64)
+	}
+	d.IndexIntervalBytes = p.int("log.index.interval.bytes", 0, math.MaxInt32)
+	d.MaxMessageBytes = p.int("message.max.bytes", 0, math.MaxInt32)
+	d.MinInsyncReplicas = p.int("min.insync.replicas", 1, math.MaxInt16)
+	d.UncleanLeaderElection = p.bool("unclean.leader.election.enable")
+	d.MessageTimestampType = p.oneOf("log.message.timestamp.type", "CreateTime", "LogAppendTime")
+	if p.err != nil {
+		return nil, p.err
+	}
+	if c.ReplicaFetchWaitMax >= c.ReplicaLagTimeMax {
+		return nil, &ConfigError{Key: "replica.fetch.wait.max.ms", Problem: "must be less than replica.lag.time.max.ms"}
+	}
+	if len(c.LogDirs) == 0 {
+		return nil, &ConfigError{Key: "log.dirs", Problem: "names no directory"}
+	}
+	if c.InterBrokerListenerName == "" {
+		c.InterBrokerListenerName = c.Listeners[0].Name
+	}
+	return c, nil
+}
+
+// propReader reads typed values, remembering the first error.
+type propReader struct {
+	props map[string]string
+	err   error
+}
+
+func (p *propReader) str(key string) string {
+	if v, ok := p.props[key]; ok {
+		return v
+	}
+	return keyDefaults[key]
+}
+
+func (p *propReader) fail(key, format string, args ...any) {
+	if p.err == nil {
+		p.err = &ConfigError{Key: key, Problem: fmt.Sprintf(format, args...)}
+	}
+}
+
+func (p *propReader) int(key string, lo, hi int64) int64 {
+	v := p.str(key)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		p.fail(key, "%q is not an integer", v)
+		return 0
+	}
+	if n < lo || n > hi {
+		p.fail(key, "%d is outside [%d, %d]", n, lo, hi)
+		return 0
+	}
+	return n
+}
+
+func (p *propReader) ms(key string, lo int64) time.Duration {
+	return time.Duration(p.int(key, lo, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
+}
+
+func (p *propReader) bool(key string) bool {
+	switch v := strings.ToLower(p.str(key)); v {
+	case "true":
+		return true
+	case "false":
+		return false
+	default:
+		p.fail(key, "%q is not true or false", v)
+		return false
+	}
+}
+
+func (p *propReader) oneOf(key string, allowed ...string) string {
+	v := p.str(key)
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	p.fail(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
+	return allowed[0]
+}
+
+func (p *propReader) protocolMap(key string) map[string]string {
+	out := map[string]string{}
+	for _, pair := range strings.Split(p.str(key), ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		name, proto, ok := strings.Cut(pair, ":")
+		if !ok || name == "" {
+			p.fail(key, "%q is not NAME:PROTOCOL", pair)
+			continue
+		}
+		if proto != "PLAINTEXT" {
+			p.fail(key, "security protocol %q is not supported (only PLAINTEXT)", proto)
+			continue
+		}
+		out[strings.ToUpper(name)] = proto
+	}
+	return out
+}
+
+// listeners parses NAME://host:port,... Every name must be in the
+// security protocol map.
+func (p *propReader) listeners(key string, protocols map[string]string) []Listener {
+	var out []Listener
+	seen := map[string]bool{}
+	for _, item := range strings.Split(p.str(key), ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, addr, ok := strings.Cut(item, "://")
+		if !ok {
+			p.fail(key, "%q is not NAME://host:port", item)
+			return nil
+		}
+		name = strings.ToUpper(name)
+		if _, ok := protocols[name]; !ok {
+			p.fail(key, "listener %q is not in listener.security.protocol.map", name)
+			return nil
+		}
+		if seen[name] {
+			p.fail(key, "listener %q appears twice", name)
+			return nil
+		}
+		seen[name] = true
+		host, portStr, err := net.SplitHostPort(addr)
+		if err != nil {
+			p.fail(key, "%q: %v", item, err)
+			return nil
+		}
+		port, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil {
+			p.fail(key, "%q: port %q is not a number in [0, 65535]", item, portStr)
+			return nil
+		}
+		out = append(out, Listener{Name: name, Host: host, Port: int32(port)})
+	}
+	if len(out) == 0 {
+		p.fail(key, "names no listener")
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeProps(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "server.properties")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const minimal = "broker.id=3\nzookeeper.connect=127.0.0.1:2181/kafka\nlog.dirs=/tmp/a,/tmp/b\n"
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := loadConfig([]string{writeProps(t, minimal)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"broker.id", cfg.BrokerID, int32(3)},
+		{"listeners", cfg.Listeners[0], Listener{Name: "PLAINTEXT", Host: "", Port: 9092}},
+		{"advertised defaults to listeners", len(cfg.AdvertisedListeners), 1},
+		{"log.dirs", strings.Join(cfg.LogDirs, ","), "/tmp/a,/tmp/b"},
+		{"zookeeper.session.timeout.ms", cfg.ZooKeeperSessionTimeout, 18 * time.Second},
+		{"num.partitions", cfg.NumPartitions, int32(1)},
+		{"default.replication.factor", cfg.DefaultReplicationFactor, int16(1)},
+		{"auto.create.topics.enable", cfg.AutoCreateTopics, true},
+		{"socket.request.max.bytes", cfg.SocketRequestMaxBytes, int32(104857600)},
+		{"replica.lag.time.max.ms", cfg.ReplicaLagTimeMax, 30 * time.Second},
+		{"message.max.bytes", cfg.LogDefaults.MaxMessageBytes, int64(1048588)},
+		{"log.segment.bytes", cfg.LogDefaults.SegmentBytes, int64(1 << 30)},
+		{"log.retention.hours", cfg.LogDefaults.RetentionMs, int64(168 * 3600 * 1000)},
+		{"log.retention.bytes", cfg.LogDefaults.RetentionBytes, int64(-1)},
+		{"min.insync.replicas", cfg.LogDefaults.MinInsyncReplicas, int64(1)},
+		{"unclean.leader.election.enable", cfg.LogDefaults.UncleanLeaderElection, false},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestConfigOverridesAndPrecedence(t *testing.T) {
+	path := writeProps(t, minimal+"log.retention.hours=1\nlog.retention.minutes=5\n"+
+		"listeners=PLAINTEXT://127.0.0.1:9092,EXTERNAL://0.0.0.0:19092\n"+
+		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,EXTERNAL:PLAINTEXT\n"+
+		"advertised.listeners=PLAINTEXT://broker1:9092,EXTERNAL://127.0.0.1:19092\n")
+	cfg, err := loadConfig([]string{path, "--override", "log.retention.ms=1234", "--override=min.insync.replicas=2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LogDefaults.RetentionMs != 1234 {
+		t.Errorf("log.retention.ms should win over minutes and hours: got %d", cfg.LogDefaults.RetentionMs)
+	}
+	if cfg.LogDefaults.MinInsyncReplicas != 2 {
+		t.Errorf("override min.insync.replicas: got %d", cfg.LogDefaults.MinInsyncReplicas)
+	}
+	if len(cfg.Listeners) != 2 || cfg.AdvertisedListeners[1] != (Listener{Name: "EXTERNAL", Host: "127.0.0.1", Port: 19092}) {
+		t.Errorf("listeners: %+v advertised %+v", cfg.Listeners, cfg.AdvertisedListeners)
+	}
+	if cfg.InterBrokerListenerName != "PLAINTEXT" {
+		t.Errorf("inter.broker.listener.name defaults to the first listener, got %q", cfg.InterBrokerListenerName)
+	}
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	cases := []struct {
+		name, body string
+		args       []string
+		key        string
+	}{
+		{"unknown key", minimal + "log.retention.dayz=3\n", nil, "log.retention.dayz"},
+		{"bad integer", minimal + "num.partitions=many\n", nil, "num.partitions"},
+		{"zero partitions", minimal + "num.partitions=0\n", nil, "num.partitions"},
+		{"bad bool", minimal + "auto.create.topics.enable=yes\n", nil, "auto.create.topics.enable"},
+		{"no broker id", "zookeeper.connect=x:1\n", nil, "broker.id"},
+		{"no zookeeper", "broker.id=1\n", nil, "zookeeper.connect"},
+		{"bad listener", minimal + "listeners=127.0.0.1:9092\n", nil, "listeners"},
+		{"unmapped listener", minimal + "listeners=SSL://:9093\n", nil, "listeners"},
+		{"ssl protocol", minimal + "listener.security.protocol.map=SSL:SSL\n", nil, "listener.security.protocol.map"},
+		{"bad override", minimal, []string{"--override", "replica.lag.time.max.ms=-5"}, "replica.lag.time.max.ms"},
+		{"unknown override", minimal, []string{"--override", "foo.bar=1"}, "foo.bar"},
+		{"fetch wait above lag", minimal + "replica.fetch.wait.max.ms=40000\n", nil, "replica.fetch.wait.max.ms"},
+		{"bad timestamp type", minimal + "log.message.timestamp.type=Now\n", nil, "log.message.timestamp.type"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := loadConfig(append([]string{writeProps(t, c.body)}, c.args...))
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("want a ConfigError, got %v", err)
+			}
+			if ce.Key != c.key || !strings.Contains(err.Error(), c.key) {
+				t.Fatalf("error %q should name %q", err, c.key)
+			}
+		})
+	}
+}
+
+func TestConfigPropertiesSyntax(t *testing.T) {
+	path := writeProps(t, "# comment\n! also comment\n\nbroker.id : 7\nzookeeper.connect=a:1,\\\n  b:2/chroot\nlog.dirs=/x\n")
+	cfg, err := loadConfig([]string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.BrokerID != 7 || cfg.ZooKeeperConnect != "a:1,b:2/chroot" {
+		t.Fatalf("got broker.id %d zookeeper.connect %q", cfg.BrokerID, cfg.ZooKeeperConnect)
+	}
+	if _, err := loadConfig([]string{writeProps(t, "just words\n")}); err == nil {
+		t.Fatal("a line without = should fail")
+	}
+	if _, err := loadConfig([]string{filepath.Join(t.TempDir(), "missing.properties")}); err == nil {
+		t.Fatal("a missing file should fail")
+	}
+}

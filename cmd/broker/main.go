@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/protocol"
+	"github.com/kafkazk/broker/zkcoord"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: broker server.properties [--override key=value ...]")
+}
+
+// loadConfig reads the properties file and applies --override key=value pairs.
+func loadConfig(args []string) (*Config, error) {
+	if len(args) < 1 || strings.HasPrefix(args[0], "-") {
+		return nil, errors.New("missing server.properties")
+	}
+	props, err := ParseProperties(args[0])
+	if err != nil {
+		return nil, err
+	}
+	rest := args[1:]
+	for len(rest) > 0 {
+		flag := rest[0]
+		var kv string
+		switch {
+		case flag == "--override" && len(rest) > 1:
+			kv, rest = rest[1], rest[2:]
+		case strings.HasPrefix(flag, "--override="):
+			kv, rest = strings.TrimPrefix(flag, "--override="), rest[1:]
+		default:
+			return nil, fmt.Errorf("unexpected argument %q", flag)
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("--override %q is not key=value", kv)
+		}
+		props[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return BuildConfig(props)
+}
+
+func newLogger() zerolog.Logger {
+	level := zerolog.InfoLevel
+	if v := os.Getenv("BROKER_LOG_LEVEL"); v != "" {
+		if l, err := zerolog.ParseLevel(v); err == nil {
+			level = l
+		}
+	}
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	return zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()
+}
+
+func run(args []string) int {
+	cfg, err := loadConfig(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "broker: %v\n", err)
+		usage()
+		return 2
+	}
+	log := newLogger().With().Int32("broker_id", cfg.BrokerID).Logger()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, cfg, log); err != nil {
+		log.Error().Err(err).Msg("broker failed")
+		fmt.Fprintf(os.Stderr, "broker: %v\n", err)
+		return 1
+	}
+	log.Info().Msg("broker stopped")
+	return 0
+}
+
+// serve starts every component in order and runs until ctx ends.
+func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
+	log.Info().Str("zookeeper.connect", cfg.ZooKeeperConnect).Strs("log.dirs", cfg.LogDirs).
+		Interface("listeners", cfg.Listeners).Msg("starting")
+
+	// Bind first, so a port in use fails before anything is registered.
+	listeners := make([]net.Listener, 0, len(cfg.Listeners))
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for _, l := range cfg.Listeners {
+		ln, err := net.Listen("tcp", net.JoinHostPort(l.Host, strconv.Itoa(int(l.Port))))
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", l.Name, err)
+		}
+		listeners = append(listeners, ln)
+	}
+
+	replicas, err := partition.NewManager(partition.Config{
+		BrokerID:                        cfg.BrokerID,
+		LogDirs:                         cfg.LogDirs,
+		HighWatermarkCheckpointInterval: cfg.HighWatermarkCheckpointInterval,
+		RecoveryPointCheckpointInterval: cfg.FlushOffsetCheckpointInterval,
+		RetentionCheckInterval:          cfg.LogRetentionCheckInterval,
+		Log:                             log.With().Str("component", "replicas").Logger(),
+	})
+	if err != nil {
+		return err
+	}
+	replicas.Start()
+	defer func() {
+		if err := replicas.Close(); err != nil {
+			log.Error().Err(err).Msg("close replicas")
+		}
+	}()
+
+	endpoints, err := advertisedEndpoints(cfg, listeners)
+	if err != nil {
+		return err
+	}
+	connectCtx, cancel := context.WithTimeout(ctx, cfg.ZooKeeperConnectionTimeout)
+	session, err := zkcoord.Connect(connectCtx, zkcoord.Config{
+		Connect:           cfg.ZooKeeperConnect,
+		SessionTimeout:    cfg.ZooKeeperSessionTimeout,
+		ConnectionTimeout: cfg.ZooKeeperConnectionTimeout,
+		BrokerID:          cfg.BrokerID,
+		Endpoints:         endpoints,
+		Rack:              cfg.Rack,
+		Log:               log.With().Str("component", "zkcoord").Logger(),
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connect to zookeeper %s: %w", cfg.ZooKeeperConnect, err)
+	}
+	defer session.Close()
+	if err := session.Register(ctx); err != nil {
+		return fmt.Errorf("register broker %d: %w", cfg.BrokerID, err)
+	}
+	log.Info().Str("cluster_id", session.ClusterID()).Int64("broker_epoch", session.BrokerEpoch()).Msg("registered in zookeeper")
+
+	glue := &stateApplier{brokerID: cfg.BrokerID, defaults: cfg.LogDefaults, meta: session, replicas: replicas,
+		log: log.With().Str("component", "state").Logger()}
+	glueDone := make(chan struct{})
+	go func() {
+		defer close(glueDone)
+		glue.run(ctx, session.Changes())
+	}()
+
+	srv := protocol.NewServer(protocol.Config{
+		BrokerID:                 cfg.BrokerID,
+		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
+		AutoCreateTopics:         cfg.AutoCreateTopics,
+		DefaultPartitions:        cfg.NumPartitions,
+		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		Replicas:                 replicas,
+		Metadata:                 session,
+		Admin:                    &admin{session: session, defaults: cfg.LogDefaults, deleteEnabled: cfg.DeleteTopicEnable},
+		ProducerIDs:              session.ProducerIDs(),
+		Log:                      log.With().Str("component", "protocol").Logger(),
+	})
+	serveErr := make(chan error, len(listeners))
+	for i, ln := range listeners {
+		name := cfg.Listeners[i].Name
+		go func() { serveErr <- srv.Serve(ln, name) }()
+		log.Info().Str("listener", name).Str("addr", ln.Addr().String()).Msg("serving")
+	}
+	listeners = nil // the server owns them now
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info().Msg("shutting down")
+	case err := <-serveErr:
+		runErr = fmt.Errorf("serve: %w", err)
+	}
+	_ = srv.Close()
+	<-glueDone
+	return runErr
+}
+
+// advertisedEndpoints resolves advertised.listeners: an empty host becomes
+// this machine's host name and port 0 the port actually bound.
+func advertisedEndpoints(cfg *Config, bound []net.Listener) ([]cluster.Endpoint, error) {
+	var out []cluster.Endpoint
+	for _, a := range cfg.AdvertisedListeners {
+		host, port := a.Host, a.Port
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			h, err := os.Hostname()
+			if err != nil {
+				return nil, fmt.Errorf("advertised.listeners: host for %s: %w", a.Name, err)
+			}
+			host = h
+		}
+		if port == 0 {
+			for i, l := range cfg.Listeners {
+				if l.Name == a.Name {
+					port = int32(bound[i].Addr().(*net.TCPAddr).Port)
+				}
+			}
+		}
+		out = append(out, cluster.Endpoint{Listener: a.Name, SecurityProtocol: cfg.SecurityProtocolMap[a.Name], Host: host, Port: port})
+	}
+	return out, nil
+}

@@ -1,0 +1,481 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/logstore"
+)
+
+// followerState is what a leader knows of one follower, from its fetches.
+type followerState struct {
+	logEndOffset             int64 // the follower's fetch offset; -1 when unknown
+	lastFetchLeaderEndOffset int64
+	lastFetchTime            time.Time
+	lastCaughtUpTime         time.Time
+}
+
+// Replica is this broker's replica of one partition.
+type Replica struct {
+	tp       cluster.TopicPartition
+	dir      string // the partition directory, <log.dir>/<topic>-<partition>
+	brokerID int32
+	log      *logstore.Log
+	logger   zerolog.Logger
+	notify   func() // tells the Manager that HW or LEO moved
+
+	mu                     sync.Mutex
+	cfg                    cluster.LogConfig
+	replicas               []int32
+	leader                 int32
+	leaderEpoch            int32
+	leaderEpochStartOffset int64
+	isr                    []int32
+	zkVersion              int32
+	controllerEpoch        int32
+	hw                     int64
+	followers              map[int32]*followerState
+	producers              map[int64]*producerState
+	// stateCh is closed and replaced whenever the HW, the ISR or the role
+	// changes, waking acks=all waiters.
+	stateCh chan struct{}
+	closed  bool
+}
+
+func logstoreConfig(c cluster.LogConfig, log zerolog.Logger) logstore.Config {
+	return logstore.Config{
+		SegmentBytes:       c.SegmentBytes,
+		SegmentMs:          c.SegmentMs,
+		IndexIntervalBytes: c.IndexIntervalBytes,
+		RetentionMs:        c.RetentionMs,
+		RetentionBytes:     c.RetentionBytes,
+		FlushMessages:      c.FlushMessages,
+		FlushMs:            c.FlushMs,
+		Log:                log,
+	}
+}
+
+// openReplica opens the log in dir and restores the HW from the checkpoint
+// (never above the LEO) and the producer state from the log.
+func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg cluster.LogConfig,
+	hwCheckpoint, recoveryPoint int64, logger zerolog.Logger, notify func()) (*Replica, error) {
+	logger = logger.With().Str("topic", tp.Topic).Int32("partition", tp.Partition).Logger()
+	l, err := logstore.Open(dir, logstoreConfig(cfg, logger), recoveryPoint)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	r := &Replica{
+		tp: tp, dir: dir, brokerID: brokerID, log: l, logger: logger, notify: notify,
+		cfg: cfg, leader: cluster.NoLeader, leaderEpoch: -1, zkVersion: -1,
+		followers: map[int32]*followerState{},
+		producers: map[int64]*producerState{},
+		stateCh:   make(chan struct{}),
+	}
+	r.hw = min(max(hwCheckpoint, l.LogStartOffset()), l.LogEndOffset())
+	if err := r.rebuildProducerState(); err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// rebuildProducerState reads every batch header of the log to restore the
+// idempotent producers' sequence history.
+func (r *Replica) rebuildProducerState() error {
+	off := r.log.LogStartOffset()
+	end := r.log.LogEndOffset()
+	for off < end {
+		data, err := r.log.Read(off, 4<<20, end)
+		if err != nil {
+			return fmt.Errorf("rebuild producer state of %s at %d: %w", r.tp, off, err)
+		}
+		if len(data) == 0 {
+			break
+		}
+		err = forEachBatch(data, func(h logstore.BatchHeader, _ []byte) error {
+			r.recordProducerLocked(h)
+			off = h.LastOffset() + 1
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("rebuild producer state of %s at %d: %w", r.tp, off, err)
+		}
+	}
+	return nil
+}
+
+// recordProducerLocked remembers an appended batch of an idempotent producer.
+// Caller holds r.mu (or owns r exclusively).
+func (r *Replica) recordProducerLocked(h logstore.BatchHeader) {
+	if h.ProducerID < 0 {
+		return
+	}
+	s := r.producers[h.ProducerID]
+	if s == nil {
+		s = &producerState{epoch: h.ProducerEpoch}
+		r.producers[h.ProducerID] = s
+	}
+	s.record(h.ProducerEpoch, producerBatch{
+		firstSeq: h.BaseSequence, lastSeq: nextSeq(h.BaseSequence, h.LastOffsetDelta),
+		firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
+	})
+}
+
+// signalLocked wakes acks=all waiters and long-polling fetches. Caller holds r.mu.
+func (r *Replica) signalLocked() {
+	close(r.stateCh)
+	r.stateCh = make(chan struct{})
+	if r.notify != nil {
+		r.notify()
+	}
+}
+
+// applyState makes the replica leader or follower as st says. A state with
+// an older leader epoch than the one held is ignored.
+func (r *Replica) applyState(st PartitionState, now time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return fmt.Errorf("apply state to %s: replica closed", r.tp)
+	}
+	lai := st.LeaderAndIsr
+	if lai.LeaderEpoch < r.leaderEpoch {
+		r.logger.Warn().Int32("leader_epoch", lai.LeaderEpoch).Int32("current_leader_epoch", r.leaderEpoch).
+			Msg("ignoring partition state with an older leader epoch")
+		return nil
+	}
+	if st.Config != r.cfg {
+		r.cfg = st.Config
+		r.log.SetConfig(logstoreConfig(st.Config, r.logger))
+	}
+	newEpoch := lai.LeaderEpoch != r.leaderEpoch || lai.Leader != r.leader
+	r.replicas = slices.Clone(st.Replicas)
+	r.isr = slices.Clone(lai.Isr)
+	r.zkVersion = lai.ZkVersion
+	r.controllerEpoch = lai.ControllerEpoch
+	if !newEpoch {
+		r.maybeIncrementHWLocked(now)
+		r.signalLocked()
+		return nil
+	}
+	r.leader = lai.Leader
+	r.leaderEpoch = lai.LeaderEpoch
+	if lai.Leader == r.brokerID {
+		r.makeLeaderLocked(now)
+	} else {
+		// Followers fetch from the leader; the fetchers arrive with
+		// replication. Until then a follower serves nothing.
+		r.followers = map[int32]*followerState{}
+	}
+	r.logger.Info().Int32("leader", r.leader).Int32("leader_epoch", r.leaderEpoch).
+		Ints32("isr", r.isr).Int64("hw", r.hw).Int64("leo", r.log.LogEndOffset()).Msg("partition state applied")
+	r.signalLocked()
+	return nil
+}
+
+// makeLeaderLocked records the new epoch at the LEO and resets follower
+// state. Caller holds r.mu.
+func (r *Replica) makeLeaderLocked(now time.Time) {
+	leo := r.log.LogEndOffset()
+	r.leaderEpochStartOffset = leo
+	if err := r.log.LeaderEpochs().Assign(r.leaderEpoch, leo); err != nil {
+		r.logger.Error().Err(err).Int32("leader_epoch", r.leaderEpoch).Msg("record leader epoch")
+	}
+	r.followers = map[int32]*followerState{}
+	for _, id := range r.replicas {
+		if id == r.brokerID {
+			continue
+		}
+		f := &followerState{logEndOffset: -1, lastFetchLeaderEndOffset: leo, lastFetchTime: now}
+		if slices.Contains(r.isr, id) {
+			f.lastCaughtUpTime = now
+		}
+		r.followers[id] = f
+	}
+	r.maybeIncrementHWLocked(now)
+}
+
+// isLeaderLocked reports whether this replica leads. Caller holds r.mu.
+func (r *Replica) isLeaderLocked() bool { return r.leader == r.brokerID && !r.closed }
+
+// maybeIncrementHWLocked moves the HW to the minimum LEO over the ISR if
+// that is higher. Caller holds r.mu.
+func (r *Replica) maybeIncrementHWLocked(now time.Time) bool {
+	if !r.isLeaderLocked() {
+		return false
+	}
+	candidate := r.log.LogEndOffset()
+	for _, id := range r.isr {
+		if id == r.brokerID {
+			continue
+		}
+		f := r.followers[id]
+		if f == nil || f.logEndOffset < 0 {
+			return false // an ISR member has not fetched in this epoch yet
+		}
+		candidate = min(candidate, f.logEndOffset)
+	}
+	if candidate <= r.hw {
+		return false
+	}
+	r.hw = candidate
+	return true
+}
+
+// checkLeaderEpochLocked applies KIP-320 fencing for a client's view of the
+// leader epoch (-1 means no check). Caller holds r.mu.
+func (r *Replica) checkLeaderEpochLocked(current int32) error {
+	switch {
+	case current < 0 || current == r.leaderEpoch:
+		return nil
+	case current < r.leaderEpoch:
+		return fmt.Errorf("%w: %d < %d", ErrFencedLeaderEpoch, current, r.leaderEpoch)
+	default:
+		return fmt.Errorf("%w: %d > %d", ErrUnknownLeaderEpoch, current, r.leaderEpoch)
+	}
+}
+
+// appendAsLeader validates one produced batch and appends it.
+func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (AppendResult, error) {
+	var h logstore.BatchHeader
+	n := 0
+	err := forEachBatch(records, func(bh logstore.BatchHeader, _ []byte) error {
+		h = bh
+		n++
+		return nil
+	})
+	if err != nil {
+		return AppendResult{}, mapLogError(err)
+	}
+	if n != 1 {
+		return AppendResult{}, fmt.Errorf("%w: produce carries %d batches, want exactly 1", ErrInvalidRecord, n)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.isLeaderLocked() {
+		return AppendResult{}, ErrNotLeader
+	}
+	if int64(h.Size()) > r.cfg.MaxMessageBytes {
+		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes > max.message.bytes %d", ErrMessageTooLarge, h.Size(), r.cfg.MaxMessageBytes)
+	}
+	if int64(h.Size()) > r.cfg.SegmentBytes {
+		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes > segment.bytes %d", ErrRecordListTooLarge, h.Size(), r.cfg.SegmentBytes)
+	}
+	if acks == -1 && int64(len(r.isr)) < r.cfg.MinInsyncReplicas {
+		return AppendResult{}, fmt.Errorf("%w: isr %v < min.insync.replicas %d", ErrNotEnoughReplicas, r.isr, r.cfg.MinInsyncReplicas)
+	}
+	if h.ProducerID >= 0 {
+		verdict, orig, err := r.producers[h.ProducerID].check(h.ProducerEpoch, h.BaseSequence, nextSeq(h.BaseSequence, h.LastOffsetDelta))
+		if err != nil {
+			return AppendResult{}, err
+		}
+		if verdict == producerDuplicate {
+			return AppendResult{BaseOffset: orig.firstOffset, LastOffset: orig.lastOffset,
+				LogAppendTime: -1, LogStartOffset: r.log.LogStartOffset()}, nil
+		}
+	}
+	appendTime := int64(-1)
+	if r.cfg.MessageTimestampType == "LogAppendTime" {
+		appendTime = now.UnixMilli()
+	}
+	info, err := r.log.AppendAsLeader(records, r.leaderEpoch, appendTime)
+	if err != nil {
+		return AppendResult{}, fmt.Errorf("append to %s: %w", r.tp, mapLogError(err))
+	}
+	for _, bh := range info.Batches {
+		r.recordProducerLocked(bh)
+	}
+	r.maybeIncrementHWLocked(now)
+	r.signalLocked()
+	return AppendResult{BaseOffset: info.FirstOffset, LastOffset: info.LastOffset,
+		LogAppendTime: appendTime, LogStartOffset: r.log.LogStartOffset()}, nil
+}
+
+// waitCommitted blocks until the HW passes lastOffset, leadership is lost,
+// or ctx ends.
+func (r *Replica) waitCommitted(ctx context.Context, lastOffset int64) error {
+	for {
+		r.mu.Lock()
+		if !r.isLeaderLocked() {
+			r.mu.Unlock()
+			return ErrNotLeader
+		}
+		if r.hw > lastOffset {
+			short := int64(len(r.isr)) < r.cfg.MinInsyncReplicas
+			r.mu.Unlock()
+			if short {
+				return ErrNotEnoughReplicasAfterAppend
+			}
+			return nil
+		}
+		ch := r.stateCh
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: high watermark below %d", ErrRequestTimedOut, lastOffset+1)
+		}
+	}
+}
+
+// updateFollowerLocked records a follower's fetch at offset as its LEO and
+// keeps the last time it was caught up (Kafka's rule: caught up now if it
+// fetched at the leader's LEO, or caught up as of its previous fetch if it
+// reached the LEO the leader had then), then tries to advance the HW.
+// Caller holds r.mu.
+func (r *Replica) updateFollowerLocked(id int32, offset int64, now time.Time) {
+	f := r.followers[id]
+	if f == nil {
+		return // not an assigned replica: its fetch updates nothing
+	}
+	leo := r.log.LogEndOffset()
+	switch {
+	case offset >= leo:
+		if now.After(f.lastCaughtUpTime) {
+			f.lastCaughtUpTime = now
+		}
+	case offset >= f.lastFetchLeaderEndOffset:
+		if f.lastFetchTime.After(f.lastCaughtUpTime) {
+			f.lastCaughtUpTime = f.lastFetchTime
+		}
+	}
+	f.lastFetchLeaderEndOffset = leo
+	f.lastFetchTime = now
+	moved := f.logEndOffset != offset
+	f.logEndOffset = offset
+	if moved && r.maybeIncrementHWLocked(now) {
+		r.signalLocked()
+	}
+}
+
+// read serves a Fetch: consumers up to the HW, followers up to the LEO.
+func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, error) {
+	r.mu.Lock()
+	if !r.isLeaderLocked() {
+		r.mu.Unlock()
+		return ReadResult{}, ErrNotLeader
+	}
+	if err := r.checkLeaderEpochLocked(req.CurrentLeaderEpoch); err != nil {
+		r.mu.Unlock()
+		return ReadResult{}, err
+	}
+	if req.ReplicaID >= 0 {
+		r.updateFollowerLocked(req.ReplicaID, req.FetchOffset, now)
+	}
+	hw := r.hw
+	leo := r.log.LogEndOffset()
+	start := r.log.LogStartOffset()
+	r.mu.Unlock()
+
+	res := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
+	if req.FetchOffset < start || req.FetchOffset > leo {
+		return res, fmt.Errorf("%w: fetch offset %d outside [%d, %d]", ErrOffsetOutOfRange, req.FetchOffset, start, leo)
+	}
+	maxOffset := hw
+	if req.ReplicaID >= 0 {
+		maxOffset = leo
+	}
+	if req.FetchOffset >= maxOffset {
+		return res, nil
+	}
+	data, err := r.log.Read(req.FetchOffset, req.MaxBytes, maxOffset)
+	if err != nil {
+		return res, fmt.Errorf("read %s at %d: %w", r.tp, req.FetchOffset, mapLogError(err))
+	}
+	res.Records = data
+	return res, nil
+}
+
+// listOffset resolves a ListOffsets timestamp for a consumer.
+func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32) (int64, int64, int32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.isLeaderLocked() {
+		return 0, 0, 0, ErrNotLeader
+	}
+	if err := r.checkLeaderEpochLocked(currentLeaderEpoch); err != nil {
+		return 0, 0, 0, err
+	}
+	switch ts {
+	case LatestTimestamp:
+		return r.hw, -1, r.leaderEpoch, nil
+	case EarliestTimestamp:
+		start := r.log.LogStartOffset()
+		return start, -1, r.epochForOffsetLocked(start), nil
+	}
+	off, found, ok, err := r.log.OffsetForTimestamp(ts)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("offset for timestamp %d in %s: %w", ts, r.tp, mapLogError(err))
+	}
+	if !ok || off >= r.hw {
+		return -1, -1, -1, nil
+	}
+	return off, found, r.epochForOffsetLocked(off), nil
+}
+
+// epochForOffsetLocked is the leader epoch in which offset was written.
+// Caller holds r.mu.
+func (r *Replica) epochForOffsetLocked(offset int64) int32 {
+	epoch := int32(-1)
+	for _, e := range r.log.LeaderEpochs().Entries() {
+		if e.StartOffset > offset {
+			break
+		}
+		epoch = e.LeaderEpoch
+	}
+	return epoch
+}
+
+// snapshot returns the checkpointed values of the replica.
+func (r *Replica) snapshot() (hw, recoveryPoint, logStart int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hw, r.log.RecoveryPoint(), r.log.LogStartOffset()
+}
+
+// close closes the log, failing waiters; with remove it deletes the directory.
+func (r *Replica) close(remove bool) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	r.signalLocked()
+	r.mu.Unlock()
+	if remove {
+		return r.log.Delete()
+	}
+	if err := r.log.Flush(); err != nil {
+		r.logger.Error().Err(err).Msg("flush on close")
+	}
+	return r.log.Close()
+}
+
+// mapLogError turns logstore errors into this package's sentinels.
+func mapLogError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrCorruptMessage), errors.Is(err, ErrInvalidRecord):
+		return err
+	case errors.Is(err, logstore.ErrCorrupt):
+		return fmt.Errorf("%w: %v", ErrCorruptMessage, err)
+	case errors.Is(err, logstore.ErrInvalidRecord):
+		return fmt.Errorf("%w: %v", ErrInvalidRecord, err)
+	case errors.Is(err, logstore.ErrRecordListTooLarge):
+		return fmt.Errorf("%w: %v", ErrRecordListTooLarge, err)
+	case errors.Is(err, logstore.ErrOffsetOutOfRange):
+		return fmt.Errorf("%w: %v", ErrOffsetOutOfRange, err)
+	default:
+		return fmt.Errorf("%w: %v", ErrStorage, err)
+	}
+}
