@@ -272,10 +272,13 @@ func TestZNodeLayout(t *testing.T) {
 		path := fmt.Sprintf("/brokers/topics/%s/partitions/%d/state", topic, p)
 		var raw map[string]json.RawMessage
 		// The controller writes the state znodes; poll, as a client would.
-		eventually(t, 10*time.Second, func() error {
+		if err := poll(10*time.Second, func() error {
 			_, _, err := c.Get(path)
 			return err
-		})
+		}); err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
 		if !getJSON(path, &raw) {
 			continue
 		}

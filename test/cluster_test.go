@@ -90,11 +90,15 @@ func newStoppedCluster(t *testing.T, overrides map[string]string) *Cluster {
 	for k, v := range overrides {
 		c.base[k] = v
 	}
-	conn, _, err := zk.Connect([]string{zkAddr}, 10*time.Second, zk.WithLogger(quietLogger{}))
+	conn, events, err := zk.Connect([]string{zkAddr}, 10*time.Second, zk.WithLogger(quietLogger{}))
 	if err != nil {
 		t.Fatalf("connect to ZooKeeper %s: %v", zkAddr, err)
 	}
 	c.ZK = conn
+	if err := waitSession(events, 30*time.Second); err != nil {
+		conn.Close()
+		t.Fatalf("ZooKeeper %s: %v", zkAddr, err)
+	}
 	// Kafka creates a missing chroot itself; creating it here keeps the
 	// harness independent of that.
 	if _, err := conn.Create(c.Chroot, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
@@ -102,6 +106,21 @@ func newStoppedCluster(t *testing.T, overrides map[string]string) *Cluster {
 	}
 	t.Cleanup(c.shutdown)
 	return c
+}
+
+// waitSession waits for the connection's first session.
+func waitSession(events <-chan zk.Event, timeout time.Duration) error {
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				return nil
+			}
+		case <-deadline:
+			return fmt.Errorf("no session within %s", timeout)
+		}
+	}
 }
 
 type quietLogger struct{}
@@ -533,14 +552,22 @@ func freePort(t testing.TB) int {
 // with fn's last error after timeout.
 func eventually(t testing.TB, timeout time.Duration, fn func() error) {
 	t.Helper()
+	if err := poll(timeout, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poll is eventually for callers that go on after a timeout: it returns
+// fn's last error, or nil once fn succeeds.
+func poll(timeout time.Duration, fn func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := fn()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %v", timeout, err)
+			return fmt.Errorf("not within %s: %w", timeout, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -99,6 +99,26 @@ func (r *CheckResult) problem(format string, args ...any) {
 //     unacknowledged sends; the caller decides, see wantExtra).
 func checkHistory(t *testing.T, what string, acked, read []Rec, allowExtra bool) CheckResult {
 	t.Helper()
+	res := analyzeHistory(acked, read, allowExtra)
+	t.Logf("%s: acknowledged=%d read=%d lost=%d mismatched=%d duplicated=%d inconsistent=%d gaps=%d unordered=%d unacknowledged-read=%d",
+		what, res.Acked, res.Read, res.Lost, res.Mismatched, res.Duplicated, res.Inconsistent, res.Gaps, res.Unordered, res.Extra)
+	if !res.OK(allowExtra) {
+		t.Errorf("%s: history check failed:\n  %s", what, strings.Join(res.Problems, "\n  "))
+	}
+	return res
+}
+
+// OK reports whether the check found nothing wrong.
+func (r CheckResult) OK(allowExtra bool) bool {
+	bad := r.Lost + r.Mismatched + r.Duplicated + r.Inconsistent + r.Gaps + r.Unordered
+	if !allowExtra {
+		bad += r.Extra
+	}
+	return bad == 0
+}
+
+// analyzeHistory is checkHistory without the test: it only counts.
+func analyzeHistory(acked, read []Rec, allowExtra bool) CheckResult {
 	res := CheckResult{Acked: len(acked), Read: len(read)}
 	type po struct {
 		p int32
@@ -180,15 +200,6 @@ func checkHistory(t *testing.T, what string, acked, read []Rec, allowExtra bool)
 				res.problem("read %v that was never acknowledged", r)
 			}
 		}
-	}
-	t.Logf("%s: acknowledged=%d read=%d lost=%d mismatched=%d duplicated=%d inconsistent=%d gaps=%d unordered=%d unacknowledged-read=%d",
-		what, res.Acked, res.Read, res.Lost, res.Mismatched, res.Duplicated, res.Inconsistent, res.Gaps, res.Unordered, res.Extra)
-	bad := res.Lost + res.Mismatched + res.Duplicated + res.Inconsistent + res.Gaps + res.Unordered
-	if !allowExtra {
-		bad += res.Extra
-	}
-	if bad > 0 {
-		t.Errorf("%s: history check failed:\n  %s", what, strings.Join(res.Problems, "\n  "))
 	}
 	return res
 }
