@@ -375,7 +375,9 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, error) {
 	start := r.log.LogStartOffset()
 	r.mu.Unlock()
 
-	res := ReadResult{HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
+	// Records is never nil: a null record set means "no data" to old
+	// clients but librdkafka refuses it (invalid MessageSetSize -1).
+	res := ReadResult{Records: []byte{}, HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
 	if req.FetchOffset < start || req.FetchOffset > leo {
 		return res, fmt.Errorf("%w: fetch offset %d outside [%d, %d]", ErrOffsetOutOfRange, req.FetchOffset, start, leo)
 	}
@@ -390,7 +392,9 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("read %s at %d: %w", r.tp, req.FetchOffset, mapLogError(err))
 	}
-	res.Records = data
+	if data != nil {
+		res.Records = data
+	}
 	return res, nil
 }
 
