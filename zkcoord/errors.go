@@ -15,9 +15,6 @@ var (
 	// /controller_epoch zkVersion). It is cluster.ErrNotController, so
 	// protocol maps it without importing zkcoord.
 	ErrNotController = cluster.ErrNotController
-	// ErrControllerMoved is returned by the election when another broker
-	// won it between our read and our write.
-	ErrControllerMoved = errors.New("zkcoord: controller moved")
 	// ErrNoSession is returned by Connect when no ZooKeeper session was
 	// established within the connection timeout.
 	ErrNoSession = errors.New("zkcoord: no zookeeper session")
