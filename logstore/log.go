@@ -240,6 +240,11 @@ func (l *Log) load(recoveryPoint int64) error {
 			}
 		}
 		s.segState = r.state
+		if !last {
+			// As on roll: a later open that trusts this segment takes its
+			// largest timestamp from the last time index entry.
+			s.maybeAddTimeEntry(s.baseOffset)
+		}
 		if err := s.rewriteIndexes(); err != nil {
 			return err
 		}

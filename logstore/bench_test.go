@@ -1,0 +1,87 @@
+package logstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+// BenchmarkAppend measures leader appends of one batch per call, by batch
+// size (records of 100-byte values) and fsync policy. Old segments are
+// deleted as the log grows so that long runs stay within the disk.
+func BenchmarkAppend(b *testing.B) {
+	for _, records := range []int{1, 100} {
+		for _, policy := range []struct {
+			name          string
+			flushMessages int64
+		}{{"fsync=never", math.MaxInt64}, {"fsync=each", 1}} {
+			b.Run(fmt.Sprintf("records=%d/%s", records, policy.name), func(b *testing.B) {
+				cfg := DefaultConfig()
+				cfg.Log = zerolog.Nop()
+				cfg.SegmentBytes = 64 << 20
+				cfg.RetentionBytes = 128 << 20
+				cfg.FlushMessages = policy.flushMessages
+				l, err := Open(b.TempDir(), cfg, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				batch := makeBatch(batchSpec{records: records, valueSize: 100, firstTs: 1})
+				b.SetBytes(int64(len(batch)))
+				b.ReportAllocs()
+				segments := 1
+				for b.Loop() {
+					// The append rewrote the base offset; a client sends 0.
+					binary.BigEndian.PutUint64(batch, 0)
+					if _, err := l.AppendAsLeader(batch, 1, -1); err != nil {
+						b.Fatal(err)
+					}
+					if n := len(l.segments); n != segments {
+						segments = n
+						if _, err := l.DeleteOldSegments(math.MaxInt64); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkRead measures reads at random offsets of a 10,000-batch log
+// (10 records of 100 bytes each), for one batch and for 64 KiB.
+func BenchmarkRead(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Log = zerolog.Nop()
+	cfg.SegmentBytes = 4 << 20
+	l, err := Open(b.TempDir(), cfg, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	for range 10_000 {
+		if _, err := l.AppendAsLeader(makeBatch(batchSpec{records: 10, valueSize: 100, firstTs: 1}), 1, -1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	leo := l.LogEndOffset()
+	for _, maxBytes := range []int32{1, 64 << 10} {
+		b.Run(fmt.Sprintf("maxBytes=%d", maxBytes), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			var n int64
+			for b.Loop() {
+				out, err := l.Read(rng.Int64N(leo), maxBytes, leo)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += int64(len(out))
+			}
+			b.SetBytes(n / int64(b.N))
+		})
+	}
+}
