@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -42,24 +43,38 @@ type request struct {
 	size int32 // frame size without the prefix, for logging
 }
 
+// frameChunkBytes is how much of a frame is allocated before its bytes
+// arrive; larger frames grow as data comes in.
+const frameChunkBytes = 64 << 10
+
 // readFrame reads one size-prefixed frame from r. The size is checked
-// against maxBytes before anything is allocated; the body is allocated
-// fresh for each frame because decoded byte fields (records) alias it.
+// against maxBytes before anything is allocated, and even a valid size
+// is not trusted with memory: beyond the first 64 KiB the buffer grows
+// (doubling) only as bytes arrive, so a peer that announces 100 MB and
+// stalls holds 64 KiB, not 100 MB. The body is allocated fresh for each
+// frame because decoded byte fields (records) alias it.
 func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 	var sizeBuf [4]byte
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 		return nil, err
 	}
-	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-	if size < minHeaderBytes || size > maxBytes {
+	size := int(int32(binary.BigEndian.Uint32(sizeBuf[:])))
+	if size < minHeaderBytes || size > int(maxBytes) {
 		return nil, fmt.Errorf("%w: %d (limit %d)", errFrameSize, size, maxBytes)
 	}
-	body := make([]byte, size)
-	if _, err := io.ReadFull(r, body); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	body := make([]byte, 0, min(size, frameChunkBytes))
+	for len(body) < size {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, min(cap(body), size-len(body)))
 		}
-		return nil, err
+		n, err := r.Read(body[len(body):min(cap(body), size)])
+		body = body[:len(body)+n]
+		if err != nil && len(body) < size {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return body, nil
 }

@@ -1,0 +1,68 @@
+// Package protocol serves the Kafka wire protocol: TCP listeners, request
+// framing, the request header, decoding and encoding bodies with kmsg,
+// dispatch by API key, and the one table that maps the broker's domain
+// errors to Kafka error codes. It owns no broker state: replicas, cluster
+// metadata, topic administration and producer ids come in through the
+// Replicas, Metadata, Admin and ProducerIDs interfaces (deps.go).
+//
+// # Framing
+//
+// Every request is an int32 size and that many bytes. A size below the
+// shortest header (10 bytes) or above Config.MaxRequestBytes
+// (socket.request.max.bytes) closes the connection before anything is
+// allocated; a valid size is still not trusted with memory: past 64 KiB
+// the frame buffer grows only as bytes arrive. The header (api key,
+// version, correlation id, nullable client id, then a tag buffer for
+// flexible versions) is parsed by hand; the body only by kmsg
+// (RequestForKey, SetVersion, ReadFrom), which checks remaining bytes
+// before every allocation. Responses are the request's ResponseKind,
+// encoded with AppendTo behind the correlation id and, for flexible
+// versions, an empty header tag buffer — except ApiVersions, whose
+// response header never has one.
+//
+// # What is refused
+//
+// Exactly the keys and version ranges in supportedAPIs are served, and
+// ApiVersions advertises exactly that table. As in Kafka, the connection
+// is closed (nothing is answered) for: a bad size, a frame too short for
+// its header, an unknown or unserved API key, a served key at a version
+// outside its range, a body that does not decode, a handler panic
+// (recovered and logged at Error with api_key, correlation_id and
+// remote_addr), and an acks=0 produce with any failed partition. The one
+// exception is ApiVersions above our range, which is answered with
+// UNSUPPORTED_VERSION in a v0 body listing the table so that clients
+// retry lower. Trailing bytes after a decoded body are ignored.
+// Transactions, fetch sessions (every Fetch response has session id 0),
+// topic ids, consumer groups, SASL and broker configs are not served.
+//
+// # Ordering and concurrency
+//
+// Each connection has a reader goroutine, which reads, decodes and handles
+// one request at a time, and a writer goroutine, the only one writing to
+// the socket, fed through a small bounded channel. Responses therefore
+// leave in request order, and a client that pipelines is pushed back by
+// TCP. A waiting request — an acks=all produce in WaitCommitted, a Fetch
+// long poll on Replicas.Changed — parks only its own connection and holds
+// no lock of this package. Every wait ends with its request timeout or
+// when the Server closes. Server.mu guards only the sets of listeners and
+// connections and is never held across I/O or a call into the
+// interfaces; there is no other lock, so there is no lock order.
+//
+// Close closes listeners and connections, cancels every wait, and returns
+// after all goroutines the server started have ended; it is safe to call
+// twice. Serve returns ErrServerClosed after Close.
+//
+// # Errors
+//
+// Handlers turn errors from the interfaces into codes through errorCodes
+// in errors.go, matched with errors.Is so wrapped errors map like their
+// sentinel. An unmapped error answers UNKNOWN_SERVER_ERROR and is logged at
+// Error — except on the produce path, where it answers REQUEST_TIMED_OUT,
+// because the append may have happened and the client must retry rather
+// than give up (KAFKA-14034). A partition this broker holds no replica of
+// answers NOT_LEADER_OR_FOLLOWER when the metadata knows it, else
+// UNKNOWN_TOPIC_OR_PARTITION, as in Kafka.
+//
+// Each handler file (NN_name.go, by API key) opens with its versions and
+// behaviour.
+package protocol
