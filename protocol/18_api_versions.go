@@ -41,7 +41,12 @@ func unsupportedApiVersionsResponse() kmsg.Response {
 	return resp
 }
 
-func (s *Server) handleApiVersions(_ context.Context, _ *reqContext, req *kmsg.ApiVersionsRequest) (kmsg.Response, error) {
+func (s *Server) handleApiVersions(_ context.Context, rc *reqContext, req *kmsg.ApiVersionsRequest) (kmsg.Response, error) {
+	if req.Version >= 3 {
+		s.log.Debug().Str("remote_addr", rc.remoteAddr).Str("client_id", rc.clientID).
+			Str("client_software_name", req.ClientSoftwareName).Str("client_software_version", req.ClientSoftwareVersion).
+			Msg("client software")
+	}
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = apiVersionsKeys()
 	if req.Version >= 3 && (!validSoftwareField(req.ClientSoftwareName) || !validSoftwareField(req.ClientSoftwareVersion)) {

@@ -26,7 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func (s *Server) handleDescribeConfigs(ctx context.Context, rc *reqContext, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
+func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
 	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	resp.Resources = make([]kmsg.DescribeConfigsResponseResource, 0, len(req.Resources))
@@ -87,6 +87,5 @@ func (s *Server) handleDescribeConfigs(ctx context.Context, rc *reqContext, req 
 		}
 		resp.Resources = append(resp.Resources, rr)
 	}
-	_ = ctx
 	return resp, nil
 }

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -91,20 +92,20 @@ func TestKadmTopicAdmin(t *testing.T) {
 	}
 
 	_, err = adm.CreateTopic(ctx, 1, 1, nil, "t1")
-	if err == nil || !errorIs(err, kerr.TopicAlreadyExists) {
+	if !errors.Is(err, kerr.TopicAlreadyExists) {
 		t.Errorf("second create: %v, want TOPIC_ALREADY_EXISTS", err)
 	}
 	_, err = adm.CreateTopic(ctx, 1, 3, nil, "t2")
-	if !errorIs(err, kerr.InvalidReplicationFactor) {
+	if !errors.Is(err, kerr.InvalidReplicationFactor) {
 		t.Errorf("RF 3 on one broker: %v, want INVALID_REPLICATION_FACTOR", err)
 	}
 	_, err = adm.CreateTopic(ctx, 1, 1, nil, "bad/name")
-	if !errorIs(err, kerr.InvalidTopicException) {
+	if !errors.Is(err, kerr.InvalidTopicException) {
 		t.Errorf("bad name: %v, want INVALID_TOPIC_EXCEPTION", err)
 	}
 	bogus := "1"
 	_, err = adm.CreateTopic(ctx, 1, 1, map[string]*string{"no.such.key": &bogus}, "t3")
-	if !errorIs(err, kerr.InvalidConfig) {
+	if !errors.Is(err, kerr.InvalidConfig) {
 		t.Errorf("bad config: %v, want INVALID_CONFIG", err)
 	}
 
@@ -136,7 +137,7 @@ func TestKadmTopicAdmin(t *testing.T) {
 		rc, _ := rcs.On("nope", nil)
 		err = rc.Err
 	}
-	if !errorIs(err, kerr.UnknownTopicOrPartition) {
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Errorf("describe unknown topic: %v", err)
 	}
 
@@ -147,24 +148,10 @@ func TestKadmTopicAdmin(t *testing.T) {
 	if err := dres["t1"].Err; err != nil {
 		t.Errorf("delete t1: %v", err)
 	}
-	if err := dres["nope"].Err; !errorIs(err, kerr.UnknownTopicOrPartition) {
+	if err := dres["nope"].Err; !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Errorf("delete unknown: %v", err)
 	}
 	if _, ok := b.cluster.Topic("t1"); ok {
 		t.Error("t1 still exists")
 	}
-}
-
-func errorIs(err error, want *kerr.Error) bool {
-	for e := err; e != nil; {
-		if e == want {
-			return true
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		e = u.Unwrap()
-	}
-	return false
 }

@@ -79,7 +79,7 @@ func NewServer(cfg Config) *Server {
 	}
 }
 
-// goFunc starts fn counted in s.wg, or returns false after Close.
+// goFuncLocked starts fn counted in s.wg, or returns false after Close.
 // Caller holds s.mu.
 func (s *Server) goFuncLocked(fn func()) bool {
 	if s.closed {
