@@ -28,3 +28,15 @@ var (
 	// that is not the controller.
 	ErrNotController = errors.New("cluster: not controller")
 )
+
+// Errors of the controller channel.
+var (
+	// ErrStaleControllerEpoch is returned for a request from a controller
+	// whose epoch is older than one already seen (STALE_CONTROLLER_EPOCH).
+	ErrStaleControllerEpoch = errors.New("cluster: stale controller epoch")
+	// ErrStaleBrokerEpoch is returned for a request addressed to an older
+	// incarnation of the broker (STALE_BROKER_EPOCH).
+	ErrStaleBrokerEpoch = errors.New("cluster: stale broker epoch")
+	// ErrBrokerNotAvailable is returned when a broker cannot be reached.
+	ErrBrokerNotAvailable = errors.New("cluster: broker not available")
+)

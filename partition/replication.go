@@ -1,0 +1,92 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// ErrStateConflict is returned by StateWriter.WriteLeaderAndIsr when the
+// partition state znode changed since the version the leader holds: the
+// leader is stale and must keep its old ISR until the controller tells it
+// the new state.
+var ErrStateConflict = errors.New("partition: partition state changed under the leader")
+
+// FetchPartition is one partition of a follower's replica fetch.
+type FetchPartition struct {
+	TopicPartition     cluster.TopicPartition
+	FetchOffset        int64
+	CurrentLeaderEpoch int32
+	LogStartOffset     int64
+	MaxBytes           int32 // replica.fetch.max.bytes
+}
+
+// FetchRequest is one replica fetch from a follower broker to a leader
+// broker, covering every partition it follows there.
+type FetchRequest struct {
+	ReplicaID  int32         // the follower's broker id
+	MaxWait    time.Duration // replica.fetch.wait.max.ms
+	MinBytes   int32         // replica.fetch.min.bytes
+	MaxBytes   int32         // replica.fetch.response.max.bytes
+	Partitions []FetchPartition
+}
+
+// FetchPartitionResult is the leader's answer for one partition. Err is one
+// of this package's sentinels (ErrNotLeader, ErrFencedLeaderEpoch,
+// ErrUnknownLeaderEpoch, ErrOffsetOutOfRange, ErrUnknownTopicOrPartition,
+// ...) or nil. Records are whole batches, owned by the caller.
+type FetchPartitionResult struct {
+	Err            error
+	HighWatermark  int64
+	LogStartOffset int64
+	Records        []byte
+}
+
+// FetchResponse holds the answer for every partition that was asked for.
+type FetchResponse struct {
+	Partitions map[cluster.TopicPartition]FetchPartitionResult
+}
+
+// EpochQuery asks a leader where LeaderEpoch ends in its log
+// (OffsetForLeaderEpoch, KIP-101/279).
+type EpochQuery struct {
+	TopicPartition     cluster.TopicPartition
+	CurrentLeaderEpoch int32 // the follower's view of the current leader epoch
+	LeaderEpoch        int32 // the epoch whose end offset is wanted
+}
+
+// EpochAnswer is the leader's answer to one EpochQuery: the largest epoch
+// at or below the one asked for and the offset where it ends (-1, -1 if
+// unknown), or an error.
+type EpochAnswer struct {
+	TopicPartition cluster.TopicPartition
+	Err            error
+	LeaderEpoch    int32
+	EndOffset      int64
+}
+
+// LeaderClient is how a follower reads from its leader. protocol
+// implements it with Fetch and OffsetForLeaderEpoch requests; partition
+// tests call the leader Manager directly.
+type LeaderClient interface {
+	// Fetch sends one replica fetch to broker leader. An error means the
+	// request as a whole failed (connection, timeout); per-partition errors
+	// are in the response.
+	Fetch(ctx context.Context, leader int32, req FetchRequest) (FetchResponse, error)
+	// OffsetsForLeaderEpoch asks broker leader for epoch end offsets.
+	OffsetsForLeaderEpoch(ctx context.Context, leader int32, queries []EpochQuery) ([]EpochAnswer, error)
+}
+
+// StateWriter is how a leader publishes an ISR change. zkcoord implements
+// it with a conditional write of the partition state znode.
+type StateWriter interface {
+	// WriteLeaderAndIsr writes st as tp's state, conditional on
+	// st.ZkVersion, and returns the new zkVersion. It returns an error
+	// wrapping ErrStateConflict when the znode moved on.
+	WriteLeaderAndIsr(ctx context.Context, tp cluster.TopicPartition, st cluster.LeaderAndIsr) (newZkVersion int32, err error)
+	// NotifyIsrChange records that tp's ISR changed, so the controller
+	// learns it through /isr_change_notification (batched by the writer).
+	NotifyIsrChange(tp cluster.TopicPartition)
+}
