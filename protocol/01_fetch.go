@@ -72,6 +72,10 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 	resp.SessionID = 0
 	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 
+	replicaID := req.ReplicaID
+	if req.Version >= 15 { // KIP-903 moved it into ReplicaState
+		replicaID = req.ReplicaState.ID
+	}
 	remaining := min(req.MaxBytes, fetchMaxBytesLimit)
 	if remaining < 0 {
 		remaining = 0
@@ -97,7 +101,7 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 			res, err := s.cfg.Replicas.Read(tp, partition.ReadRequest{
 				FetchOffset:        p.FetchOffset,
 				MaxBytes:           limit,
-				ReplicaID:          req.ReplicaID,
+				ReplicaID:          replicaID,
 				CurrentLeaderEpoch: epoch,
 			})
 			if err != nil {
