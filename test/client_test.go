@@ -311,6 +311,7 @@ func TestClientKcat(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kcat -P -p %d: %v\n%s", p, err, tailLines(stderr.String(), 30))
 		}
+		noProtocolErrors(t, fmt.Sprintf("kcat -P -p %d", p), stderr.String())
 		if strings.Contains(stderr.String(), "Delivery failed") {
 			t.Fatalf("kcat -P -p %d reported failed deliveries:\n%s", p, tailLines(stderr.String(), 30))
 		}
@@ -337,7 +338,9 @@ func TestClientKcat(t *testing.T) {
 // kcatConsume reads the whole topic with kcat -C -e (no consumer group).
 func kcatConsume(t *testing.T, bootstrap, topic string) []Rec {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	// 10,000 small records take kcat a second or two; a kcat that has not
+	// reached the end after this long is stuck (see its stderr).
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e",
 		"-f", `%p\t%o\t%k\t%s\t%h\n`)
@@ -346,6 +349,7 @@ func kcatConsume(t *testing.T, bootstrap, topic string) []Rec {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("kcat -C: %v\n%s", err, tailLines(stderr.String(), 30))
 	}
+	noProtocolErrors(t, "kcat -C", stderr.String())
 	var out []Rec
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -539,6 +543,7 @@ func runPython(t *testing.T, py, script string, args ...string) []pyRecord {
 	if err != nil {
 		t.Fatalf("python %s: %v\n%s", args[0], err, tailLines(stderr.String(), 30))
 	}
+	noProtocolErrors(t, "python "+args[0], stderr.String())
 	var out []pyRecord
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -550,4 +555,21 @@ func runPython(t *testing.T, py, script string, args ...string) []pyRecord {
 		out = append(out, pr)
 	}
 	return out
+}
+
+// noProtocolErrors fails the test if librdkafka logged a protocol error
+// (PROTOERR: a response it could not parse). librdkafka retries such
+// fetches, so a read can still complete, but the broker sent bytes Kafka
+// never would.
+func noProtocolErrors(t *testing.T, what, stderr string) {
+	t.Helper()
+	var bad []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.Contains(l, "PROTOERR") {
+			bad = append(bad, l)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("%s: librdkafka logged %d protocol errors, first:\n%s", what, len(bad), strings.Join(bad[:min(len(bad), 4)], "\n"))
+	}
 }

@@ -41,8 +41,9 @@ var chrootSeq atomic.Int64
 type Cluster struct {
 	t       *testing.T
 	Brokers []*Broker
-	// Chroot is this cluster's ZooKeeper chroot; ZK is a connection to the
-	// server root, so paths given to it must be prefixed (see Path).
+	// Chroot is this cluster's ZooKeeper chroot; ZK is the package's shared
+	// connection to the server root, so paths given to it must be prefixed
+	// (see Path).
 	Chroot string
 	ZK     *zk.Conn
 	dir    string
@@ -90,15 +91,8 @@ func newStoppedCluster(t *testing.T, overrides map[string]string) *Cluster {
 	for k, v := range overrides {
 		c.base[k] = v
 	}
-	conn, events, err := zk.Connect([]string{zkAddr}, 10*time.Second, zk.WithLogger(quietLogger{}))
-	if err != nil {
-		t.Fatalf("connect to ZooKeeper %s: %v", zkAddr, err)
-	}
-	c.ZK = conn
-	if err := waitSession(events, 30*time.Second); err != nil {
-		conn.Close()
-		t.Fatalf("ZooKeeper %s: %v", zkAddr, err)
-	}
+	c.ZK = zkConn
+	conn := zkConn
 	// Kafka creates a missing chroot itself; creating it here keeps the
 	// harness independent of that.
 	if _, err := conn.Create(c.Chroot, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
@@ -106,6 +100,21 @@ func newStoppedCluster(t *testing.T, overrides map[string]string) *Cluster {
 	}
 	t.Cleanup(c.shutdown)
 	return c
+}
+
+// connectZK opens the package's ZooKeeper session. A freshly started
+// ZooKeeper on a loaded 2-core machine can take many seconds to grant the
+// first session, so the wait is long and happens once, before any test.
+func connectZK(addr string) (*zk.Conn, error) {
+	conn, events, err := zk.Connect([]string{addr}, 20*time.Second, zk.WithLogger(quietLogger{}))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitSession(events, 90*time.Second); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // waitSession waits for the connection's first session.
@@ -217,7 +226,6 @@ func (c *Cluster) shutdown() {
 			c.t.Logf("---- broker %d log tail (%s) ----\n%s", b.id, b.logPath, b.LogTail(logTailLines))
 		}
 	}
-	c.ZK.Close()
 }
 
 // Broker is one broker process handle. Its server.properties is rewritten

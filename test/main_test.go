@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/kafkazk/broker/internal/zktest"
 )
 
@@ -17,6 +19,8 @@ var (
 	// zkAddr is the shared ZooKeeper's host:port; empty when zkSkip says why.
 	zkAddr string
 	zkSkip string
+	// zkConn is the harness's own session, shared by every cluster.
+	zkConn *zk.Conn
 )
 
 // TestMain builds cmd/broker once and starts one ZooKeeper for the package.
@@ -64,6 +68,17 @@ func run(m *testing.M) int {
 		}
 		defer srv.Stop()
 		zkAddr = srv.Addr
+	}
+	if zkSkip == "" {
+		start := time.Now()
+		conn, err := connectZK(zkAddr)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "test: ZooKeeper %s: %v\n", zkAddr, err)
+			return 1
+		}
+		defer conn.Close()
+		zkConn = conn
+		fmt.Fprintf(os.Stderr, "test: ZooKeeper session at %s after %s\n", zkAddr, time.Since(start).Round(time.Millisecond))
 	}
 	return m.Run()
 }
