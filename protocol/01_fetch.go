@@ -91,6 +91,10 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 		rt.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(t.Partitions))
 		for _, p := range t.Partitions {
 			rp := kmsg.NewFetchResponseTopicPartition()
+			// An empty record set must be encoded as zero bytes, not null:
+			// librdkafka rejects the whole response on a null one
+			// ("invalid MessageSetSize -1").
+			rp.RecordBatches = []byte{}
 			rp.Partition = p.Partition
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			epoch := int32(-1)
