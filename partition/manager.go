@@ -38,6 +38,56 @@ type Config struct {
 	Log                    zerolog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// ReplicaLagTimeMax is replica.lag.time.max.ms: an ISR follower that
+	// has not caught up to the leader's LEO for longer is removed. Zero
+	// means Kafka 2.5+'s default, 30 s.
+	ReplicaLagTimeMax time.Duration
+	// ReplicaFetchWaitMax is replica.fetch.wait.max.ms (default 500 ms).
+	ReplicaFetchWaitMax time.Duration
+	// ReplicaFetchMinBytes is replica.fetch.min.bytes (default 1).
+	ReplicaFetchMinBytes int32
+	// ReplicaFetchMaxBytes is replica.fetch.max.bytes, per partition
+	// (default 1 MiB).
+	ReplicaFetchMaxBytes int32
+	// ReplicaFetchResponseMaxBytes is replica.fetch.response.max.bytes
+	// (default 10 MiB).
+	ReplicaFetchResponseMaxBytes int32
+	// ReplicaFetchBackoff is replica.fetch.backoff.ms (default 1 s): the
+	// pause after a failed fetch round or a partition error.
+	ReplicaFetchBackoff time.Duration
+	// LeaderClient fetches from leaders for the partitions this broker
+	// follows. Nil means no replication (single-broker tests).
+	LeaderClient LeaderClient
+	// StateWriter publishes ISR changes. Nil means the ISR never changes
+	// (a leader must not change it without ZooKeeper knowing).
+	StateWriter StateWriter
+}
+
+// withDefaults fills zero replication settings with Kafka's defaults.
+func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.ReplicaLagTimeMax <= 0 {
+		c.ReplicaLagTimeMax = 30 * time.Second
+	}
+	if c.ReplicaFetchWaitMax <= 0 {
+		c.ReplicaFetchWaitMax = 500 * time.Millisecond
+	}
+	if c.ReplicaFetchMinBytes <= 0 {
+		c.ReplicaFetchMinBytes = 1
+	}
+	if c.ReplicaFetchMaxBytes <= 0 {
+		c.ReplicaFetchMaxBytes = 1 << 20
+	}
+	if c.ReplicaFetchResponseMaxBytes <= 0 {
+		c.ReplicaFetchResponseMaxBytes = 10 << 20
+	}
+	if c.ReplicaFetchBackoff <= 0 {
+		c.ReplicaFetchBackoff = time.Second
+	}
+	return c
 }
 
 // Manager owns every replica this broker holds. It implements the
@@ -56,9 +106,18 @@ type Manager struct {
 	changedMu sync.Mutex
 	changed   chan struct{}
 
-	wg   sync.WaitGroup
-	stop chan struct{}
-	once sync.Once
+	// fetchMu guards the fetchers (one per leader broker) and whether
+	// their goroutines may run.
+	fetchMu     sync.Mutex
+	fetchers    map[int32]*fetcher
+	started     bool
+	fetchClosed bool
+
+	ctx    context.Context // cancelled by Close: ends fetches and ISR writes
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	stop   chan struct{}
+	once   sync.Once
 }
 
 // NewManager reads the checkpoint files of every log dir. Replicas are
@@ -67,11 +126,11 @@ func NewManager(cfg Config) (*Manager, error) {
 	if len(cfg.LogDirs) == 0 {
 		return nil, errors.New("partition: no log dirs")
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		cfg: cfg, log: cfg.Log,
+		cfg: cfg, log: cfg.Log, ctx: ctx, cancel: cancel,
+		fetchers:           map[int32]*fetcher{},
 		replicas:           map[cluster.TopicPartition]*Replica{},
 		hwCheckpoint:       map[cluster.TopicPartition]int64{},
 		recoveryCheckpoint: map[cluster.TopicPartition]int64{},
@@ -98,9 +157,15 @@ func NewManager(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Start runs the background duties: flush by time, retention, and the HW
-// and recovery-point checkpoints.
+// Start runs the background duties (flush by time, retention, the HW and
+// recovery-point checkpoints, ISR expiration) and the fetchers.
 func (m *Manager) Start() {
+	m.fetchMu.Lock()
+	m.started = true
+	if !m.fetchClosed {
+		m.startFetchersLocked()
+	}
+	m.fetchMu.Unlock()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -111,12 +176,18 @@ func (m *Manager) Start() {
 func (m *Manager) background() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	// Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2.
+	isrTick := time.NewTicker(m.cfg.ReplicaLagTimeMax / 2)
+	defer isrTick.Stop()
 	now := m.cfg.Now()
 	lastHW, lastRecovery, lastRetention := now, now, now
 	for {
 		select {
 		case <-m.stop:
 			return
+		case <-isrTick.C:
+			m.MaybeShrinkIsr(m.cfg.Now())
+			continue
 		case <-tick.C:
 		}
 		now = m.cfg.Now()
@@ -249,21 +320,49 @@ func (m *Manager) dirFor(tp cluster.TopicPartition) string {
 }
 
 // ApplyPartitionStates opens replicas this broker does not hold yet and
-// hands every replica its new state.
+// hands every replica its new state; see BecomeLeaderOrFollower.
 func (m *Manager) ApplyPartitionStates(states []PartitionState) error {
-	now := m.cfg.Now()
+	results := m.BecomeLeaderOrFollower(states)
 	var errs []error
 	for _, st := range states {
-		r, err := m.getOrOpen(st)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := r.applyState(st, now); err != nil {
+		if err := results[st.TopicPartition]; err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// BecomeLeaderOrFollower is what a LeaderAndIsr request becomes. A state
+// naming this broker leader makes the replica leader (epoch start offset
+// recorded at the LEO, follower state reset); any other makes it a
+// follower: acks=all waiters fail with ErrNotLeader and the partition
+// moves to the fetcher of the new leader in the Truncating state (leader
+// -1: no fetching). An older leader epoch is ignored; the same epoch and
+// leader only refresh the assignment, ISR and zkVersion. The result has
+// an entry, nil on success, for every partition of states.
+func (m *Manager) BecomeLeaderOrFollower(states []PartitionState) map[cluster.TopicPartition]error {
+	now := m.cfg.Now()
+	out := make(map[cluster.TopicPartition]error, len(states))
+	for _, st := range states {
+		r, err := m.getOrOpen(st)
+		if err != nil {
+			out[st.TopicPartition] = err
+			continue
+		}
+		rc, err := r.applyState(st, now)
+		out[st.TopicPartition] = err
+		if err != nil || !rc.applied || !rc.newEpoch {
+			continue
+		}
+		if rc.leader == m.cfg.BrokerID {
+			m.unfollow(r.tp)
+		} else {
+			// Even with the same leader a new epoch redoes truncation
+			// (KAFKA-7164).
+			m.followPartition(r, rc.leader, rc.leaderEpoch)
+		}
+	}
+	return out
 }
 
 func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
@@ -281,6 +380,8 @@ func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.lagTimeMax = m.cfg.ReplicaLagTimeMax
+	r.isrWritable = m.cfg.StateWriter != nil
 	m.replicas[tp] = r
 	return r, nil
 }
@@ -290,9 +391,21 @@ func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
 func (m *Manager) StopReplicas(tps []cluster.TopicPartition, remove bool) error {
 	var errs []error
 	for _, tp := range tps {
+		m.unfollow(tp)
 		m.mu.Lock()
 		r := m.replicas[tp]
 		delete(m.replicas, tp)
+		if r != nil {
+			// A replica opened again later starts from its HW as of now,
+			// not from the checkpoint read at startup.
+			if remove {
+				delete(m.hwCheckpoint, tp)
+				delete(m.recoveryCheckpoint, tp)
+			} else {
+				hw, rp, _ := r.snapshot()
+				m.hwCheckpoint[tp], m.recoveryCheckpoint[tp] = hw, rp
+			}
+		}
 		m.mu.Unlock()
 		if r == nil {
 			continue
@@ -344,13 +457,38 @@ func (m *Manager) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, 
 	return r.waitCommitted(ctx, lastOffset)
 }
 
-// Read serves a fetch of tp.
+// Read serves a fetch of tp. A follower's fetch (ReplicaID >= 0) updates
+// its state on the leader and may add it back to the ISR; that write
+// happens before Read returns.
 func (m *Manager) Read(tp cluster.TopicPartition, req ReadRequest) (ReadResult, error) {
 	r, err := m.get(tp)
 	if err != nil {
 		return ReadResult{}, err
 	}
-	return r.read(req, m.cfg.Now())
+	res, change, err := r.read(req, m.cfg.Now())
+	m.writeIsrChange(r, change)
+	return res, err
+}
+
+// OffsetForLeaderEpoch answers OffsetsForLeaderEpoch for tp as its leader
+// (KIP-101/279): the largest epoch at or below leaderEpoch and the offset
+// where it ends, (-1, -1) when unknown. currentLeaderEpoch is the asker's
+// view of the leader epoch, checked as KIP-320 says (-1: no check).
+func (m *Manager) OffsetForLeaderEpoch(tp cluster.TopicPartition, currentLeaderEpoch, leaderEpoch int32) (epoch int32, endOffset int64, err error) {
+	r, err := m.get(tp)
+	if err != nil {
+		return -1, -1, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.isLeaderLocked() {
+		return -1, -1, ErrNotLeader
+	}
+	if err := r.checkLeaderEpochLocked(currentLeaderEpoch); err != nil {
+		return -1, -1, err
+	}
+	epoch, endOffset = r.log.LeaderEpochs().EndOffsetFor(leaderEpoch, r.log.LogEndOffset())
+	return epoch, endOffset, nil
 }
 
 // ListOffset resolves a ListOffsets timestamp for tp.
@@ -368,6 +506,8 @@ func (m *Manager) Close() error {
 	var errs []error
 	m.once.Do(func() {
 		close(m.stop)
+		m.stopFetchers()
+		m.cancel()
 		m.wg.Wait()
 		for _, r := range m.all() {
 			if err := r.log.Flush(); err != nil {

@@ -30,6 +30,10 @@ type Replica struct {
 	log      *logstore.Log
 	logger   zerolog.Logger
 	notify   func() // tells the Manager that HW or LEO moved
+	// lagTimeMax is replica.lag.time.max.ms; isrWritable is false when
+	// the Manager has no StateWriter, so the ISR never changes locally.
+	lagTimeMax  time.Duration
+	isrWritable bool
 
 	mu                     sync.Mutex
 	cfg                    cluster.LogConfig
@@ -43,6 +47,9 @@ type Replica struct {
 	hw                     int64
 	followers              map[int32]*followerState
 	producers              map[int64]*producerState
+	// isrChangeInFlight is set while an ISR write is outstanding: one
+	// change at a time per partition, as Kafka does.
+	isrChangeInFlight bool
 	// stateCh is closed and replaced whenever the HW, the ISR or the role
 	// changes, waking acks=all waiters.
 	stateCh chan struct{}
@@ -137,25 +144,41 @@ func (r *Replica) signalLocked() {
 	}
 }
 
+// roleChange tells the Manager what applyState did, so it can move the
+// partition between fetchers.
+type roleChange struct {
+	applied     bool // false: the state was older and ignored
+	newEpoch    bool // the leader or leader epoch changed
+	leader      int32
+	leaderEpoch int32
+}
+
 // applyState makes the replica leader or follower as st says. A state with
-// an older leader epoch than the one held is ignored.
-func (r *Replica) applyState(st PartitionState, now time.Time) error {
+// an older leader epoch than the one held is ignored; the same epoch with
+// the same leader only refreshes the assignment, ISR and zkVersion (never
+// to an older zkVersion).
+func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return fmt.Errorf("apply state to %s: replica closed", r.tp)
+		return roleChange{}, fmt.Errorf("apply state to %s: replica closed", r.tp)
 	}
 	lai := st.LeaderAndIsr
 	if lai.LeaderEpoch < r.leaderEpoch {
 		r.logger.Warn().Int32("leader_epoch", lai.LeaderEpoch).Int32("current_leader_epoch", r.leaderEpoch).
 			Msg("ignoring partition state with an older leader epoch")
-		return nil
+		return roleChange{}, nil
+	}
+	newEpoch := lai.LeaderEpoch != r.leaderEpoch || lai.Leader != r.leader
+	if !newEpoch && lai.ZkVersion < r.zkVersion {
+		r.logger.Warn().Int32("zk_version", lai.ZkVersion).Int32("current_zk_version", r.zkVersion).
+			Msg("ignoring partition state with an older zkVersion")
+		return roleChange{}, nil
 	}
 	if st.Config != r.cfg {
 		r.cfg = st.Config
 		r.log.SetConfig(logstoreConfig(st.Config, r.logger))
 	}
-	newEpoch := lai.LeaderEpoch != r.leaderEpoch || lai.Leader != r.leader
 	r.replicas = slices.Clone(st.Replicas)
 	r.isr = slices.Clone(lai.Isr)
 	r.zkVersion = lai.ZkVersion
@@ -163,21 +186,24 @@ func (r *Replica) applyState(st PartitionState, now time.Time) error {
 	if !newEpoch {
 		r.maybeIncrementHWLocked(now)
 		r.signalLocked()
-		return nil
+		return roleChange{applied: true, leader: r.leader, leaderEpoch: r.leaderEpoch}, nil
 	}
 	r.leader = lai.Leader
 	r.leaderEpoch = lai.LeaderEpoch
 	if lai.Leader == r.brokerID {
 		r.makeLeaderLocked(now)
 	} else {
-		// Followers fetch from the leader; the fetchers arrive with
-		// replication. Until then a follower serves nothing.
+		// A follower keeps no follower state; acks=all waiters fail with
+		// ErrNotLeader when signalled below. The Manager moves the
+		// partition to the new leader's fetcher in the Truncating state.
 		r.followers = map[int32]*followerState{}
+		r.hw = min(r.hw, r.log.LogEndOffset())
 	}
 	r.logger.Info().Int32("leader", r.leader).Int32("leader_epoch", r.leaderEpoch).
-		Ints32("isr", r.isr).Int64("hw", r.hw).Int64("leo", r.log.LogEndOffset()).Msg("partition state applied")
+		Ints32("isr", r.isr).Int32("zk_version", r.zkVersion).Int64("hw", r.hw).
+		Int64("leo", r.log.LogEndOffset()).Msg("partition state applied")
 	r.signalLocked()
-	return nil
+	return roleChange{applied: true, newEpoch: true, leader: r.leader, leaderEpoch: r.leaderEpoch}, nil
 }
 
 // makeLeaderLocked records the new epoch at the LEO and resets follower
@@ -205,23 +231,13 @@ func (r *Replica) makeLeaderLocked(now time.Time) {
 // isLeaderLocked reports whether this replica leads. Caller holds r.mu.
 func (r *Replica) isLeaderLocked() bool { return r.leader == r.brokerID && !r.closed }
 
-// maybeIncrementHWLocked moves the HW to the minimum LEO over the ISR if
-// that is higher. Caller holds r.mu.
+// maybeIncrementHWLocked moves the HW forward to highWatermarkCandidate
+// (Kafka 2.4+ rule, §3.5). Caller holds r.mu.
 func (r *Replica) maybeIncrementHWLocked(now time.Time) bool {
 	if !r.isLeaderLocked() {
 		return false
 	}
-	candidate := r.log.LogEndOffset()
-	for _, id := range r.isr {
-		if id == r.brokerID {
-			continue
-		}
-		f := r.followers[id]
-		if f == nil || f.logEndOffset < 0 {
-			return false // an ISR member has not fetched in this epoch yet
-		}
-		candidate = min(candidate, f.logEndOffset)
-	}
+	candidate := highWatermarkCandidate(r.log.LogEndOffset(), r.brokerID, r.isr, r.followers, now, r.lagTimeMax)
 	if candidate <= r.hw {
 		return false
 	}
@@ -330,11 +346,12 @@ func (r *Replica) waitCommitted(ctx context.Context, lastOffset int64) error {
 // keeps the last time it was caught up (Kafka's rule: caught up now if it
 // fetched at the leader's LEO, or caught up as of its previous fetch if it
 // reached the LEO the leader had then), then tries to advance the HW.
+// It returns an ISR expansion to write when the follower qualifies.
 // Caller holds r.mu.
-func (r *Replica) updateFollowerLocked(id int32, offset int64, now time.Time) {
+func (r *Replica) updateFollowerLocked(id int32, offset int64, now time.Time) *isrChange {
 	f := r.followers[id]
 	if f == nil {
-		return // not an assigned replica: its fetch updates nothing
+		return nil // not an assigned replica: its fetch updates nothing
 	}
 	leo := r.log.LogEndOffset()
 	switch {
@@ -354,21 +371,27 @@ func (r *Replica) updateFollowerLocked(id int32, offset int64, now time.Time) {
 	if moved && r.maybeIncrementHWLocked(now) {
 		r.signalLocked()
 	}
+	return r.maybeExpandIsrLocked(id)
 }
 
-// read serves a Fetch: consumers up to the HW, followers up to the LEO.
-func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, error) {
+// read serves a Fetch: consumers up to the HW, followers up to the LEO. A
+// follower's fetch may qualify it for the ISR: the change to write is
+// returned for the Manager to publish.
+func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, error) {
 	r.mu.Lock()
 	if !r.isLeaderLocked() {
 		r.mu.Unlock()
-		return ReadResult{}, ErrNotLeader
+		return ReadResult{}, nil, ErrNotLeader
 	}
 	if err := r.checkLeaderEpochLocked(req.CurrentLeaderEpoch); err != nil {
 		r.mu.Unlock()
-		return ReadResult{}, err
+		return ReadResult{}, nil, err
 	}
-	if req.ReplicaID >= 0 {
-		r.updateFollowerLocked(req.ReplicaID, req.FetchOffset, now)
+	var change *isrChange
+	// An out-of-range fetch offset says nothing true about the follower's
+	// log (it is about to truncate), so it updates no follower state.
+	if req.ReplicaID >= 0 && req.FetchOffset >= r.log.LogStartOffset() && req.FetchOffset <= r.log.LogEndOffset() {
+		change = r.updateFollowerLocked(req.ReplicaID, req.FetchOffset, now)
 	}
 	hw := r.hw
 	leo := r.log.LogEndOffset()
@@ -379,23 +402,23 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, error) {
 	// clients but librdkafka refuses it (invalid MessageSetSize -1).
 	res := ReadResult{Records: []byte{}, HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
 	if req.FetchOffset < start || req.FetchOffset > leo {
-		return res, fmt.Errorf("%w: fetch offset %d outside [%d, %d]", ErrOffsetOutOfRange, req.FetchOffset, start, leo)
+		return res, change, fmt.Errorf("%w: fetch offset %d outside [%d, %d]", ErrOffsetOutOfRange, req.FetchOffset, start, leo)
 	}
 	maxOffset := hw
 	if req.ReplicaID >= 0 {
 		maxOffset = leo
 	}
 	if req.FetchOffset >= maxOffset {
-		return res, nil
+		return res, change, nil
 	}
 	data, err := r.log.Read(req.FetchOffset, req.MaxBytes, maxOffset)
 	if err != nil {
-		return res, fmt.Errorf("read %s at %d: %w", r.tp, req.FetchOffset, mapLogError(err))
+		return res, change, fmt.Errorf("read %s at %d: %w", r.tp, req.FetchOffset, mapLogError(err))
 	}
 	if data != nil {
 		res.Records = data
 	}
-	return res, nil
+	return res, change, nil
 }
 
 // listOffset resolves a ListOffsets timestamp for a consumer.

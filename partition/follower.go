@@ -1,0 +1,209 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+)
+
+// errStale means the replica no longer follows in the leader epoch a
+// fetcher acted for: a newer state arrived and the result is dropped.
+var errStale = errors.New("partition: follower state changed")
+
+// followingLocked reports whether r still follows in leaderEpoch. Caller
+// holds r.mu.
+func (r *Replica) followingLocked(leaderEpoch int32) bool {
+	return !r.closed && r.leader != r.brokerID && r.leaderEpoch == leaderEpoch
+}
+
+// fetchPosition is what a fetcher sends for r: the fetch offset (its LEO)
+// and its log start offset. ok is false when r no longer follows in
+// leaderEpoch.
+func (r *Replica) fetchPosition(leaderEpoch int32) (fetchOffset, logStart int64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.followingLocked(leaderEpoch) {
+		return 0, 0, false
+	}
+	return r.log.LogEndOffset(), r.log.LogStartOffset(), true
+}
+
+// latestLocalEpoch is the epoch a truncating follower asks its leader
+// about; false when the log has no epoch information.
+func (r *Replica) latestLocalEpoch() (int32, bool) {
+	return r.log.LeaderEpochs().LatestEpoch()
+}
+
+// truncateLocked removes everything at and above endOffset, drops the
+// epochs starting there (even an empty epoch of our own leadership, so the
+// KIP-279 iteration always makes progress), clamps the HW and rebuilds the
+// producer state if it referred to removed batches. Caller holds r.mu.
+func (r *Replica) truncateLocked(endOffset int64) error {
+	leo := r.log.LogEndOffset()
+	if endOffset < leo {
+		if err := r.log.TruncateTo(endOffset); err != nil {
+			return fmt.Errorf("truncate %s to %d: %w", r.tp, endOffset, mapLogError(err))
+		}
+	}
+	if err := r.log.LeaderEpochs().TruncateFromEnd(r.log.LogEndOffset()); err != nil {
+		return fmt.Errorf("truncate leader epochs of %s at %d: %w", r.tp, endOffset, mapLogError(err))
+	}
+	r.hw = min(r.hw, r.log.LogEndOffset())
+	if r.log.LogEndOffset() < leo && r.producersReachLocked(r.log.LogEndOffset()) {
+		r.producers = map[int64]*producerState{}
+		if err := r.rebuildProducerState(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// producersReachLocked reports whether any remembered producer batch ends
+// at or after offset. Caller holds r.mu.
+func (r *Replica) producersReachLocked(offset int64) bool {
+	for _, s := range r.producers {
+		for _, b := range s.batches {
+			if b.lastOffset >= offset {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// truncateByEpoch applies a leader's OffsetsForLeaderEpoch answer to the
+// query for asked, with KIP-279's iteration (AbstractFetcherThread
+// getOffsetTruncationState). done is false when the follower lacks the
+// epoch the leader answered with: it truncated to the end of its own
+// largest epoch below that one and must ask again.
+func (r *Replica) truncateByEpoch(leaderEpoch, asked int32, ans EpochAnswer) (done bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.followingLocked(leaderEpoch) {
+		return false, errStale
+	}
+	leo := r.log.LogEndOffset()
+	var target int64
+	switch {
+	case ans.EndOffset < 0:
+		// The leader knows nothing of our epoch: old Kafka's behaviour.
+		target, done = r.hw, true
+		r.logger.Warn().Int32("asked_leader_epoch", asked).Int64("hw", r.hw).Int64("leo", leo).
+			Msg("leader has no end offset for our epoch, truncating to the high watermark")
+	case ans.LeaderEpoch < 0:
+		target, done = min(ans.EndOffset, leo), true
+	default:
+		ownEpoch, ownEnd := r.log.LeaderEpochs().EndOffsetFor(ans.LeaderEpoch, leo)
+		switch {
+		case ownEnd < 0 || ownEpoch < 0:
+			target, done = min(ans.EndOffset, leo), true
+		case ownEpoch != ans.LeaderEpoch:
+			target, done = min(ownEnd, leo), false
+		default:
+			target, done = min(ownEnd, ans.EndOffset, leo), true
+		}
+	}
+	if err := r.truncateLocked(target); err != nil {
+		return false, err
+	}
+	r.logger.Info().Int32("asked_leader_epoch", asked).Int32("answer_leader_epoch", ans.LeaderEpoch).
+		Int64("answer_end_offset", ans.EndOffset).Int64("offset", target).Int64("old_leo", leo).
+		Bool("complete", done).Msg("follower truncation by leader epoch")
+	if target < leo {
+		r.signalLocked()
+	}
+	return done, nil
+}
+
+// truncateToHW is truncation for a log with no epoch information
+// (AbstractFetcherThread truncateToHighWatermark).
+func (r *Replica) truncateToHW(leaderEpoch int32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.followingLocked(leaderEpoch) {
+		return errStale
+	}
+	leo := r.log.LogEndOffset()
+	if err := r.truncateLocked(r.hw); err != nil {
+		return err
+	}
+	if r.log.LogEndOffset() < leo {
+		r.logger.Info().Int64("hw", r.hw).Int64("old_leo", leo).Msg("no leader epochs, truncated to the high watermark")
+		r.signalLocked()
+	}
+	return nil
+}
+
+// appendFromLeader appends a fetch response's batches unchanged, then
+// takes the leader's HW (clamped to our LEO) and log start offset. The
+// fetch offset must still be the LEO (pitfall 14: a late response after a
+// truncation must not land). Changed() fires when the LEO or HW moves.
+func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res FetchPartitionResult) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.followingLocked(leaderEpoch) {
+		return errStale
+	}
+	if leo := r.log.LogEndOffset(); leo != fetchOffset {
+		return fmt.Errorf("%w: fetched at %d, log end offset now %d", errStale, fetchOffset, leo)
+	}
+	oldHW, oldLEO := r.hw, r.log.LogEndOffset()
+	if len(res.Records) > 0 {
+		info, err := r.log.AppendAsFollower(res.Records)
+		if err != nil {
+			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, fetchOffset, mapLogError(err))
+		}
+		for _, h := range info.Batches {
+			r.recordProducerLocked(h)
+		}
+	}
+	leo := r.log.LogEndOffset()
+	if res.LogStartOffset > leo {
+		// Retention on the leader passed everything we hold. logstore can
+		// only raise the start of a log by emptying it.
+		if err := r.log.TruncateFullyAndStartAt(res.LogStartOffset); err != nil {
+			return fmt.Errorf("restart %s at leader log start %d: %w", r.tp, res.LogStartOffset, mapLogError(err))
+		}
+		r.producers = map[int64]*producerState{}
+		leo = r.log.LogEndOffset()
+	}
+	// Kafka's follower takes the leader's HW as it is, clamped into
+	// [log start, LEO]; only a leader's HW is monotonic.
+	r.hw = max(min(res.HighWatermark, leo), r.log.LogStartOffset())
+	if r.hw != oldHW || leo != oldLEO {
+		r.signalLocked()
+	}
+	return nil
+}
+
+// resetOutOfRange handles OFFSET_OUT_OF_RANGE on a follower (§4.4): if the
+// leader's LEO is below our fetch offset (after an unclean election) we
+// truncate to it; if our fetch offset is below the leader's log start we
+// empty the log and start at the leader's log start.
+func (r *Replica) resetOutOfRange(leaderEpoch int32, fetchOffset, leaderLEO, leaderLogStart int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.followingLocked(leaderEpoch) || r.log.LogEndOffset() != fetchOffset {
+		return errStale
+	}
+	switch {
+	case leaderLEO >= 0 && leaderLEO < fetchOffset:
+		r.logger.Warn().Int64("leo", fetchOffset).Int64("leader_leo", leaderLEO).
+			Msg("fetch offset above the leader's log end offset, truncating to it")
+		if err := r.truncateLocked(leaderLEO); err != nil {
+			return err
+		}
+	case leaderLogStart > fetchOffset:
+		r.logger.Warn().Int64("leo", fetchOffset).Int64("leader_log_start_offset", leaderLogStart).
+			Msg("fetch offset below the leader's log start offset, restarting the log there")
+		if err := r.log.TruncateFullyAndStartAt(leaderLogStart); err != nil {
+			return fmt.Errorf("restart %s at %d: %w", r.tp, leaderLogStart, mapLogError(err))
+		}
+		r.producers = map[int64]*producerState{}
+		r.hw = leaderLogStart
+	default:
+		return fmt.Errorf("%w: fetch offset %d, leader log end offset %d, log start offset %d",
+			ErrOffsetOutOfRange, fetchOffset, leaderLEO, leaderLogStart)
+	}
+	r.signalLocked()
+	return nil
+}

@@ -1,0 +1,177 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// isrWriteTimeout bounds one conditional ISR write. The write runs on a
+// follower's fetch (expansion) or the ISR expiration pass (shrink), so a
+// stuck ZooKeeper must not hold them forever.
+const isrWriteTimeout = 10 * time.Second
+
+// isrChange is an ISR write a leader proposes: the whole new state, with
+// the zkVersion it was based on.
+type isrChange struct {
+	state  cluster.LeaderAndIsr
+	expand bool
+}
+
+// highWatermarkCandidate is Kafka 2.4+'s HW rule (§3.5): the minimum of the
+// leader's LEO and the LEO of every follower that is in the ISR or caught up
+// within lag. An ISR member that has not fetched in this epoch (LEO -1, or
+// no state at all) holds the candidate below any HW. The caller only moves
+// the HW forward.
+func highWatermarkCandidate(leaderLEO int64, self int32, isr []int32, followers map[int32]*followerState,
+	now time.Time, lag time.Duration) int64 {
+	candidate := leaderLEO
+	for _, id := range isr {
+		if id == self {
+			continue
+		}
+		f := followers[id]
+		if f == nil {
+			return -1
+		}
+		candidate = min(candidate, f.logEndOffset)
+	}
+	for id, f := range followers {
+		if slices.Contains(isr, id) || f.lastCaughtUpTime.IsZero() || now.Sub(f.lastCaughtUpTime) > lag {
+			continue
+		}
+		candidate = min(candidate, f.logEndOffset)
+	}
+	return candidate
+}
+
+// outOfSyncReplicas lists the ISR followers that are out of sync at now: a
+// LEO other than the leader's and no catch-up for longer than lag (§3.2).
+// Time, not record count, decides.
+func outOfSyncReplicas(leaderLEO int64, self int32, isr []int32, followers map[int32]*followerState,
+	now time.Time, lag time.Duration) []int32 {
+	var out []int32
+	for _, id := range isr {
+		if id == self {
+			continue
+		}
+		f := followers[id]
+		if f == nil {
+			continue // not an assigned replica any more; the controller removes it
+		}
+		if f.logEndOffset != leaderLEO && now.Sub(f.lastCaughtUpTime) > lag {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// maybeExpandIsrLocked proposes adding follower id to the ISR when its LEO
+// has reached the HW and the start of this leader epoch (§3.3; the second
+// condition keeps out a follower that may lack committed records of the
+// current epoch, KAFKA-7128). Caller holds r.mu.
+func (r *Replica) maybeExpandIsrLocked(id int32) *isrChange {
+	if !r.isLeaderLocked() || !r.isrWritable || r.isrChangeInFlight || slices.Contains(r.isr, id) {
+		return nil
+	}
+	f := r.followers[id]
+	if f == nil || f.logEndOffset < r.hw || f.logEndOffset < r.leaderEpochStartOffset {
+		return nil
+	}
+	return r.proposeIsrLocked(append(slices.Clone(r.isr), id), true)
+}
+
+// maybeShrinkIsrLocked proposes removing the out-of-sync followers.
+// Caller holds r.mu.
+func (r *Replica) maybeShrinkIsrLocked(now time.Time) *isrChange {
+	if !r.isLeaderLocked() || !r.isrWritable || r.isrChangeInFlight {
+		return nil
+	}
+	out := outOfSyncReplicas(r.log.LogEndOffset(), r.brokerID, r.isr, r.followers, now, r.lagTimeMax)
+	if len(out) == 0 {
+		return nil
+	}
+	newIsr := slices.DeleteFunc(slices.Clone(r.isr), func(id int32) bool { return slices.Contains(out, id) })
+	for _, id := range out {
+		f := r.followers[id]
+		r.logger.Warn().Int32("replica", id).Int64("replica_leo", f.logEndOffset).Int64("leo", r.log.LogEndOffset()).
+			Dur("lag", now.Sub(f.lastCaughtUpTime)).Msg("follower out of sync, shrinking ISR")
+	}
+	return r.proposeIsrLocked(newIsr, false)
+}
+
+// proposeIsrLocked marks an ISR change in flight. Caller holds r.mu.
+func (r *Replica) proposeIsrLocked(newIsr []int32, expand bool) *isrChange {
+	r.isrChangeInFlight = true
+	return &isrChange{expand: expand, state: cluster.LeaderAndIsr{
+		Leader: r.brokerID, LeaderEpoch: r.leaderEpoch, Isr: newIsr,
+		ControllerEpoch: r.controllerEpoch, ZkVersion: r.zkVersion,
+	}}
+}
+
+// completeIsrChange applies the outcome of writing ch. On success the new
+// ISR and zkVersion take effect, the HW may advance and waiters wake; it
+// reports whether the change should be announced (NotifyIsrChange). On
+// failure the old ISR stays: after ErrStateConflict the leader's zkVersion
+// is stale and every later write fails too until the controller sends a
+// new state (Kafka's "Cached zkVersion ... skip updating ISR").
+func (r *Replica) completeIsrChange(ch *isrChange, newZkVersion int32, err error, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.isrChangeInFlight = false
+	if !r.isLeaderLocked() || r.leaderEpoch != ch.state.LeaderEpoch {
+		return false // leadership moved on while writing; the new state rules
+	}
+	if err != nil {
+		ev := r.logger.Warn().Err(err).Ints32("isr", r.isr).Ints32("proposed_isr", ch.state.Isr).
+			Int32("zk_version", ch.state.ZkVersion)
+		if errors.Is(err, ErrStateConflict) {
+			ev.Msg("cached zkVersion not equal to that in zookeeper, skip updating ISR")
+		} else {
+			ev.Msg("ISR write failed, keeping the old ISR")
+		}
+		return false
+	}
+	if newZkVersion <= r.zkVersion {
+		return false // a newer state arrived meanwhile
+	}
+	old := r.isr
+	r.isr = slices.Clone(ch.state.Isr)
+	r.zkVersion = newZkVersion
+	r.maybeIncrementHWLocked(now)
+	r.signalLocked()
+	r.logger.Info().Ints32("old_isr", old).Ints32("isr", r.isr).Int32("zk_version", newZkVersion).
+		Int64("hw", r.hw).Int64("leo", r.log.LogEndOffset()).Msg("ISR updated")
+	return true
+}
+
+// writeIsrChange publishes ch through the StateWriter, holding no replica
+// lock across the write, and applies the outcome.
+func (m *Manager) writeIsrChange(r *Replica, ch *isrChange) {
+	if ch == nil {
+		return
+	}
+	sw := m.cfg.StateWriter
+	ctx, cancel := context.WithTimeout(m.ctx, isrWriteTimeout)
+	v, err := sw.WriteLeaderAndIsr(ctx, r.tp, ch.state)
+	cancel()
+	if r.completeIsrChange(ch, v, err, m.cfg.Now()) {
+		sw.NotifyIsrChange(r.tp)
+	}
+}
+
+// MaybeShrinkIsr removes, on every partition this broker leads, the ISR
+// followers that have not caught up for longer than ReplicaLagTimeMax at
+// now. The background loop calls it every ReplicaLagTimeMax/2 (Kafka's
+// isr-expiration task); tests call it with an injected time.
+func (m *Manager) MaybeShrinkIsr(now time.Time) {
+	for _, r := range m.all() {
+		r.mu.Lock()
+		ch := r.maybeShrinkIsrLocked(now)
+		r.mu.Unlock()
+		m.writeIsrChange(r, ch)
+	}
+}

@@ -1,0 +1,81 @@
+package partition
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// Role is a replica's part in its partition.
+type Role string
+
+// The roles of a replica. A follower of leader -1 (no live leader) is a
+// follower that does not fetch.
+const (
+	RoleLeader   Role = "leader"
+	RoleFollower Role = "follower"
+)
+
+// FollowerStatus is what a leader knows of one follower.
+type FollowerStatus struct {
+	BrokerID int32
+	// LogEndOffset is the follower's last fetch offset in this leader
+	// epoch, -1 before its first fetch.
+	LogEndOffset     int64
+	LastCaughtUpTime time.Time // zero if never caught up in this epoch
+}
+
+// ReplicaStatus is a snapshot of one replica, for status tools and tests.
+type ReplicaStatus struct {
+	TopicPartition cluster.TopicPartition
+	Role           Role
+	Leader         int32
+	LeaderEpoch    int32
+	ZkVersion      int32
+	Replicas       []int32
+	Isr            []int32
+	LogEndOffset   int64
+	HighWatermark  int64
+	LogStartOffset int64
+	// Followers is set on a leader only, in broker id order.
+	Followers []FollowerStatus
+}
+
+// status snapshots the replica.
+func (r *Replica) status() ReplicaStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := ReplicaStatus{
+		TopicPartition: r.tp, Role: RoleFollower, Leader: r.leader, LeaderEpoch: r.leaderEpoch,
+		ZkVersion: r.zkVersion, Replicas: slices.Clone(r.replicas), Isr: slices.Clone(r.isr),
+		LogEndOffset: r.log.LogEndOffset(), HighWatermark: r.hw, LogStartOffset: r.log.LogStartOffset(),
+	}
+	if r.isLeaderLocked() {
+		st.Role = RoleLeader
+		for id, f := range r.followers {
+			st.Followers = append(st.Followers, FollowerStatus{BrokerID: id, LogEndOffset: f.logEndOffset,
+				LastCaughtUpTime: f.lastCaughtUpTime})
+		}
+		slices.SortFunc(st.Followers, func(a, b FollowerStatus) int { return int(a.BrokerID - b.BrokerID) })
+	}
+	return st
+}
+
+// PartitionStatus returns a snapshot of every replica this broker holds,
+// ordered by topic and partition.
+func (m *Manager) PartitionStatus() []ReplicaStatus {
+	rs := m.all()
+	out := make([]ReplicaStatus, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.status())
+	}
+	slices.SortFunc(out, func(a, b ReplicaStatus) int {
+		if c := strings.Compare(a.TopicPartition.Topic, b.TopicPartition.Topic); c != 0 {
+			return c
+		}
+		return int(a.TopicPartition.Partition - b.TopicPartition.Partition)
+	})
+	return out
+}
