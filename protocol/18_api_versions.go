@@ -2,8 +2,9 @@ package protocol
 
 // ApiVersions (key 18), versions 0-3.
 //
-// Answers with supportedAPIs, the same table that parseRequest uses to
-// refuse everything else, so the broker advertises exactly what it serves.
+// Answers with Server.apis (the rows of supportedAPIs this server's Config
+// can serve), the same table that parseRequest uses to refuse everything
+// else, so the broker advertises exactly what it serves.
 //
 //   - A request above v3 (kgo opens with v5) is not parsed: it is answered
 //     with UNSUPPORTED_VERSION (35) in a v0-shaped body that lists the whole
@@ -23,9 +24,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-func apiVersionsKeys() []kmsg.ApiVersionsResponseApiKey {
-	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(supportedAPIs))
-	for _, r := range supportedAPIs {
+func apiVersionsKeys(apis []apiRange) []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
+	for _, r := range apis {
 		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: r.key, MinVersion: r.min, MaxVersion: r.max})
 	}
 	return keys
@@ -33,11 +34,11 @@ func apiVersionsKeys() []kmsg.ApiVersionsResponseApiKey {
 
 // unsupportedApiVersionsResponse is the v0 answer to ApiVersions at a
 // version we do not serve.
-func unsupportedApiVersionsResponse() kmsg.Response {
+func unsupportedApiVersionsResponse(apis []apiRange) kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = apiVersionsKeys()
+	resp.ApiKeys = apiVersionsKeys(apis)
 	return resp
 }
 
@@ -48,7 +49,7 @@ func (s *Server) handleApiVersions(_ context.Context, rc *reqContext, req *kmsg.
 			Msg("client software")
 	}
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiVersionsKeys()
+	resp.ApiKeys = apiVersionsKeys(s.apis)
 	if req.Version >= 3 && (!validSoftwareField(req.ClientSoftwareName) || !validSoftwareField(req.ClientSoftwareVersion)) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	}

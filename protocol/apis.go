@@ -7,17 +7,32 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-const apiVersionsKey int16 = 18
+const (
+	apiVersionsKey        int16 = 18
+	controlledShutdownKey int16 = 7
+)
 
 // apiRange is one row of the version table.
 type apiRange struct {
 	key      int16
 	min, max int16
+	// needs is what the server must be configured with to serve the key.
+	needs capability
 }
 
-// supportedAPIs is the one table of what this broker serves: ApiVersions
-// advertises exactly these rows and parseRequest refuses everything else.
-// Sorted by key.
+// capability is a dependency a row of the table needs in Config.
+type capability uint8
+
+const (
+	always            capability = iota // served by every server
+	needsControlPlane                   // Config.ControlPlane is set
+	needsLeaderEpochs                   // Config.LeaderEpochs is set
+)
+
+// supportedAPIs is the one table of what this package can serve. A
+// Server serves (and ApiVersions advertises) exactly the rows whose
+// capability its Config provides (Server.apis); parseRequest refuses
+// everything else. Sorted by key.
 //
 // Why these ranges (reference/clients.md):
 //   - Produce from 3: v3 is the first with record batches (magic 2); no
@@ -27,27 +42,52 @@ type apiRange struct {
 //     ids. kafka-go needs a max of at least 10.
 //   - ListOffsets 0-7: kafka-go's Reader sends v1; v8+ is tiered storage.
 //   - Metadata 0-9: v10+ returns topic ids, which we do not have.
+//   - The controller's requests stop before topic ids and KRaft:
+//     LeaderAndIsr 0-4 (v5 adds topic ids and the request type),
+//     StopReplica 0-3 (v4 is KRaft's), UpdateMetadata 0-6 (v7 adds topic
+//     ids). ControlledShutdown 0-3 is the whole range (v0 has a header
+//     without a client id, handled in parseRequest). OffsetForLeaderEpoch
+//     0-4 is the whole range.
 //   - ApiVersions 0-3: v4 only changes the error behaviour; kgo asks v5,
 //     gets UNSUPPORTED_VERSION and retries at 3.
 //   - CreateTopics 0-7, DeleteTopics 0-6, InitProducerId 0-4,
 //     DescribeConfigs 0-4: the versions up to which nothing in the request
 //     needs features we lack (v5 InitProducerId is KIP-890 transactions).
 var supportedAPIs = []apiRange{
-	{key: 0, min: 3, max: 9},  // Produce
-	{key: 1, min: 4, max: 12}, // Fetch
-	{key: 2, min: 0, max: 7},  // ListOffsets
-	{key: 3, min: 0, max: 9},  // Metadata
-	{key: 18, min: 0, max: 3}, // ApiVersions
-	{key: 19, min: 0, max: 7}, // CreateTopics
-	{key: 20, min: 0, max: 6}, // DeleteTopics
-	{key: 22, min: 0, max: 4}, // InitProducerId
-	{key: 32, min: 0, max: 4}, // DescribeConfigs
+	{key: 0, min: 3, max: 9},                            // Produce
+	{key: 1, min: 4, max: 12},                           // Fetch
+	{key: 2, min: 0, max: 7},                            // ListOffsets
+	{key: 3, min: 0, max: 9},                            // Metadata
+	{key: 4, min: 0, max: 4, needs: needsControlPlane},  // LeaderAndIsr
+	{key: 5, min: 0, max: 3, needs: needsControlPlane},  // StopReplica
+	{key: 6, min: 0, max: 6, needs: needsControlPlane},  // UpdateMetadata
+	{key: 7, min: 0, max: 3, needs: needsControlPlane},  // ControlledShutdown
+	{key: 18, min: 0, max: 3},                           // ApiVersions
+	{key: 19, min: 0, max: 7},                           // CreateTopics
+	{key: 20, min: 0, max: 6},                           // DeleteTopics
+	{key: 22, min: 0, max: 4},                           // InitProducerId
+	{key: 23, min: 0, max: 4, needs: needsLeaderEpochs}, // OffsetForLeaderEpoch
+	{key: 32, min: 0, max: 4},                           // DescribeConfigs
 }
 
-// supportedVersions returns the version range of key, or false if the key
-// is not served.
-func supportedVersions(key int16) (min, max int16, ok bool) {
+// servedAPIs returns the rows of supportedAPIs that cfg can serve.
+func servedAPIs(cfg *Config) []apiRange {
+	var out []apiRange
 	for _, r := range supportedAPIs {
+		switch {
+		case r.needs == needsControlPlane && cfg.ControlPlane == nil:
+		case r.needs == needsLeaderEpochs && cfg.LeaderEpochs == nil:
+		default:
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// findVersions returns the version range of key in apis, or false if the
+// key is not served.
+func findVersions(apis []apiRange, key int16) (min, max int16, ok bool) {
+	for _, r := range apis {
 		if r.key == key {
 			return r.min, r.max, true
 		}
@@ -86,6 +126,16 @@ func (s *Server) dispatch(ctx context.Context, rc *reqContext, req kmsg.Request)
 		return s.handleInitProducerID(ctx, rc, r)
 	case *kmsg.DescribeConfigsRequest:
 		return s.handleDescribeConfigs(ctx, rc, r)
+	case *kmsg.LeaderAndISRRequest:
+		return s.handleLeaderAndIsr(ctx, rc, r)
+	case *kmsg.StopReplicaRequest:
+		return s.handleStopReplica(ctx, rc, r)
+	case *kmsg.UpdateMetadataRequest:
+		return s.handleUpdateMetadata(ctx, rc, r)
+	case *kmsg.ControlledShutdownRequest:
+		return s.handleControlledShutdown(ctx, rc, r)
+	case *kmsg.OffsetForLeaderEpochRequest:
+		return s.handleOffsetForLeaderEpoch(ctx, rc, r)
 	}
 	// parseRequest only builds requests for keys in supportedAPIs, so this
 	// is a table without a handler: a programming error.

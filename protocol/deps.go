@@ -73,3 +73,35 @@ type ProducerIDs interface {
 	// InitProducerID returns a fresh producer id with epoch 0.
 	InitProducerID(ctx context.Context) (producerID int64, producerEpoch int16, err error)
 }
+
+// ControlPlane applies the controller's requests on this broker;
+// cmd/broker implements it. The server has already refused a request from
+// a deposed controller (older controller epoch) or for an earlier
+// incarnation of this broker (older broker epoch) before calling, and
+// calls LeaderAndIsr, StopReplica and UpdateMetadata one at a time.
+type ControlPlane interface {
+	// LeaderAndIsr makes this broker's replicas leaders or followers. The
+	// map holds per-partition errors (partitions absent from it
+	// succeeded); a non-nil error fails every partition.
+	LeaderAndIsr(ctx context.Context, req cluster.LeaderAndIsrRequest) (map[cluster.TopicPartition]error, error)
+	// StopReplica stops (and with DeletePartitions deletes) replicas, with
+	// per-partition errors as for LeaderAndIsr (partition.ErrFencedLeaderEpoch
+	// for a stale leader epoch).
+	StopReplica(ctx context.Context, req cluster.StopReplicaRequest) (map[cluster.TopicPartition]error, error)
+	// UpdateMetadata updates this broker's metadata cache.
+	UpdateMetadata(ctx context.Context, req cluster.UpdateMetadataRequest) error
+	// ControlledShutdown is served only by the controller
+	// (cluster.ErrNotController otherwise). It moves leadership off
+	// brokerID and returns the partitions it still leads; brokerEpoch is -1
+	// when the request does not carry one.
+	ControlledShutdown(ctx context.Context, brokerID int32, brokerEpoch int64) (remaining []cluster.TopicPartition, err error)
+}
+
+// LeaderEpochs serves OffsetForLeaderEpoch; partition.Manager implements it.
+type LeaderEpochs interface {
+	// OffsetForLeaderEpoch returns the largest leader epoch at or below
+	// leaderEpoch in tp's log and the offset where it ends, after checking
+	// currentLeaderEpoch (-1: no check) against the replica's epoch
+	// (partition.ErrFencedLeaderEpoch, partition.ErrUnknownLeaderEpoch).
+	OffsetForLeaderEpoch(tp cluster.TopicPartition, currentLeaderEpoch, leaderEpoch int32) (epoch int32, endOffset int64, err error)
+}

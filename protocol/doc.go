@@ -5,6 +5,15 @@
 // metadata, topic administration and producer ids come in through the
 // Replicas, Metadata, Admin and ProducerIDs interfaces (deps.go).
 //
+// It is also both ends of the inter-broker protocol: the server side of
+// the controller's LeaderAndIsr, StopReplica and UpdateMetadata, of
+// ControlledShutdown and of OffsetForLeaderEpoch (through the ControlPlane
+// and LeaderEpochs interfaces), and BrokerClient (client.go), which
+// followers use as partition.LeaderClient, the controller as its
+// BrokerSender, and a stopping broker for ControlledShutdown.
+// MetadataCache (metadata_cache.go) is a Metadata filled only by
+// UpdateMetadata, as Kafka's is.
+//
 // # Framing
 //
 // Every request is an int32 size and that many bytes. A size below the
@@ -13,7 +22,8 @@
 // allocated; a valid size is still not trusted with memory: past 64 KiB
 // the frame buffer grows only as bytes arrive. The header (api key,
 // version, correlation id, nullable client id, then a tag buffer for
-// flexible versions) is parsed by hand; the body only by kmsg
+// flexible versions; ControlledShutdown v0 alone has a header without a
+// client id, as in Kafka) is parsed by hand; the body only by kmsg
 // (RequestForKey, SetVersion, ReadFrom), which checks remaining bytes
 // before every allocation. Responses are the request's ResponseKind,
 // encoded with AppendTo behind the correlation id and, for flexible
@@ -22,8 +32,10 @@
 //
 // # What is refused
 //
-// Exactly the keys and version ranges in supportedAPIs are served, and
-// ApiVersions advertises exactly that table. As in Kafka, the connection
+// Exactly the keys and version ranges in supportedAPIs whose dependency is
+// configured are served (LeaderAndIsr, StopReplica, UpdateMetadata and
+// ControlledShutdown need Config.ControlPlane, OffsetForLeaderEpoch
+// Config.LeaderEpochs), and ApiVersions advertises exactly that table. As in Kafka, the connection
 // is closed (nothing is answered) for: a bad size, a frame too short for
 // its header, an unknown or unserved API key, a served key at a version
 // outside its range, a body that does not decode, a handler panic
@@ -46,7 +58,44 @@
 // no lock of this package. Every wait ends with its request timeout or
 // when the Server closes. Server.mu guards only the sets of listeners and
 // connections and is never held across I/O or a call into the
-// interfaces; there is no other lock, so there is no lock order.
+// interfaces. Server.controlSem serializes the controller's requests
+// (LeaderAndIsr, StopReplica, UpdateMetadata) from the controller epoch
+// check through the ControlPlane call, as Kafka's replicaStateChangeLock
+// does, so a deposed controller's request cannot be applied after its
+// successor's; it is taken with the request's context, never while
+// holding Server.mu, and ControlPlane must not call back into the Server.
+//
+// # Controller requests
+//
+// The server remembers the highest controller epoch seen across
+// LeaderAndIsr, StopReplica and UpdateMetadata. A request whose broker
+// epoch (where the version carries one, and it is not -1) is older than
+// Config.BrokerEpoch() answers STALE_BROKER_EPOCH; one whose controller
+// epoch is older than the highest seen answers STALE_CONTROLLER_EPOCH.
+// Either fails the whole request and never reaches ControlPlane. The wire
+// forms (ungrouped and grouped partition states, endpoints, leader epochs
+// of StopReplica v3) are decoded into the cluster value types by
+// functions that sit beside their encoders in each handler file, so one
+// test round-trips both at every version.
+//
+// # BrokerClient
+//
+// One connection per destination broker and purpose: follower traffic
+// (Fetch, OffsetForLeaderEpoch), controller traffic (LeaderAndIsr,
+// UpdateMetadata, StopReplica) and ControlledShutdown never share one, so
+// a long-polling Fetch never delays a LeaderAndIsr, and a controller
+// handling this broker's ControlledShutdown can still reach it. Requests
+// on one connection go one at a time, under a per-connection semaphore
+// taken with the caller's context; BrokerClient.mu guards only the map of
+// connections and is never held with a semaphore. Requests are framed by
+// kmsg.RequestFormatter with client id "broker-<id>" at fixed versions
+// (the highest this server serves), responses read with the size checked
+// before allocating and the correlation id checked. Any connection error
+// closes the connection; the next request redials, and a request that
+// found a reused connection dead is retried once. Response error codes
+// come back through codeErrors, the reverse of errorCodes, as errors
+// wrapping both the domain sentinel and the kerr error. Close ends
+// requests in flight with ErrClientClosed.
 //
 // Close closes listeners and connections, cancels every wait, and returns
 // after all goroutines the server started have ended; it is safe to call

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -43,11 +44,72 @@ var errorCodes = []struct {
 	{cluster.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
 	{cluster.ErrInvalidConfig, kerr.InvalidConfig},
 	{cluster.ErrNotController, kerr.NotController},
+	{cluster.ErrTopicDeletionDisabled, kerr.TopicDeletionDisabled},
+	{cluster.ErrStaleControllerEpoch, kerr.StaleControllerEpoch},
+	{cluster.ErrStaleBrokerEpoch, kerr.StaleBrokerEpoch},
+	{cluster.ErrBrokerNotAvailable, kerr.BrokerNotAvailable},
 
 	// A wait bounded by the request's timeout, or cut short because the
 	// server is closing: the client should retry, as after any timeout.
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},
+}
+
+// codeErrors is the reverse table, for the inter-broker client: which
+// sentinel an error code in a response stands for. Where two sentinels
+// share a code (UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT), the
+// partition one is chosen, because the follower's fetcher is the caller
+// that acts on them. Every row maps back to its code through errorCodes
+// (TestErrorTableReverse).
+var codeErrors = []struct {
+	code *kerr.Error
+	err  error
+}{
+	{kerr.NotLeaderForPartition, partition.ErrNotLeader},
+	{kerr.UnknownTopicOrPartition, partition.ErrUnknownTopicOrPartition},
+	{kerr.NotEnoughReplicas, partition.ErrNotEnoughReplicas},
+	{kerr.NotEnoughReplicasAfterAppend, partition.ErrNotEnoughReplicasAfterAppend},
+	{kerr.RequestTimedOut, partition.ErrRequestTimedOut},
+	{kerr.OffsetOutOfRange, partition.ErrOffsetOutOfRange},
+	{kerr.CorruptMessage, partition.ErrCorruptMessage},
+	{kerr.InvalidRecord, partition.ErrInvalidRecord},
+	{kerr.MessageTooLarge, partition.ErrMessageTooLarge},
+	{kerr.RecordListTooLarge, partition.ErrRecordListTooLarge},
+	{kerr.OutOfOrderSequenceNumber, partition.ErrOutOfOrderSequence},
+	{kerr.InvalidProducerEpoch, partition.ErrInvalidProducerEpoch},
+	{kerr.UnknownProducerID, partition.ErrUnknownProducerID},
+	{kerr.FencedLeaderEpoch, partition.ErrFencedLeaderEpoch},
+	{kerr.UnknownLeaderEpoch, partition.ErrUnknownLeaderEpoch},
+	{kerr.KafkaStorageError, partition.ErrStorage},
+
+	{kerr.TopicAlreadyExists, cluster.ErrTopicExists},
+	{kerr.InvalidTopicException, cluster.ErrInvalidTopic},
+	{kerr.InvalidPartitions, cluster.ErrInvalidPartitions},
+	{kerr.InvalidReplicationFactor, cluster.ErrInvalidReplicationFactor},
+	{kerr.InvalidReplicaAssignment, cluster.ErrInvalidReplicaAssignment},
+	{kerr.InvalidConfig, cluster.ErrInvalidConfig},
+	{kerr.NotController, cluster.ErrNotController},
+	{kerr.TopicDeletionDisabled, cluster.ErrTopicDeletionDisabled},
+	{kerr.StaleControllerEpoch, cluster.ErrStaleControllerEpoch},
+	{kerr.StaleBrokerEpoch, cluster.ErrStaleBrokerEpoch},
+	{kerr.BrokerNotAvailable, cluster.ErrBrokerNotAvailable},
+}
+
+// errorFromCode turns an error code from a response back into an error:
+// nil for 0; for a code in codeErrors, an error wrapping both the
+// sentinel and the *kerr.Error, so errors.Is matches either; otherwise the
+// *kerr.Error alone (UNKNOWN_SERVER_ERROR for a code kerr does not know).
+func errorFromCode(code int16) error {
+	if code == 0 {
+		return nil
+	}
+	ke := kerr.ErrorForCode(code)
+	for _, row := range codeErrors {
+		if row.code.Code == code {
+			return fmt.Errorf("%w (%w)", row.err, ke)
+		}
+	}
+	return ke
 }
 
 // lookupCode returns the Kafka error for err from the table, or nil if

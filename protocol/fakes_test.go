@@ -23,6 +23,15 @@ type fakeReplicas struct {
 	changed chan struct{}
 	// panicTopic makes Read panic for that topic, to test recovery.
 	panicTopic string
+	// readErr makes Read of a partition fail with that error.
+	readErr map[cluster.TopicPartition]error
+	// reads records every Read's partition and request.
+	reads []fakeRead
+}
+
+type fakeRead struct {
+	tp  cluster.TopicPartition
+	req partition.ReadRequest
 }
 
 type fakeBatch struct {
@@ -33,6 +42,7 @@ type fakeBatch struct {
 type fakeLog struct {
 	batches []fakeBatch
 	leo, hw int64
+	start   int64 // log start offset, reported only
 }
 
 func newFakeReplicas() *fakeReplicas {
@@ -146,6 +156,10 @@ func (f *fakeReplicas) Read(tp cluster.TopicPartition, req partition.ReadRequest
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads = append(f.reads, fakeRead{tp, req})
+	if err := f.readErr[tp]; err != nil {
+		return partition.ReadResult{}, err
+	}
 	l := f.parts[tp]
 	if l == nil {
 		return partition.ReadResult{}, partition.ErrUnknownTopicOrPartition
@@ -167,7 +181,7 @@ func (f *fakeReplicas) Read(tp cluster.TopicPartition, req partition.ReadRequest
 		}
 		out = append(out, b.data...)
 	}
-	return partition.ReadResult{Records: out, HighWatermark: l.hw, LastStableOffset: l.hw, LogStartOffset: 0}, nil
+	return partition.ReadResult{Records: out, HighWatermark: l.hw, LastStableOffset: l.hw, LogStartOffset: l.start}, nil
 }
 
 func (f *fakeReplicas) ListOffset(tp cluster.TopicPartition, timestamp int64, _ int32) (int64, int64, int32, error) {
@@ -331,4 +345,91 @@ func (c *fakeCluster) InitProducerID(context.Context) (int64, int16, error) {
 	defer c.mu.Unlock()
 	c.nextPID++
 	return c.nextPID, 0, nil
+}
+
+// fakeControlPlane records the controller requests it is given and
+// answers with configured errors.
+type fakeControlPlane struct {
+	mu             sync.Mutex
+	leaderAndIsr   []cluster.LeaderAndIsrRequest
+	stopReplica    []cluster.StopReplicaRequest
+	updateMetadata []cluster.UpdateMetadataRequest
+	shutdowns      []fakeShutdown
+	// partErrs are returned as per-partition errors; err fails every call.
+	partErrs  map[cluster.TopicPartition]error
+	err       error
+	remaining []cluster.TopicPartition
+}
+
+type fakeShutdown struct {
+	brokerID    int32
+	brokerEpoch int64
+}
+
+func (f *fakeControlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrRequest) (map[cluster.TopicPartition]error, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leaderAndIsr = append(f.leaderAndIsr, req)
+	return f.partErrs, f.err
+}
+
+func (f *fakeControlPlane) StopReplica(_ context.Context, req cluster.StopReplicaRequest) (map[cluster.TopicPartition]error, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stopReplica = append(f.stopReplica, req)
+	return f.partErrs, f.err
+}
+
+func (f *fakeControlPlane) UpdateMetadata(_ context.Context, req cluster.UpdateMetadataRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.updateMetadata = append(f.updateMetadata, req)
+	return f.err
+}
+
+func (f *fakeControlPlane) ControlledShutdown(_ context.Context, brokerID int32, brokerEpoch int64) ([]cluster.TopicPartition, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.shutdowns = append(f.shutdowns, fakeShutdown{brokerID, brokerEpoch})
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.remaining, nil
+}
+
+// set changes the configured answers.
+func (f *fakeControlPlane) set(partErrs map[cluster.TopicPartition]error, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.partErrs, f.err = partErrs, err
+}
+
+// fakeLeaderEpochs answers OffsetForLeaderEpoch from a table; a partition
+// not in it is unknown.
+type fakeLeaderEpochs struct {
+	mu      sync.Mutex
+	answers map[cluster.TopicPartition]fakeEpochAnswer
+	calls   []fakeEpochCall
+}
+
+type fakeEpochAnswer struct {
+	epoch int32
+	end   int64
+	err   error
+}
+
+type fakeEpochCall struct {
+	tp             cluster.TopicPartition
+	current, asked int32
+}
+
+func (f *fakeLeaderEpochs) OffsetForLeaderEpoch(tp cluster.TopicPartition, current, leaderEpoch int32) (int32, int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fakeEpochCall{tp, current, leaderEpoch})
+	a, ok := f.answers[tp]
+	if !ok {
+		return -1, -1, partition.ErrUnknownTopicOrPartition
+	}
+	return a.epoch, a.end, a.err
 }

@@ -47,19 +47,26 @@ type request struct {
 // arrive; larger frames grow as data comes in.
 const frameChunkBytes = 64 << 10
 
-// readFrame reads one size-prefixed frame from r. The size is checked
-// against maxBytes before anything is allocated, and even a valid size
-// is not trusted with memory: beyond the first 64 KiB the buffer grows
-// (doubling) only as bytes arrive, so a peer that announces 100 MB and
-// stalls holds 64 KiB, not 100 MB. The body is allocated fresh for each
-// frame because decoded byte fields (records) alias it.
+// readFrame reads one size-prefixed request frame from r. The size is
+// checked against maxBytes before anything is allocated, and even a valid
+// size is not trusted with memory: beyond the first 64 KiB the buffer
+// grows (doubling) only as bytes arrive, so a peer that announces 100 MB
+// and stalls holds 64 KiB, not 100 MB. The body is allocated fresh for
+// each frame because decoded byte fields (records) alias it.
 func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
+	return readSized(r, minHeaderBytes, maxBytes)
+}
+
+// readSized reads an int32 size in [minBytes, maxBytes] and that many
+// bytes, as readFrame describes. The inter-broker client reads responses
+// with it.
+func readSized(r io.Reader, minBytes int, maxBytes int32) ([]byte, error) {
 	var sizeBuf [4]byte
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 		return nil, err
 	}
 	size := int(int32(binary.BigEndian.Uint32(sizeBuf[:])))
-	if size < minHeaderBytes || size > int(maxBytes) {
+	if size < minBytes || size > int(maxBytes) {
 		return nil, fmt.Errorf("%w: %d (limit %d)", errFrameSize, size, maxBytes)
 	}
 	body := make([]byte, 0, min(size, frameChunkBytes))
@@ -80,10 +87,11 @@ func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
 }
 
 // parseRequest decodes the request header by hand (v1, or v2 with tagged
-// fields after the client id for flexible versions) and the body through
-// kmsg. Unknown keys and unsupported versions are errors, except
-// ApiVersions above our range, which returns a request with a nil kreq.
-func parseRequest(frame []byte) (*request, error) {
+// fields after the client id for flexible versions; v0, without a client
+// id, for ControlledShutdown v0 as in Kafka) and the body through kmsg.
+// Keys and versions outside apis are errors, except ApiVersions above its
+// range, which returns a request with a nil kreq.
+func parseRequest(frame []byte, apis []apiRange) (*request, error) {
 	if len(frame) < minHeaderBytes {
 		return nil, fmt.Errorf("%w: frame of %d bytes is shorter than a header", errMalformed, len(frame))
 	}
@@ -94,18 +102,20 @@ func parseRequest(frame []byte) (*request, error) {
 		size:          int32(len(frame)),
 	}
 	rest := frame[8:]
-	n := int16(binary.BigEndian.Uint16(rest[0:2]))
-	rest = rest[2:]
-	switch {
-	case n == -1: // null client id, treated as empty as Kafka does
-	case n < 0 || int(n) > len(rest):
-		return nil, fmt.Errorf("%w: client id length %d with %d bytes left", errMalformed, n, len(rest))
-	default:
-		req.clientID = string(rest[:n])
-		rest = rest[n:]
+	if req.key != controlledShutdownKey || req.version != 0 {
+		n := int16(binary.BigEndian.Uint16(rest[0:2]))
+		rest = rest[2:]
+		switch {
+		case n == -1: // null client id, treated as empty as Kafka does
+		case n < 0 || int(n) > len(rest):
+			return nil, fmt.Errorf("%w: client id length %d with %d bytes left", errMalformed, n, len(rest))
+		default:
+			req.clientID = string(rest[:n])
+			rest = rest[n:]
+		}
 	}
 
-	min, max, ok := supportedVersions(req.key)
+	min, max, ok := findVersions(apis, req.key)
 	if !ok {
 		return req, fmt.Errorf("%w: %d", errUnknownKey, req.key)
 	}

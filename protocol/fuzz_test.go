@@ -31,6 +31,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	}
 	f.Add(encodeRequest(1, "x", produceRequest(9, -1, 100, "t", 0, makeBatch(0, "a", "b"))), uint16(30))
 	f.Add(encodeRequest(1, "x", fetchRequest(12, 100, 1, "t", 0, 0)), uint16(3))
+	for _, req := range interBrokerSeeds() {
+		f.Add(encodeRequest(3, "broker-2", req), uint16(11))
+	}
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint16(2))
 	f.Add([]byte{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0}, uint16(1))
 	f.Add([]byte{0, 0, 0, 10, 0x7f, 0xff, 0, 0, 0, 0, 0, 1, 0, 0}, uint16(5))
@@ -48,7 +51,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			perr error
 		)
 		if ferr == nil {
-			req, perr = parseRequest(frame)
+			req, perr = parseRequest(frame, supportedAPIs)
 		}
 		runtime.ReadMemStats(&after)
 		allocated := after.TotalAlloc - before.TotalAlloc
@@ -73,7 +76,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			return
 		}
 		if req != nil {
-			if _, _, ok := supportedVersions(req.key); !ok && !errors.Is(perr, errUnknownKey) {
+			if _, _, ok := findVersions(supportedAPIs, req.key); !ok && !errors.Is(perr, errUnknownKey) {
 				t.Fatalf("key %d outside the table: err %v", req.key, perr)
 			}
 		}

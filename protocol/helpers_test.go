@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,14 +21,25 @@ import (
 type testBroker struct {
 	srv      *Server
 	addr     string
+	port     int32
 	replicas *fakeReplicas
 	cluster  *fakeCluster
-	served   chan error
+	control  *fakeControlPlane
+	epochs   *fakeLeaderEpochs
+	// brokerEpoch is what Config.BrokerEpoch returns.
+	brokerEpoch *atomic.Int64
+	served      chan error
 }
 
 type brokerOption func(*Config)
 
 func withoutAutoCreate() brokerOption { return func(c *Config) { c.AutoCreateTopics = false } }
+
+// clientOnly drops the inter-broker dependencies, leaving a server that
+// serves clients only.
+func clientOnly() brokerOption {
+	return func(c *Config) { c.ControlPlane, c.LeaderEpochs, c.BrokerEpoch = nil, nil, nil }
+}
 
 func startBroker(t *testing.T, opts ...brokerOption) *testBroker {
 	t.Helper()
@@ -42,8 +54,15 @@ func startBroker(t *testing.T, opts ...brokerOption) *testBroker {
 		{Listener: "EXTERNAL", SecurityProtocol: "PLAINTEXT", Host: "external.invalid", Port: 1},
 		{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: host, Port: int32(port)},
 	}})
+	control := &fakeControlPlane{}
+	epochs := &fakeLeaderEpochs{answers: map[cluster.TopicPartition]fakeEpochAnswer{}}
+	brokerEpoch := new(atomic.Int64)
+	brokerEpoch.Store(42)
 	cfg := Config{
 		BrokerID:                 1,
+		ControlPlane:             control,
+		LeaderEpochs:             epochs,
+		BrokerEpoch:              brokerEpoch.Load,
 		MaxRequestBytes:          1 << 20,
 		AutoCreateTopics:         true,
 		DefaultPartitions:        2,
@@ -57,7 +76,8 @@ func startBroker(t *testing.T, opts ...brokerOption) *testBroker {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	b := &testBroker{srv: NewServer(cfg), addr: l.Addr().String(), replicas: r, cluster: c, served: make(chan error, 1)}
+	b := &testBroker{srv: NewServer(cfg), addr: l.Addr().String(), port: int32(port), replicas: r, cluster: c,
+		control: control, epochs: epochs, brokerEpoch: brokerEpoch, served: make(chan error, 1)}
 	go func() { b.served <- b.srv.Serve(l, "PLAINTEXT") }()
 	t.Cleanup(func() {
 		b.srv.Close()
@@ -85,14 +105,17 @@ func (b *testBroker) dial(t *testing.T) *rawConn {
 	return &rawConn{t: t, c: c}
 }
 
-// encodeRequest frames req with a v1 or v2 request header.
+// encodeRequest frames req with a v1 or v2 request header (v0, without a
+// client id, for ControlledShutdown v0).
 func encodeRequest(corr int32, clientID string, req kmsg.Request) []byte {
 	b := []byte{0, 0, 0, 0}
 	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
 	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
 	b = binary.BigEndian.AppendUint32(b, uint32(corr))
-	b = binary.BigEndian.AppendUint16(b, uint16(len(clientID)))
-	b = append(b, clientID...)
+	if req.Key() != controlledShutdownKey || req.GetVersion() != 0 {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(clientID)))
+		b = append(b, clientID...)
+	}
 	if req.IsFlexible() {
 		b = append(b, 0)
 	}

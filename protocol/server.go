@@ -34,6 +34,17 @@ type Config struct {
 	Metadata    Metadata
 	Admin       Admin
 	ProducerIDs ProducerIDs
+	// ControlPlane, when set, serves the controller's requests
+	// (LeaderAndIsr, StopReplica, UpdateMetadata) and ControlledShutdown;
+	// without it those keys are neither served nor advertised.
+	ControlPlane ControlPlane
+	// LeaderEpochs, when set, serves OffsetForLeaderEpoch; without it the
+	// key is neither served nor advertised.
+	LeaderEpochs LeaderEpochs
+	// BrokerEpoch returns this broker's current epoch (the czxid of its
+	// registration znode). A controller request carrying an older one is
+	// refused with STALE_BROKER_EPOCH. Nil skips the check.
+	BrokerEpoch func() int64
 
 	// Log is the server's logger; the zero value discards.
 	Log zerolog.Logger
@@ -52,6 +63,7 @@ const writeTimeout = 60 * time.Second
 // Server serves the Kafka protocol on any number of listeners.
 type Server struct {
 	cfg    Config
+	apis   []apiRange // the rows of supportedAPIs this Config serves
 	log    zerolog.Logger
 	ctx    context.Context // canceled by Close; every wait selects on it
 	cancel context.CancelFunc
@@ -61,6 +73,17 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	wg        sync.WaitGroup // every goroutine the server starts, and Serve
+
+	// controlSem (capacity 1) serializes the controller's requests
+	// (LeaderAndIsr, StopReplica, UpdateMetadata) from the controller
+	// epoch check to the end of the ControlPlane call, as Kafka's
+	// replicaStateChangeLock does, so that a deposed controller's request
+	// that passed the check cannot be applied after its successor's. A
+	// channel rather than a mutex, so that waiting for it ends with ctx.
+	controlSem chan struct{}
+	// controllerEpoch is the highest controller epoch seen. Guarded by
+	// controlSem.
+	controllerEpoch int32
 }
 
 // NewServer returns a server that is not yet listening.
@@ -70,12 +93,14 @@ func NewServer(cfg Config) *Server {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
-		cfg:       cfg,
-		log:       cfg.Log.With().Str("component", "protocol").Int32("broker_id", cfg.BrokerID).Logger(),
-		ctx:       ctx,
-		cancel:    cancel,
-		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[*conn]struct{}),
+		cfg:        cfg,
+		apis:       servedAPIs(&cfg),
+		controlSem: make(chan struct{}, 1),
+		log:        cfg.Log.With().Str("component", "protocol").Int32("broker_id", cfg.BrokerID).Logger(),
+		ctx:        ctx,
+		cancel:     cancel,
+		listeners:  make(map[net.Listener]struct{}),
+		conns:      make(map[*conn]struct{}),
 	}
 }
 
@@ -258,7 +283,7 @@ func (c *conn) logReadError(err error) {
 // handleFrame decodes and handles one frame, returning the framed
 // response (nil for none) or an error that closes the connection.
 func (c *conn) handleFrame(frame []byte) (out []byte, err error) {
-	req, err := parseRequest(frame)
+	req, err := parseRequest(frame, c.s.apis)
 	if err != nil {
 		ev := c.log.Warn().Err(err)
 		if req != nil {
@@ -285,7 +310,7 @@ func (c *conn) handleFrame(frame []byte) (out []byte, err error) {
 	var resp kmsg.Response
 	if req.kreq == nil {
 		// ApiVersions above our range.
-		resp = unsupportedApiVersionsResponse()
+		resp = unsupportedApiVersionsResponse(c.s.apis)
 	} else {
 		rc := &reqContext{listener: c.listener, clientID: req.clientID, correlationID: req.correlationID, remoteAddr: c.remote}
 		resp, err = c.s.dispatch(c.ctx, rc, req.kreq)

@@ -679,6 +679,10 @@ func TestErrorTable(t *testing.T) {
 		{cluster.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
 		{fmt.Errorf("%w: bad", cluster.ErrInvalidConfig), kerr.InvalidConfig},
 		{cluster.ErrNotController, kerr.NotController},
+		{cluster.ErrTopicDeletionDisabled, kerr.TopicDeletionDisabled},
+		{fmt.Errorf("x: %w", cluster.ErrStaleControllerEpoch), kerr.StaleControllerEpoch},
+		{cluster.ErrStaleBrokerEpoch, kerr.StaleBrokerEpoch},
+		{cluster.ErrBrokerNotAvailable, kerr.BrokerNotAvailable},
 		{context.DeadlineExceeded, kerr.RequestTimedOut},
 		{errors.New("something else"), kerr.UnknownServerError},
 	}

@@ -1,0 +1,564 @@
+package protocol
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+)
+
+// ClientConfig configures a BrokerClient.
+type ClientConfig struct {
+	// BrokerID is this broker's id: the client id is "broker-<id>" and
+	// OffsetsForLeaderEpoch carries it as the replica id.
+	BrokerID int32
+	// ListenerName is inter.broker.listener.name: which advertised
+	// endpoint of a broker to connect to.
+	ListenerName string
+	// Resolve finds a live broker by id (usually MetadataCache.Broker); it
+	// is how Fetch and OffsetsForLeaderEpoch reach a leader.
+	Resolve func(id int32) (cluster.Broker, bool)
+	// DialTimeout bounds a connect; zero means DefaultDialTimeout.
+	DialTimeout time.Duration
+	// RequestTimeout bounds one request and its response (for a Fetch,
+	// on top of its MaxWait); zero means DefaultRequestTimeout (Kafka's
+	// replica.socket.timeout.ms and controller.socket.timeout.ms).
+	RequestTimeout time.Duration
+	// MaxResponseBytes refuses a response whose size prefix is larger,
+	// before allocating; zero means DefaultMaxRequestBytes.
+	MaxResponseBytes int32
+	// Log is the client's logger; the zero value discards.
+	Log zerolog.Logger
+}
+
+// Defaults of ClientConfig.
+const (
+	DefaultDialTimeout    = 10 * time.Second
+	DefaultRequestTimeout = 30 * time.Second
+)
+
+// The request versions the client sends, fixed rather than negotiated
+// because both ends are this package; each is the highest the server
+// serves (supportedAPIs). Fetch v12 is the last that names topics, and
+// carries CurrentLeaderEpoch (v9+) and ReplicaID at the top level (v15
+// moved it into ReplicaState).
+const (
+	clientFetchVersion                int16 = 12
+	clientOffsetForLeaderEpochVersion int16 = 4
+	clientLeaderAndIsrVersion         int16 = 4
+	clientStopReplicaVersion          int16 = 3
+	clientUpdateMetadataVersion       int16 = 6
+	clientControlledShutdownVersion   int16 = 3
+)
+
+// ErrClientClosed is returned by BrokerClient methods after Close.
+var ErrClientClosed = errors.New("protocol: broker client closed")
+
+// connPurpose separates traffic that must not queue behind other traffic
+// on one connection.
+type connPurpose uint8
+
+const (
+	// purposeFetch: a follower's Fetch and OffsetsForLeaderEpoch, from its
+	// fetcher for that leader. A Fetch long-polls for up to its MaxWait.
+	purposeFetch connPurpose = iota
+	// purposeControl: the controller's LeaderAndIsr, UpdateMetadata and
+	// StopReplica, which must never wait behind a long-polling Fetch.
+	purposeControl
+	// purposeShutdown: ControlledShutdown to the controller. Separate from
+	// purposeControl because the controller handling it sends LeaderAndIsr
+	// and StopReplica — to this broker itself when it is the controller —
+	// and those must not queue behind the request that caused them.
+	purposeShutdown
+)
+
+func (p connPurpose) String() string {
+	switch p {
+	case purposeFetch:
+		return "fetch"
+	case purposeControl:
+		return "control"
+	default:
+		return "shutdown"
+	}
+}
+
+type connKey struct {
+	broker  int32
+	purpose connPurpose
+}
+
+// BrokerClient is the inter-broker client: partition.LeaderClient for
+// followers, the controller's BrokerSender, and ControlledShutdown. It
+// keeps one connection per destination broker and purpose, dialed on first
+// use and redialed after any error; requests on one connection go one at a
+// time. A request that fails on a connection reused from an earlier
+// request, with the connection dead before an answer came (the peer
+// restarted), is retried once on a fresh connection: every request it
+// sends can be repeated (reads, or controller requests fenced by epochs).
+// Safe for concurrent use.
+type BrokerClient struct {
+	cfg       ClientConfig
+	log       zerolog.Logger
+	formatter *kmsg.RequestFormatter
+	ctx       context.Context // canceled by Close
+	cancel    context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+	conns  map[connKey]*brokerConn
+}
+
+// brokerConn is one connection slot. sem (capacity 1) is held for a whole
+// round trip and guards every other field; a channel so that waiting for
+// it ends with the caller's context.
+type brokerConn struct {
+	key  connKey
+	sem  chan struct{}
+	nc   net.Conn
+	br   *bufio.Reader
+	addr string
+	corr int32
+}
+
+// NewBrokerClient returns a client that dials lazily.
+func NewBrokerClient(cfg ClientConfig) *BrokerClient {
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxRequestBytes
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &BrokerClient{
+		cfg:       cfg,
+		log:       cfg.Log.With().Str("component", "broker_client").Int32("broker_id", cfg.BrokerID).Logger(),
+		formatter: kmsg.NewRequestFormatter(kmsg.FormatterClientID("broker-" + strconv.Itoa(int(cfg.BrokerID)))),
+		ctx:       ctx,
+		cancel:    cancel,
+		conns:     make(map[connKey]*brokerConn),
+	}
+}
+
+// Close ends every request in flight (with ErrClientClosed) and closes
+// every connection. Safe to call more than once.
+func (c *BrokerClient) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.cancel()
+	conns := make([]*brokerConn, 0, len(c.conns))
+	for _, bc := range c.conns {
+		conns = append(conns, bc)
+	}
+	c.mu.Unlock()
+	for _, bc := range conns {
+		bc.sem <- struct{}{} // a request in flight ends promptly: c.ctx is done
+		bc.closeLocked()
+		<-bc.sem
+	}
+}
+
+// Fetch sends one replica fetch (Fetch v12, sessionless) to broker leader.
+// Per-partition error codes come back as partition's sentinels (wrapping
+// the kerr error too); an error means the request as a whole failed.
+func (c *BrokerClient) Fetch(ctx context.Context, leader int32, req partition.FetchRequest) (partition.FetchResponse, error) {
+	addr, err := c.resolve(leader)
+	if err != nil {
+		return partition.FetchResponse{}, fmt.Errorf("fetch from broker %d: %w", leader, err)
+	}
+	kreq := kmsg.NewPtrFetchRequest()
+	kreq.Version = clientFetchVersion
+	kreq.ReplicaID = req.ReplicaID
+	kreq.MaxWaitMillis = int32(req.MaxWait / time.Millisecond)
+	kreq.MinBytes = req.MinBytes
+	kreq.MaxBytes = req.MaxBytes
+	kreq.IsolationLevel = 0
+	kreq.SessionID = 0
+	kreq.SessionEpoch = -1 // full fetch, no session (KIP-227)
+	topics, byTopic := topicOrder(req.Partitions, func(p partition.FetchPartition) string { return p.TopicPartition.Topic })
+	for _, t := range topics {
+		kt := kmsg.NewFetchRequestTopic()
+		kt.Topic = t
+		for _, p := range byTopic[t] {
+			kp := kmsg.NewFetchRequestTopicPartition()
+			kp.Partition = p.TopicPartition.Partition
+			kp.CurrentLeaderEpoch = p.CurrentLeaderEpoch
+			kp.FetchOffset = p.FetchOffset
+			kp.LogStartOffset = p.LogStartOffset
+			kp.PartitionMaxBytes = p.MaxBytes
+			kt.Partitions = append(kt.Partitions, kp)
+		}
+		kreq.Topics = append(kreq.Topics, kt)
+	}
+	kresp, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, max(req.MaxWait, 0))
+	if err != nil {
+		return partition.FetchResponse{}, fmt.Errorf("fetch from broker %d: %w", leader, err)
+	}
+	resp := kresp.(*kmsg.FetchResponse)
+	if err := errorFromCode(resp.ErrorCode); err != nil {
+		return partition.FetchResponse{}, fmt.Errorf("fetch from broker %d: %w", leader, err)
+	}
+	out := partition.FetchResponse{Partitions: make(map[cluster.TopicPartition]partition.FetchPartitionResult, len(req.Partitions))}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out.Partitions[cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = partition.FetchPartitionResult{
+				Err:            errorFromCode(p.ErrorCode),
+				HighWatermark:  p.HighWatermark,
+				LogStartOffset: p.LogStartOffset,
+				Records:        p.RecordBatches, // the response frame is not reused
+			}
+		}
+	}
+	return out, nil
+}
+
+// OffsetsForLeaderEpoch asks broker leader where epochs end
+// (OffsetForLeaderEpoch v4, with this broker's id as replica id). The
+// answers are in query order; a query the leader left unanswered fails
+// the whole call.
+func (c *BrokerClient) OffsetsForLeaderEpoch(ctx context.Context, leader int32, qs []partition.EpochQuery) ([]partition.EpochAnswer, error) {
+	addr, err := c.resolve(leader)
+	if err != nil {
+		return nil, fmt.Errorf("offsets for leader epoch from broker %d: %w", leader, err)
+	}
+	kreq := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	kreq.Version = clientOffsetForLeaderEpochVersion
+	kreq.ReplicaID = c.cfg.BrokerID
+	topics, byTopic := topicOrder(qs, func(q partition.EpochQuery) string { return q.TopicPartition.Topic })
+	for _, t := range topics {
+		kt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		kt.Topic = t
+		for _, q := range byTopic[t] {
+			kp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			kp.Partition = q.TopicPartition.Partition
+			kp.CurrentLeaderEpoch = q.CurrentLeaderEpoch
+			kp.LeaderEpoch = q.LeaderEpoch
+			kt.Partitions = append(kt.Partitions, kp)
+		}
+		kreq.Topics = append(kreq.Topics, kt)
+	}
+	kresp, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, 0)
+	if err != nil {
+		return nil, fmt.Errorf("offsets for leader epoch from broker %d: %w", leader, err)
+	}
+	resp := kresp.(*kmsg.OffsetForLeaderEpochResponse)
+	got := make(map[cluster.TopicPartition]partition.EpochAnswer)
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			got[tp] = partition.EpochAnswer{TopicPartition: tp, Err: errorFromCode(p.ErrorCode), LeaderEpoch: p.LeaderEpoch, EndOffset: p.EndOffset}
+		}
+	}
+	out := make([]partition.EpochAnswer, 0, len(qs))
+	for _, q := range qs {
+		a, ok := got[q.TopicPartition]
+		if !ok {
+			return nil, fmt.Errorf("offsets for leader epoch from broker %d: no answer for %s", leader, q.TopicPartition)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// LeaderAndIsr sends req to broker to (LeaderAndIsr v4). A top-level
+// error code comes back as an error wrapping its cluster sentinel
+// (cluster.ErrStaleControllerEpoch, cluster.ErrStaleBrokerEpoch, ...);
+// per-partition errors are logged at Warn, as the controller only needs to
+// know they happened.
+func (c *BrokerClient) LeaderAndIsr(ctx context.Context, to cluster.Broker, req cluster.LeaderAndIsrRequest) error {
+	kreq, err := leaderAndIsrToKmsg(req, clientLeaderAndIsrVersion, c.cfg.ListenerName)
+	if err != nil {
+		return fmt.Errorf("LeaderAndIsr to broker %d: %w", to.ID, err)
+	}
+	kresp, err := c.control(ctx, to, purposeControl, kreq)
+	if err != nil {
+		return fmt.Errorf("LeaderAndIsr to broker %d: %w", to.ID, err)
+	}
+	resp := kresp.(*kmsg.LeaderAndISRResponse)
+	if err := errorFromCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("LeaderAndIsr to broker %d: %w", to.ID, err)
+	}
+	var failed []string
+	for _, p := range resp.Partitions {
+		if p.ErrorCode != 0 {
+			failed = append(failed, fmt.Sprintf("%s-%d: %v", p.Topic, p.Partition, errorFromCode(p.ErrorCode)))
+		}
+	}
+	if len(failed) > 0 {
+		c.log.Warn().Int32("to_broker_id", to.ID).Int32("controller_epoch", req.ControllerEpoch).
+			Strs("partitions", failed).Msg("LeaderAndIsr failed for some partitions")
+	}
+	return nil
+}
+
+// UpdateMetadata sends req to broker to (UpdateMetadata v6); a non-zero
+// error code comes back as an error wrapping its cluster sentinel.
+func (c *BrokerClient) UpdateMetadata(ctx context.Context, to cluster.Broker, req cluster.UpdateMetadataRequest) error {
+	kresp, err := c.control(ctx, to, purposeControl, updateMetadataToKmsg(req, clientUpdateMetadataVersion))
+	if err != nil {
+		return fmt.Errorf("UpdateMetadata to broker %d: %w", to.ID, err)
+	}
+	if err := errorFromCode(kresp.(*kmsg.UpdateMetadataResponse).ErrorCode); err != nil {
+		return fmt.Errorf("UpdateMetadata to broker %d: %w", to.ID, err)
+	}
+	return nil
+}
+
+// StopReplica sends req to broker to (StopReplica v3); errors as for
+// LeaderAndIsr.
+func (c *BrokerClient) StopReplica(ctx context.Context, to cluster.Broker, req cluster.StopReplicaRequest) error {
+	kresp, err := c.control(ctx, to, purposeControl, stopReplicaToKmsg(req, clientStopReplicaVersion))
+	if err != nil {
+		return fmt.Errorf("StopReplica to broker %d: %w", to.ID, err)
+	}
+	resp := kresp.(*kmsg.StopReplicaResponse)
+	if err := errorFromCode(resp.ErrorCode); err != nil {
+		return fmt.Errorf("StopReplica to broker %d: %w", to.ID, err)
+	}
+	var failed []string
+	for _, p := range resp.Partitions {
+		if p.ErrorCode != 0 {
+			failed = append(failed, fmt.Sprintf("%s-%d: %v", p.Topic, p.Partition, errorFromCode(p.ErrorCode)))
+		}
+	}
+	if len(failed) > 0 {
+		c.log.Warn().Int32("to_broker_id", to.ID).Int32("controller_epoch", req.ControllerEpoch).
+			Strs("partitions", failed).Msg("StopReplica failed for some partitions")
+	}
+	return nil
+}
+
+// ControlledShutdown asks the controller to move leadership off brokerID
+// (ControlledShutdown v3) and returns the partitions it still leads. A
+// non-zero error code comes back as an error wrapping its cluster
+// sentinel (cluster.ErrNotController when the controller moved,
+// cluster.ErrStaleBrokerEpoch, cluster.ErrBrokerNotAvailable).
+func (c *BrokerClient) ControlledShutdown(ctx context.Context, controller cluster.Broker, brokerID int32, brokerEpoch int64) ([]cluster.TopicPartition, error) {
+	kreq := kmsg.NewPtrControlledShutdownRequest()
+	kreq.Version = clientControlledShutdownVersion
+	kreq.BrokerID = brokerID
+	kreq.BrokerEpoch = brokerEpoch
+	kresp, err := c.control(ctx, controller, purposeShutdown, kreq)
+	if err != nil {
+		return nil, fmt.Errorf("ControlledShutdown to controller %d: %w", controller.ID, err)
+	}
+	resp := kresp.(*kmsg.ControlledShutdownResponse)
+	if err := errorFromCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("ControlledShutdown to controller %d: %w", controller.ID, err)
+	}
+	var out []cluster.TopicPartition
+	for _, p := range resp.PartitionsRemaining {
+		out = append(out, cluster.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+	}
+	return out, nil
+}
+
+// control sends req to broker to on its endpoint for our listener.
+func (c *BrokerClient) control(ctx context.Context, to cluster.Broker, purpose connPurpose, req kmsg.Request) (kmsg.Response, error) {
+	addr, err := c.address(to)
+	if err != nil {
+		return nil, err
+	}
+	return c.roundTrip(ctx, connKey{to.ID, purpose}, addr, req, 0)
+}
+
+// resolve finds broker id's address through ClientConfig.Resolve.
+func (c *BrokerClient) resolve(id int32) (string, error) {
+	if c.cfg.Resolve == nil {
+		return "", fmt.Errorf("no resolver: %w", cluster.ErrBrokerNotAvailable)
+	}
+	b, ok := c.cfg.Resolve(id)
+	if !ok {
+		return "", fmt.Errorf("broker %d unknown: %w", id, cluster.ErrBrokerNotAvailable)
+	}
+	return c.address(b)
+}
+
+func (c *BrokerClient) address(b cluster.Broker) (string, error) {
+	e, ok := b.Endpoint(c.cfg.ListenerName)
+	if !ok {
+		return "", fmt.Errorf("broker %d has no endpoint on listener %s: %w", b.ID, c.cfg.ListenerName, cluster.ErrBrokerNotAvailable)
+	}
+	return net.JoinHostPort(e.Host, strconv.Itoa(int(e.Port))), nil
+}
+
+// conn returns the slot for key, creating it.
+func (c *BrokerClient) conn(key connKey) (*brokerConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClientClosed
+	}
+	bc := c.conns[key]
+	if bc == nil {
+		bc = &brokerConn{key: key, sem: make(chan struct{}, 1)}
+		c.conns[key] = bc
+	}
+	return bc, nil
+}
+
+// connError is a failure of the connection itself (dial, write, read),
+// as opposed to a response we could not make sense of. It wraps
+// cluster.ErrBrokerNotAvailable.
+type connError struct {
+	op, addr string
+	err      error
+	// dead: the connection was found dead (reset, closed by the peer)
+	// rather than slow, so a fresh one may succeed at once.
+	dead bool
+}
+
+func (e *connError) Error() string { return fmt.Sprintf("%s %s: %v", e.op, e.addr, e.err) }
+func (e *connError) Unwrap() []error {
+	return []error{cluster.ErrBrokerNotAvailable, e.err}
+}
+
+// roundTrip sends req on key's connection to addr and returns the decoded
+// response. wait is how long the server may legitimately hold the request
+// (a Fetch's MaxWait), added to RequestTimeout.
+func (c *BrokerClient) roundTrip(ctx context.Context, key connKey, addr string, req kmsg.Request, wait time.Duration) (kmsg.Response, error) {
+	bc, err := c.conn(key)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(c.ctx, cancel)
+	defer stop()
+
+	select {
+	case bc.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, c.ctxErr(ctx)
+	}
+	defer func() { <-bc.sem }()
+	if ctx.Err() != nil {
+		return nil, c.ctxErr(ctx)
+	}
+	if bc.nc != nil && bc.addr != addr {
+		c.log.Debug().Int32("to_broker_id", key.broker).Str("old_addr", bc.addr).Str("addr", addr).Msg("broker moved, redialing")
+		bc.closeLocked()
+	}
+	for attempt := 0; ; attempt++ {
+		reused := bc.nc != nil
+		if !reused {
+			if err := c.dialLocked(ctx, bc, addr); err != nil {
+				if ctx.Err() != nil {
+					return nil, c.ctxErr(ctx)
+				}
+				return nil, err
+			}
+		}
+		resp, err := c.exchangeLocked(ctx, bc, req, wait)
+		if err == nil {
+			return resp, nil
+		}
+		bc.closeLocked()
+		if ctx.Err() != nil {
+			return nil, c.ctxErr(ctx)
+		}
+		var ce *connError
+		if reused && attempt == 0 && errors.As(err, &ce) && ce.dead {
+			c.log.Debug().Err(err).Int32("to_broker_id", key.broker).Msg("reused connection was dead, redialing once")
+			continue
+		}
+		return nil, err
+	}
+}
+
+// ctxErr is the error for a round trip ended by ctx: ErrClientClosed if
+// Close did it, else the caller's context error.
+func (c *BrokerClient) ctxErr(ctx context.Context) error {
+	if c.ctx.Err() != nil {
+		return ErrClientClosed
+	}
+	return ctx.Err()
+}
+
+// dialLocked connects bc to addr. Caller holds bc.sem.
+func (c *BrokerClient) dialLocked(ctx context.Context, bc *brokerConn, addr string) error {
+	d := net.Dialer{Timeout: c.cfg.DialTimeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return &connError{op: "dial", addr: addr, err: err}
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		tc.SetNoDelay(true)
+	}
+	bc.nc, bc.br, bc.addr = nc, bufio.NewReaderSize(nc, 32<<10), addr
+	c.log.Debug().Int32("to_broker_id", bc.key.broker).Str("purpose", bc.key.purpose.String()).Str("addr", addr).Msg("connected")
+	return nil
+}
+
+// exchangeLocked writes one request and reads its response. Caller holds
+// bc.sem.
+func (c *BrokerClient) exchangeLocked(ctx context.Context, bc *brokerConn, req kmsg.Request, wait time.Duration) (kmsg.Response, error) {
+	bc.corr++
+	corr := bc.corr
+	frame := c.formatter.AppendRequest(nil, req, corr)
+
+	deadline := time.Now().Add(c.cfg.RequestTimeout + wait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	nc := bc.nc
+	nc.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	if _, err := nc.Write(frame); err != nil {
+		return nil, &connError{op: "write to", addr: bc.addr, err: err, dead: !isTimeout(err)}
+	}
+	body, err := readSized(bc.br, 4, c.cfg.MaxResponseBytes)
+	if err != nil {
+		if errors.Is(err, errFrameSize) {
+			return nil, fmt.Errorf("response from %s: %w", bc.addr, err)
+		}
+		return nil, &connError{op: "read from", addr: bc.addr, err: err, dead: !isTimeout(err)}
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
+		return nil, fmt.Errorf("response from %s: correlation id %d, want %d", bc.addr, got, corr)
+	}
+	body = body[4:]
+	resp := req.ResponseKind()
+	if resp.IsFlexible() && req.Key() != apiVersionsKey {
+		if body, err = skipTags(body); err != nil {
+			return nil, fmt.Errorf("response from %s: header: %w", bc.addr, err)
+		}
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("response from %s: key %d v%d: %w", bc.addr, req.Key(), req.GetVersion(), err)
+	}
+	return resp, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// closeLocked closes bc's connection, if any. Caller holds bc.sem.
+func (bc *brokerConn) closeLocked() {
+	if bc.nc != nil {
+		bc.nc.Close()
+		bc.nc, bc.br = nil, nil
+	}
+}
