@@ -1,27 +1,85 @@
 // Package partition holds this broker's replicas: one Replica per partition
-// it is assigned, and the Manager that owns them.
+// it is assigned, and the Manager that owns them and runs replication.
 //
 // A Replica knows its role (leader or follower), leader epoch, assigned
 // replicas (AR), in-sync replicas (ISR), its own log end offset (LEO) and the
-// high watermark (HW). As leader it validates and appends produced batches,
-// assigning offsets; it keeps, per follower, the fetch offset (that
-// follower's LEO) and the last time the follower was caught up; the HW is the
-// minimum LEO over the ISR and never moves backwards; consumers read only
-// below the HW and followers up to the LEO. acks=all waiters are woken by HW
-// movement, never by polling.
+// high watermark (HW). Consumers read only below the HW and followers up to
+// the LEO. acks=all waiters are woken by HW movement, never by polling.
+//
+// # Roles
+//
+// Manager.BecomeLeaderOrFollower (ApplyPartitionStates is a wrapper) is what
+// a LeaderAndIsr request becomes. A state with an older leader epoch is
+// ignored; the same epoch and leader only refresh AR, ISR and zkVersion. A
+// new epoch naming this broker leader records (epoch, LEO) in the leader
+// epoch cache (KAFKA-7415) as the epoch start offset and resets follower
+// state (LEO unknown, lastCaughtUp = now for ISR members). Any other new
+// epoch makes a follower: acks=all waiters fail with ErrNotLeader, and the
+// partition leaves its old fetcher and joins the new leader's in the
+// Truncating state, even when the leader did not change (KAFKA-7164).
+// Leader -1 means no leader: the follower just stops fetching.
+//
+// # Fetchers
+//
+// One fetcher per source leader broker replicates every partition followed
+// there; its goroutine runs from Manager.Start until the fetcher has no
+// partitions or the Manager closes, and every wait selects on its stop
+// channel. A round (1) truncates Truncating partitions with
+// OffsetsForLeaderEpoch for the follower's latest epoch, with KIP-279's
+// iteration: when the leader answers an epoch the follower lacks, truncate
+// to the end of the follower's own largest epoch below it and ask again;
+// otherwise truncate to min(leader end, own end of that epoch, LEO). Only a
+// log with no epochs, or an answer of -1, truncates to the HW. (2) sends one
+// Fetch (replica id = own id, fetch offset = LEO, the current leader epoch)
+// for all fetching partitions, (3) appends the batches unchanged, takes
+// HW = min(leader HW, LEO), and restarts the log at the leader's log start
+// if that passed our LEO (logstore cannot raise a log start in place).
+// Offset out of range follows Kafka §4.4 (the leader's LEO comes from
+// OffsetsForLeaderEpoch of its current epoch). Fenced epochs park the
+// partition until a new state; other errors back off
+// ReplicaFetchBackoff. Responses are applied only if the replica still
+// follows in the same epoch at the same LEO.
+//
+// # ISR and HW
+//
+// A leader keeps, per follower, the fetch offset (its LEO), the leader LEO
+// at its previous fetch and the last time it was caught up (§3.1). An ISR
+// follower is out of sync when its LEO differs from the leader's and it has
+// not caught up for longer than ReplicaLagTimeMax: time, not record count
+// (MaybeShrinkIsr, every ReplicaLagTimeMax/2). A follower outside the ISR
+// whose fetch reaches the HW and the epoch start offset is added back. Both
+// changes are conditional writes through StateWriter with the cached
+// zkVersion and controller epoch, one in flight per partition, never under
+// Replica.mu; on success the ISR and zkVersion change, the HW may advance
+// and NotifyIsrChange is called; on ErrStateConflict the old ISR stays
+// until the controller sends a new state. Without a StateWriter the ISR
+// never changes. The HW is the minimum LEO over the leader, the ISR and the
+// followers caught up within the lag time (Kafka 2.4+), and never moves
+// backwards on a leader. The HW is checkpointed for leaders and followers
+// alike (replication-offset-checkpoint) and restored on open.
 //
 // Idempotent producers: per producer id the replica keeps the producer epoch
 // and the last five batches' sequence ranges with their offsets, so a retried
 // batch is answered with its original offsets and not appended again, and a
 // gap is refused with ErrOutOfOrderSequence. The state is rebuilt from the
-// log's batch headers when a replica is opened.
+// log's batch headers when a replica is opened or truncated into it.
 //
 // Partition knows nothing of sockets, ZooKeeper or the wire format: it is
-// told partition states (PartitionState) and returns results and errors.
+// told partition states (PartitionState), reaches leaders through
+// LeaderClient and publishes ISR changes through StateWriter.
 //
-// Concurrency: Manager.mu guards the replica map; Replica.mu guards role,
-// epochs, ISR, HW, LEO, follower state and producer state. A leader holds
-// Replica.mu while validating, assigning offsets and appending, and never
-// across a network call. Lock order: Manager.mu -> Replica.mu ->
-// logstore.Log's internal lock. Manager.changedMu is a leaf lock.
+// # Concurrency
+//
+// Manager.mu guards the replica map; Replica.mu guards role, epochs, ISR,
+// HW, LEO, follower state and producer state. A leader holds Replica.mu
+// while validating, assigning offsets and appending, a follower while
+// truncating and appending, and neither across a network call or a
+// StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
+// guards one fetcher's partitions and is never held while calling into a
+// Replica. Lock order:
+//
+//	Manager.mu -> Replica.mu -> logstore.Log's internal locks
+//	Manager.fetchMu -> fetcher.mu
+//
+// Manager.changedMu is a leaf lock.
 package partition

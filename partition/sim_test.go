@@ -97,6 +97,12 @@ func (c simClient) Fetch(ctx context.Context, leader int32, req FetchRequest) (F
 	if err != nil {
 		return FetchResponse{}, err
 	}
+	c.s.mu.Lock()
+	blocked := c.s.noFetch[c.from]
+	c.s.mu.Unlock()
+	if blocked {
+		return FetchResponse{}, fmt.Errorf("broker %d: fetch blocked: %w", c.from, errCut)
+	}
 	read := func() (FetchResponse, int) {
 		resp := FetchResponse{Partitions: map[cluster.TopicPartition]FetchPartitionResult{}}
 		n := 0
@@ -174,6 +180,7 @@ type sim struct {
 	brokers       map[int32]*simBroker
 	cut           map[int32]bool
 	dropResponses map[int32]bool
+	noFetch       map[int32]bool // the broker's Fetch fails; OffsetsForLeaderEpoch still works
 
 	pending      []pendingAck
 	acked        map[int64][]byte // base offset -> batch bytes, for every acks=all-acknowledged batch
@@ -188,7 +195,7 @@ const simLag = 10 * time.Second
 func newSim(t *testing.T, n int, cfg cluster.LogConfig) *sim {
 	t.Helper()
 	s := &sim{t: t, clock: &fakeClock{t: time.Unix(1000, 0)}, zk: &fakeZK{}, cfg: cfg, lag: simLag,
-		brokers: map[int32]*simBroker{}, cut: map[int32]bool{}, dropResponses: map[int32]bool{},
+		brokers: map[int32]*simBroker{}, cut: map[int32]bool{}, dropResponses: map[int32]bool{}, noFetch: map[int32]bool{},
 		acked: map[int64][]byte{}, leaderHW: map[int32]int64{}, epochLeaders: map[int32]int32{}}
 	base := t.TempDir()
 	for id := int32(1); id <= int32(n); id++ {
@@ -549,4 +556,15 @@ func eventually(t *testing.T, timeout time.Duration, fn func() bool, what string
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// deadBrokers lists the brokers that are down.
+func (s *sim) deadBrokers() []int32 {
+	var out []int32
+	for _, id := range s.replicas {
+		if !s.alive(id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
