@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/logstore"
 )
 
 // fetchPhase is where a followed partition stands in its fetcher.
@@ -270,10 +271,14 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 		switch {
 		case res.Err == nil:
 			if err := s.r.appendFromLeader(s.leaderEpoch, off, res); err != nil && !errors.Is(err, errStale) {
-				if errors.Is(err, ErrStorage) {
+				switch {
+				case errors.Is(err, logstore.ErrOffsetMismatch):
+					s.r.logger.Warn().Err(err).Int64("offset", off).Msg("leader batches do not line up with our log, truncating again")
+					f.update(s, phaseTruncating, cfg.ReplicaFetchBackoff)
+				case errors.Is(err, ErrStorage):
 					s.r.logger.Error().Err(err).Msg("follower append failed; waiting for a new partition state")
 					f.update(s, phaseFailed, 0)
-				} else {
+				default:
 					// Corrupt or invalid batches: retry the same offset later.
 					s.r.logger.Warn().Err(err).Int64("offset", off).Msg("follower append failed")
 					f.update(s, phaseFetching, cfg.ReplicaFetchBackoff)

@@ -3,6 +3,8 @@ package partition
 import (
 	"errors"
 	"fmt"
+
+	"github.com/kafkazk/broker/logstore"
 )
 
 // errStale means the replica no longer follows in the leader epoch a
@@ -149,6 +151,11 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 	oldHW, oldLEO := r.hw, r.log.LogEndOffset()
 	if len(res.Records) > 0 {
 		info, err := r.log.AppendAsFollower(res.Records)
+		if errors.Is(err, logstore.ErrOffsetMismatch) {
+			// The leader's batches do not start at our LEO: our log ends
+			// inside one of its batches. Truncation must run again.
+			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, fetchOffset, err)
+		}
 		if err != nil {
 			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, fetchOffset, mapLogError(err))
 		}
