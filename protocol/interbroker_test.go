@@ -774,11 +774,10 @@ func TestMetadataCache(t *testing.T) {
 	if _, ok := c2.Broker(7); ok {
 		t.Fatal("unknown broker found")
 	}
-	if internal := NewMetadataCache(""); true {
-		internal.Apply(cluster.UpdateMetadataRequest{Partitions: []cluster.TopicPartitionInfo{tp("__consumer_offsets", 0, 1)}})
-		if ti, _ := internal.Topic("__consumer_offsets"); !ti.Internal {
-			t.Fatal("__consumer_offsets not internal")
-		}
+	internal := NewMetadataCache("")
+	internal.Apply(cluster.UpdateMetadataRequest{Partitions: []cluster.TopicPartitionInfo{tp("__consumer_offsets", 0, 1)}})
+	if ti, _ := internal.Topic("__consumer_offsets"); !ti.Internal {
+		t.Fatal("__consumer_offsets not internal")
 	}
 }
 
