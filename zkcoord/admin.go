@@ -13,9 +13,9 @@ import (
 	"github.com/kafkazk/broker/cluster"
 )
 
-// Topic administration (AdminZkClient createTopic/deleteTopic). The next
-// issue moves partition-state creation to the controller; until then any
-// broker writes a new topic's znodes itself.
+// Topic administration (AdminZkClient createTopic/deleteTopic). Any broker
+// writes a new topic's config and assignment; the controller, watching
+// /brokers/topics, creates the partition states (ctrlloop.go).
 
 // TopicSpec is one topic to create.
 type TopicSpec struct {
@@ -114,9 +114,11 @@ func validateAssignment(a map[int32][]int32, live []int32) error {
 
 // CreateTopic validates spec and, unless ValidateOnly, writes the topic in
 // Kafka's order: /config/topics/<t> and a config change notification, then
-// /brokers/topics/<t>, then every partition's state znode (leader = first
-// live replica, ISR = live replicas in assignment order, leader epoch 0,
-// the current controller epoch). Errors wrap the cluster.Err* sentinels.
+// /brokers/topics/<t>. It writes no partition state: the controller does,
+// when its watch on /brokers/topics fires (leader = first live replica,
+// ISR = live replicas in assignment order, leader epoch 0), so leaders
+// appear shortly after CreateTopic returns, as in Kafka. Errors wrap the
+// cluster.Err* sentinels.
 func (s *Session) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	if err := ValidateTopicName(spec.Name); err != nil {
 		return err
@@ -174,7 +176,7 @@ func (s *Session) CreateTopic(ctx context.Context, spec TopicSpec) error {
 		return fmt.Errorf("create topic %s: create %s: %w", spec.Name, tp, err)
 	}
 	s.log.Info().Str("topic", spec.Name).Int("partitions", len(assignment)).Msg("created topic")
-	return s.createPartitionStates(spec.Name, assignment, live)
+	return nil
 }
 
 // checkTopicAbsent fails if the topic exists or its name collides with an
@@ -192,45 +194,6 @@ func (s *Session) checkTopicAbsent(name string) error {
 		}
 		if strings.ReplaceAll(t, ".", "_") == norm {
 			return fmt.Errorf("%w: topic %q collides with existing topic %q", cluster.ErrInvalidTopic, name, t)
-		}
-	}
-	return nil
-}
-
-// createPartitionStates creates /partitions, /partitions/<p> and each
-// state znode (PSM initializeLeaderAndIsrForPartitions). A partition with
-// no live replica gets no state znode, as in Kafka it stays NewPartition.
-func (s *Session) createPartitionStates(topic string, assignment map[int32][]int32, live []int32) error {
-	epoch, _, err := s.readControllerEpoch(false)
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	if err := s.zk.createPersistent(partitionsPath(topic)); err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	parts := make([]int32, 0, len(assignment))
-	for p := range assignment {
-		parts = append(parts, p)
-	}
-	slices.Sort(parts)
-	for _, p := range parts {
-		st := cluster.LeaderAndIsr{Leader: cluster.NoLeader, ControllerEpoch: epoch}
-		for _, r := range assignment[p] {
-			if slices.Contains(live, r) {
-				st.Isr = append(st.Isr, r)
-			}
-		}
-		if len(st.Isr) == 0 {
-			s.log.Error().Str("topic", topic).Int32("partition", p).Msg("no live replica: partition left without a state znode")
-			continue
-		}
-		st.Leader = st.Isr[0]
-		if err := s.zk.createPersistent(partitionPath(topic, p)); err != nil {
-			return fmt.Errorf("create topic %s: %w", topic, err)
-		}
-		sp := partitionStatePath(topic, p)
-		if _, err := s.zk.Create(sp, encodePartitionState(st), 0); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return fmt.Errorf("create topic %s: create %s: %w", topic, sp, err)
 		}
 	}
 	return nil

@@ -3,7 +3,6 @@ package zkcoord
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -131,39 +130,83 @@ func (s *Session) campaign() error {
 }
 
 func (s *Session) becomeController(epoch, epochZkVersion int32) {
-	s.epochZkVersion = epochZkVersion
+	c := newController(s, epoch, epochZkVersion)
 	s.mu.Lock()
 	s.isController = true
 	s.controllerID = s.cfg.BrokerID
 	s.controllerEpoch = epoch
+	s.ctrl = c
 	s.changed = true
 	s.mu.Unlock()
 	s.log.Info().Int32("controller_epoch", epoch).Int32("zk_version", epochZkVersion).Msg("elected controller")
+	if !s.goFunc(c.run) {
+		return
+	}
 	if s.cfg.OnControllerChange != nil {
 		s.cfg.OnControllerChange(true, epoch)
 	}
-	// Pending deletions are controller work (KC onControllerFailover step 8).
-	if err := s.refreshDeleteTopics(); err != nil {
-		s.markDirty("topic deletion", err)
+	// The controller's own watch (KC onControllerFailover step 2); the
+	// loop's failover reads everything else itself.
+	if err := s.refreshIsrChanges(); err != nil {
+		s.markDirty("read isr changes", err)
 	}
 }
 
-// resign drops controllership (KC onControllerResignation).
+// resign drops controllership (KC onControllerResignation): the loop is
+// told to stop (without waiting: it may be inside a ZooKeeper call, and
+// whatever it still writes is fenced) and the ISR-change watch lapses.
 func (s *Session) resign(why string) {
 	s.mu.Lock()
 	was := s.isController
 	s.isController = false
 	epoch := s.controllerEpoch
+	c := s.ctrl
+	s.ctrl = nil
 	if was {
 		s.changed = true
 	}
 	s.mu.Unlock()
+	if c != nil {
+		c.stop()
+	}
+	delete(s.armed, watchKey{kind: wIsrChanges})
 	if !was {
 		return
 	}
 	s.log.Info().Int32("controller_epoch", epoch).Str("reason", why).Msg("resigned as controller")
 	if s.cfg.OnControllerChange != nil {
 		s.cfg.OnControllerChange(false, epoch)
+	}
+}
+
+// controllerFenced runs on the session goroutine when controller c found
+// its epoch check failing: another controller has a newer epoch. It
+// resigns and, if /controller is still our own node, deletes it so that a
+// new election runs (KC triggerControllerMove).
+func (s *Session) controllerFenced(c *controller) {
+	s.mu.Lock()
+	current := s.ctrl == c
+	s.mu.Unlock()
+	if !current {
+		return
+	}
+	s.resign("controller epoch moved")
+	_, st, err := s.zk.Get(controllerPath)
+	if err == nil && st.EphemeralOwner == s.zk.c.SessionID() {
+		if err := s.zk.Delete(controllerPath, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			s.markDirty("delete "+controllerPath, err)
+		}
+	}
+}
+
+// postController hands events to the running controller, if any. Caller
+// is the session goroutine; it never blocks.
+func (s *Session) postController(ev pendingEvents) {
+	s.mu.Lock()
+	c := s.ctrl
+	s.mu.Unlock()
+	if c != nil {
+		c.post(ev)
 	}
 }
 
@@ -189,74 +232,25 @@ func (s *Session) ControllerEpoch() int32 {
 	return s.controllerEpoch
 }
 
-// refreshDeleteTopics reads /admin/delete_topics (re-arming its watch) and,
-// on the controller, completes each deletion.
+// refreshDeleteTopics reads /admin/delete_topics (re-arming its watch)
+// and, on the controller, hands the deletions to the controller loop.
 func (s *Session) refreshDeleteTopics() error {
-	kids, err := s.readChildren(watchKey{kind: wDeleteTopics}, deleteTopicsRootPath)
-	if err != nil {
+	if _, err := s.readChildren(watchKey{kind: wDeleteTopics}, deleteTopicsRootPath); err != nil {
 		return err
 	}
+	s.postController(pendingEvents{deletions: true})
+	return nil
+}
+
+// refreshIsrChanges arms the /isr_change_notification children watch while
+// this broker is the controller and hands the notifications to the loop.
+func (s *Session) refreshIsrChanges() error {
 	if !s.IsController() {
 		return nil
 	}
-	var first error
-	for _, t := range kids {
-		if err := s.completeTopicDeletion(t); err != nil {
-			if errors.Is(err, ErrNotController) {
-				s.resign("controller epoch moved")
-				return nil
-			}
-			if first == nil {
-				first = err
-			}
-		}
+	if _, err := s.readChildren(watchKey{kind: wIsrChanges}, isrChangeNotificationPath); err != nil {
+		return err
 	}
-	return first
-}
-
-// completeTopicDeletion deletes every znode of topic t and then its
-// /admin/delete_topics/<t> request, in one multi checked against our
-// /controller_epoch zkVersion (KC TopicDeletionManager completeDeleteTopic).
-func (s *Session) completeTopicDeletion(t string) error {
-	ops := []any{&zk.CheckVersionRequest{Path: controllerEpochPath, Version: s.epochZkVersion}}
-	parts, _, err := s.zk.Children(partitionsPath(t))
-	switch {
-	case err == nil:
-		for _, name := range parts {
-			part, perr := strconv.ParseInt(name, 10, 32)
-			if perr != nil {
-				return fmt.Errorf("delete topic %s: unexpected znode %q under %s", t, name, partitionsPath(t))
-			}
-			kids, _, err := s.zk.Children(partitionPath(t, int32(part)))
-			if err != nil && !errors.Is(err, zk.ErrNoNode) {
-				return fmt.Errorf("children %s: %w", partitionPath(t, int32(part)), err)
-			}
-			if len(kids) > 0 {
-				ops = append(ops, &zk.DeleteRequest{Path: partitionStatePath(t, int32(part)), Version: -1})
-			}
-			ops = append(ops, &zk.DeleteRequest{Path: partitionPath(t, int32(part)), Version: -1})
-		}
-		ops = append(ops, &zk.DeleteRequest{Path: partitionsPath(t), Version: -1})
-	case errors.Is(err, zk.ErrNoNode):
-	default:
-		return fmt.Errorf("children %s: %w", partitionsPath(t), err)
-	}
-	for _, p := range []string{topicPath(t), configTopicPath(t)} {
-		exists, _, err := s.zk.Exists(p)
-		if err != nil {
-			return fmt.Errorf("exists %s: %w", p, err)
-		}
-		if exists {
-			ops = append(ops, &zk.DeleteRequest{Path: p, Version: -1})
-		}
-	}
-	ops = append(ops, &zk.DeleteRequest{Path: deleteTopicsPath(t), Version: -1})
-	if _, err := s.zk.Multi(ops...); err != nil {
-		if errors.Is(err, zk.ErrBadVersion) {
-			return fmt.Errorf("delete topic %s: check %s zk_version %d: %w", t, controllerEpochPath, s.epochZkVersion, ErrNotController)
-		}
-		return fmt.Errorf("delete topic %s: multi of %d ops: %w", t, len(ops), err)
-	}
-	s.log.Info().Str("topic", t).Int32("controller_epoch", s.ControllerEpoch()).Msg("deleted topic")
+	s.postController(pendingEvents{isrChanges: true})
 	return nil
 }

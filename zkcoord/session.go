@@ -21,6 +21,10 @@ const (
 	// retryInterval is how often the session goroutine retries reads that
 	// failed (for example while disconnected).
 	retryInterval = 500 * time.Millisecond
+	// DefaultLeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds.
+	DefaultLeaderImbalanceCheckInterval = 300 * time.Second
+	// DefaultLeaderImbalancePerBrokerPercentage is leader.imbalance.per.broker.percentage.
+	DefaultLeaderImbalancePerBrokerPercentage = 10
 	// firesQueueLen bounds the queue of fired watches waiting for the
 	// session goroutine; watch goroutines block (push back) when it is full.
 	firesQueueLen = 256
@@ -48,6 +52,25 @@ type Config struct {
 	OnControllerChange func(isController bool, controllerEpoch int32)
 	// Log receives the session's logs; the zero value discards them.
 	Log zerolog.Logger
+
+	// Sender carries the controller's LeaderAndIsr, UpdateMetadata and
+	// StopReplica requests while this broker is the controller. With nil,
+	// the controller still keeps every znode right (new partitions,
+	// elections, ISR removal, deletions) but tells no broker.
+	Sender BrokerSender
+	// UncleanLeaderElection is unclean.leader.election.enable, the broker
+	// default; the topic override in /config/topics/<t> wins, read at
+	// election time.
+	UncleanLeaderElection bool
+	// AutoLeaderRebalance is auto.leader.rebalance.enable (Kafka's default
+	// is true; the zero value here is off).
+	AutoLeaderRebalance bool
+	// LeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds
+	// (DefaultLeaderImbalanceCheckInterval if 0).
+	LeaderImbalanceCheckInterval time.Duration
+	// LeaderImbalancePerBrokerPercentage is
+	// leader.imbalance.per.broker.percentage (DefaultLeaderImbalancePerBrokerPercentage if 0).
+	LeaderImbalancePerBrokerPercentage int
 }
 
 // Session is one broker's ZooKeeper session: registration, controller
@@ -75,14 +98,15 @@ type Session struct {
 	clusterID string // set in Connect, immutable after
 
 	// Owned by the session goroutine (run); never touched elsewhere.
-	armed          map[watchKey]uint64 // watches set on the server, by token
-	tokenSeq       uint64
-	syncedSession  int64 // session id whose state the cache reflects
-	registered     bool  // Register succeeded once: re-register on every new session
-	needRegister   bool  // registration for the current session is pending
-	dirty          bool  // a read failed: resync on the next tick
-	changed        bool  // the cache changed in this iteration
-	epochZkVersion int32 // zkVersion of /controller_epoch while controller
+	armed         map[watchKey]uint64 // watches set on the server, by token
+	tokenSeq      uint64
+	syncedSession int64 // session id whose state the cache reflects
+	registered    bool  // Register succeeded once: re-register on every new session
+	needRegister  bool  // registration for the current session is pending
+	dirty         bool  // a read failed: resync on the next tick
+	changed       bool  // the cache changed in this iteration
+
+	isr isrPropagation // NotifyIsrChange batching; its own lock
 
 	mu              sync.Mutex // guards the fields below
 	brokerEpoch     int64
@@ -91,6 +115,7 @@ type Session struct {
 	controllerEpoch int32
 	brokers         map[int32]cluster.Broker
 	topics          map[string]*topicEntry
+	ctrl            *controller // the running controller, nil unless controller; set by the session goroutine
 }
 
 // Connect opens a ZooKeeper session for cfg, creates the chroot and the
@@ -106,6 +131,12 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	if cfg.ConnectionTimeout <= 0 {
 		cfg.ConnectionTimeout = cfg.SessionTimeout
+	}
+	if cfg.LeaderImbalanceCheckInterval <= 0 {
+		cfg.LeaderImbalanceCheckInterval = DefaultLeaderImbalanceCheckInterval
+	}
+	if cfg.LeaderImbalancePerBrokerPercentage <= 0 {
+		cfg.LeaderImbalancePerBrokerPercentage = DefaultLeaderImbalancePerBrokerPercentage
 	}
 	s := &Session{
 		cfg:          cfg,
@@ -170,7 +201,7 @@ func (s *Session) start(ctx context.Context) error {
 	s.clusterID = id
 	s.log.Info().Str("cluster_id", id).Int64("session_id", s.zk.c.SessionID()).
 		Str("zookeeper", s.cfg.Connect).Msg("connected to zookeeper")
-	if !s.goFunc(s.run) {
+	if !s.goFunc(s.run) || !s.goFunc(s.propagateIsrChanges) {
 		return ErrClosed
 	}
 	select {
@@ -445,6 +476,11 @@ func (s *Session) resync() {
 	if err := s.refreshDeleteTopics(); err != nil {
 		s.markDirty("read topic deletions", err)
 	}
+	if err := s.refreshIsrChanges(); err != nil {
+		s.markDirty("read isr changes", err)
+	}
+	// Whatever the failed or missed reads hid, the controller re-reads.
+	s.postController(pendingEvents{brokers: true, topicList: true, deletions: true, isrChanges: true})
 }
 
 // markDirty records a failed step for a retry on the next tick. Failures

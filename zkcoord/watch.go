@@ -28,6 +28,7 @@ const (
 	wState                             // /brokers/topics/<t>/partitions/<p>/state
 	wConfig                            // /config/topics/<t>
 	wDeleteTopics                      // children of /admin/delete_topics
+	wIsrChanges                        // children of /isr_change_notification (controller only)
 )
 
 type watchKey struct {
@@ -143,20 +144,26 @@ func (s *Session) handleFire(f watchFire) {
 	switch f.key.kind {
 	case wBrokerIDs:
 		err = s.refreshBrokerIDs(false)
+		s.postController(pendingEvents{brokers: true})
 	case wBroker:
 		err = s.refreshBroker(f.key.id)
+		s.postController(pendingEvents{brokers: true})
 	case wController:
 		err = s.refreshController()
 	case wTopics:
 		err = s.refreshTopics(false)
+		s.postController(pendingEvents{topicList: true})
 	case wTopic:
 		err = s.refreshTopic(f.key.topic, false)
+		s.postController(pendingEvents{topics: map[string]bool{f.key.topic: true}})
 	case wState:
 		err = s.refreshState(f.key.topic, f.key.id)
 	case wConfig:
 		err = s.refreshConfig(f.key.topic)
 	case wDeleteTopics:
 		err = s.refreshDeleteTopics()
+	case wIsrChanges:
+		err = s.refreshIsrChanges()
 	}
 	if err != nil {
 		s.markDirty("refresh "+s.zk.rel(f.ev.Path), err)

@@ -1,0 +1,204 @@
+package zkcoord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+)
+
+// Leader-side ISR writes (Kafka 2.0–2.6, before AlterIsr): a partition
+// leader writes its ISR changes to the state znode itself, conditional on
+// the zkVersion it holds, and then tells the controller through a
+// sequential /isr_change_notification/isr_change_ node.
+
+// *Session is the broker's partition.StateWriter.
+var _ partition.StateWriter = (*Session)(nil)
+
+// WriteLeaderAndIsr writes st as tp's state znode, conditional on
+// st.ZkVersion, with no controller-epoch check: the leader writes the
+// controller epoch of the LeaderAndIsr that made it leader (ReplUtils
+// updateLeaderAndIsr). It returns the new zkVersion. On BADVERSION it reads
+// the znode back: if the stored leader, leader epoch, ISR and controller
+// epoch are what it tried to write, an earlier attempt landed and lost its
+// response, and that counts as success; otherwise the error wraps
+// partition.ErrStateConflict (the leader is stale and must wait for the
+// controller). A missing znode (topic deleted) is a conflict too.
+func (s *Session) WriteLeaderAndIsr(ctx context.Context, tp cluster.TopicPartition, st cluster.LeaderAndIsr) (int32, error) {
+	if err := ctx.Err(); err != nil {
+		return -1, err
+	}
+	p := partitionStatePath(tp.Topic, tp.Partition)
+	stat, err := s.zk.Set(p, encodePartitionState(st), st.ZkVersion)
+	switch {
+	case err == nil:
+		return stat.Version, nil
+	case errors.Is(err, zk.ErrNoNode):
+		return -1, fmt.Errorf("write %s: %w: the znode is gone", p, partition.ErrStateConflict)
+	case !errors.Is(err, zk.ErrBadVersion):
+		return -1, fmt.Errorf("write %s at zk_version %d: %w", p, st.ZkVersion, err)
+	}
+	data, stat, err := s.zk.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return -1, fmt.Errorf("write %s: %w: the znode is gone", p, partition.ErrStateConflict)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("write %s: read back after BADVERSION: %w", p, err)
+	}
+	cur, err := decodePartitionState(data, stat.Version)
+	if err != nil {
+		return -1, fmt.Errorf("write %s: read back: %w", p, err)
+	}
+	if cur.Leader == st.Leader && cur.LeaderEpoch == st.LeaderEpoch && cur.ControllerEpoch == st.ControllerEpoch &&
+		slices.Equal(cur.Isr, st.Isr) {
+		return cur.ZkVersion, nil
+	}
+	return -1, fmt.Errorf("write %s at zk_version %d: stored zk_version %d has leader %d leader_epoch %d isr %v controller_epoch %d: %w",
+		p, st.ZkVersion, cur.ZkVersion, cur.Leader, cur.LeaderEpoch, cur.Isr, cur.ControllerEpoch, partition.ErrStateConflict)
+}
+
+// ISR change propagation timing. Kafka checks every 2500 ms and writes
+// when no change came for 5000 ms (or 60 s passed since the last write);
+// we batch over a shorter window so other brokers' metadata converges
+// faster, at the cost of a few more notification znodes under churn.
+const (
+	// isrChangeTick is how often pending changes are considered.
+	isrChangeTick = 100 * time.Millisecond
+	// isrChangeBlackout: write once no change came for this long.
+	isrChangeBlackout = 500 * time.Millisecond
+	// isrChangeMaxDelay: write at the latest this long after the first
+	// pending change, even while changes keep coming.
+	isrChangeMaxDelay = 5 * time.Second
+)
+
+// isrPropagation batches NotifyIsrChange calls.
+type isrPropagation struct {
+	mu          sync.Mutex // a leaf
+	pending     map[cluster.TopicPartition]bool
+	firstChange time.Time
+	lastChange  time.Time
+}
+
+// NotifyIsrChange records that tp's ISR changed. The batch is written as
+// one /isr_change_notification/isr_change_<seq> node once no change came
+// for 500 ms (at most 5 s after the first), and the controller then sends
+// UpdateMetadata for those partitions. It never blocks on ZooKeeper.
+func (s *Session) NotifyIsrChange(tp cluster.TopicPartition) {
+	now := time.Now()
+	s.isr.mu.Lock()
+	defer s.isr.mu.Unlock()
+	if s.isr.pending == nil {
+		s.isr.pending = map[cluster.TopicPartition]bool{}
+	}
+	if len(s.isr.pending) == 0 {
+		s.isr.firstChange = now
+	}
+	s.isr.pending[tp] = true
+	s.isr.lastChange = now
+}
+
+// propagateIsrChanges is the goroutine that writes the batches (RM
+// maybePropagateIsrChanges). A failed write keeps the batch for the next tick.
+func (s *Session) propagateIsrChanges() {
+	tick := time.NewTicker(isrChangeTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case now := <-tick.C:
+			s.isr.mu.Lock()
+			due := len(s.isr.pending) > 0 &&
+				(now.Sub(s.isr.lastChange) >= isrChangeBlackout || now.Sub(s.isr.firstChange) >= isrChangeMaxDelay)
+			var tps []cluster.TopicPartition
+			if due {
+				for tp := range s.isr.pending {
+					tps = append(tps, tp)
+				}
+				clear(s.isr.pending)
+			}
+			s.isr.mu.Unlock()
+			if !due {
+				continue
+			}
+			slices.SortFunc(tps, compareTP)
+			if _, err := s.zk.Create(isrChangeNotificationSeqPrefix, encodeIsrChangeNotification(tps), zk.FlagSequence); err != nil {
+				s.log.Warn().Err(err).Int("partitions", len(tps)).Msg("write isr change notification failed; will retry")
+				s.isr.mu.Lock()
+				if len(s.isr.pending) == 0 {
+					s.isr.firstChange = now
+				}
+				for _, tp := range tps {
+					s.isr.pending[tp] = true
+				}
+				s.isr.mu.Unlock()
+			}
+		}
+	}
+}
+
+// ControlledShutdown moves leadership away from broker brokerID before it
+// stops (Kafka's ControlledShutdown request, handled by the controller):
+// for each replicated partition it leads with another live ISR member, the
+// leader becomes the first such member in assignment order (leader epoch
+// + 1, the broker leaves the ISR); for each partition it follows, it
+// leaves the ISR and gets StopReplica (without delete). It returns the
+// partitions it still leads (no other live ISR member); partitions with a
+// single replica are never moved and never returned, as in Kafka. Later
+// elections treat the broker as ineligible until it dies or registers
+// again.
+//
+// It runs on the controller loop. It returns cluster.ErrNotController on
+// a broker that is not the controller (or stops being it meanwhile),
+// cluster.ErrStaleBrokerEpoch when brokerEpoch is not the broker's current
+// registration, and cluster.ErrBrokerNotAvailable for an unregistered id.
+func (s *Session) ControlledShutdown(ctx context.Context, brokerID int32, brokerEpoch int64) (remaining []cluster.TopicPartition, err error) {
+	s.mu.Lock()
+	c := s.ctrl
+	s.mu.Unlock()
+	if c == nil {
+		return nil, fmt.Errorf("controlled shutdown of broker %d: %w", brokerID, ErrNotController)
+	}
+	type result struct {
+		remaining []cluster.TopicPartition
+		err       error
+	}
+	resc := make(chan result, 1)
+	call := func() {
+		r, err := c.controlledShutdown(brokerID, brokerEpoch)
+		if errors.Is(err, ErrNotController) {
+			c.checkFenced(err)
+		}
+		resc <- result{r, err}
+	}
+	notController := fmt.Errorf("controlled shutdown of broker %d: %w", brokerID, ErrNotController)
+	select {
+	case c.calls <- call:
+	case <-c.quit:
+		return nil, notController
+	case <-c.exited:
+		return nil, notController
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-resc:
+		return r.remaining, r.err
+	case <-c.exited:
+		select {
+		case r := <-resc:
+			return r.remaining, r.err
+		default:
+			return nil, notController
+		}
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
