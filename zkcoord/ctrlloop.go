@@ -398,8 +398,7 @@ func (c *controller) partitionsWithState() []cluster.TopicPartition {
 func (c *controller) setAlive(b cluster.Broker) {
 	if q, ok := c.queues[b.ID]; ok {
 		if q.to.Epoch == b.Epoch {
-			q.to = b // endpoints may have changed; the epoch did not
-			c.alive[b.ID] = b
+			c.alive[b.ID] = b // endpoints may have changed; the epoch did not
 			return
 		}
 		q.close()
@@ -465,7 +464,7 @@ func (c *controller) sendUpdateMetadataInfos(to []int32, infos []cluster.TopicPa
 			ControllerID: c.id, ControllerEpoch: c.epoch, BrokerEpoch: b.Epoch,
 			Partitions: infos, LiveBrokers: live,
 		}
-		q.enqueue(ctrlRequest{kind: "UpdateMetadata", send: func(ctx context.Context, to cluster.Broker) error {
+		q.enqueue(ctrlRequest{kind: "UpdateMetadata", to: b, send: func(ctx context.Context, to cluster.Broker) error {
 			return c.sender.UpdateMetadata(ctx, to, req)
 		}})
 	}
@@ -508,7 +507,7 @@ func (c *controller) sendLeaderAndIsr(tps []cluster.TopicPartition, isNew bool, 
 			ControllerID: c.id, ControllerEpoch: c.epoch, BrokerEpoch: b.Epoch,
 			Partitions: parts, LiveLeaders: leaders,
 		}
-		q.enqueue(ctrlRequest{kind: "LeaderAndIsr", send: func(ctx context.Context, to cluster.Broker) error {
+		q.enqueue(ctrlRequest{kind: "LeaderAndIsr", to: b, send: func(ctx context.Context, to cluster.Broker) error {
 			return c.sender.LeaderAndIsr(ctx, to, req)
 		}})
 	}
@@ -532,7 +531,7 @@ func (c *controller) sendStopReplica(to int32, tps []cluster.TopicPartition, del
 		ControllerID: c.id, ControllerEpoch: c.epoch, BrokerEpoch: b.Epoch,
 		DeletePartitions: del, Partitions: slices.Clone(tps), LeaderEpochs: epochs,
 	}
-	q.enqueue(ctrlRequest{kind: "StopReplica", send: func(ctx context.Context, to cluster.Broker) error {
+	q.enqueue(ctrlRequest{kind: "StopReplica", to: b, send: func(ctx context.Context, to cluster.Broker) error {
 		return c.sender.StopReplica(ctx, to, req)
 	}})
 }
@@ -900,7 +899,7 @@ func (c *controller) onBrokerStartup(born []cluster.Broker) error {
 		return err
 	}
 	for _, tp := range c.partitionsWithState() {
-		if st := c.states[tp]; st.Leader < 0 || c.alive[st.Leader].ID != st.Leader {
+		if _, ok := c.alive[c.states[tp].Leader]; !ok {
 			offline = append(offline, tp)
 		}
 	}

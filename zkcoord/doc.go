@@ -1,6 +1,7 @@
 // Package zkcoord is the broker's ZooKeeper layer: the session, broker
-// registration, controller election, the metadata cache fed by watches,
-// topic administration and producer-id blocks. It owns every znode path
+// registration, controller election and the controller itself, the
+// metadata cache fed by watches, topic administration, leader-side ISR
+// writes and producer-id blocks. It owns every znode path
 // (paths.go, the only place paths are built) and every znode payload
 // (json.go), written in Apache Kafka's own formats so that zkCli.sh and
 // Kafka's tools see a cluster that looks like Kafka's (2.4–2.6):
@@ -14,6 +15,7 @@
 //	/config/topics/<t>        P  {"version":1,"config":{"min.insync.replicas":"2"}}
 //	/config/changes/config_change_<seq>  PS  {"version":2,"entity_path":"topics/<t>"}
 //	/admin/delete_topics/<t>  P  empty
+//	/isr_change_notification/isr_change_<seq>  PS  {"version":1,"partitions":[{"topic":"t","partition":0}]}
 //	/cluster/id               P  {"version":"1","id":"<22-char base64url uuid>"}
 //	/latest_producer_id_block P  {"version":1,"broker":N,"block_start":"S","block_end":"E"}
 //
@@ -23,10 +25,45 @@
 //
 // # What it refuses to do
 //
-// It does not send LeaderAndIsr or UpdateMetadata, elect partition leaders
-// after broker failures, or touch logs: the controller's duties beyond
-// election and topic deletion come later. It imports no protocol, logstore
-// or partition code.
+// It never touches logs or speaks the wire protocol: the controller's
+// requests leave through BrokerSender, which protocol implements, and
+// partition state reaches replicas only through those requests (or the
+// cache). It imports partition for StateWriter and ErrStateConflict only,
+// never protocol or logstore. Partition reassignment, preferred-election
+// and log-dir-event znodes are not implemented.
+//
+// # The controller
+//
+// While this broker holds /controller, one goroutine (controller.run in
+// ctrlloop.go) owns the controller context: live brokers with their epochs
+// (registration czxid), every topic's assignment and every partition's
+// last state. On failover it reads all of it, deletes stale ISR change
+// notifications, sends UpdateMetadata (all partitions) to every live broker,
+// then LeaderAndIsr to each for the partitions it replicates, creates the
+// state of partitions that have none, elects leaders where the leader is
+// dead or -1, drops dead replicas from ISRs and finishes topic deletions.
+// Afterwards it handles coalesced events posted by the session goroutine's
+// watches (broker changes, new topics and partitions, deletions, ISR change
+// notifications), ControlledShutdown calls and the auto leader rebalance
+// tick. Decisions are pure functions (election.go: ElectLeader,
+// ElectControlledShutdownLeader, ElectPreferredLeader, PreferredElections
+// and the unexported offlineTransition and initialState); the loop reads
+// each partition's state znode fresh before deciding, never its cache.
+// Requests go through one bounded queue and goroutine per destination
+// broker incarnation (sender.go), retried with backoff until the broker
+// dies or re-registers, so a dead broker never blocks the others or the
+// loop. With Config.Sender nil the controller still keeps the znodes right
+// and sends nothing.
+//
+// CreateTopic writes only the config and the assignment; the controller
+// writes each new partition's state (leader = first live replica, ISR = live
+// replicas in assignment order, leader epoch 0).
+//
+// Partition leaders write ISR changes themselves (Session implements
+// partition.StateWriter) with a setData conditional on the zkVersion from
+// LeaderAndIsr, and batch NotifyIsrChange calls into one sequential
+// /isr_change_notification node once no change came for 500 ms (at most
+// 5 s after the first; Kafka uses 2.5 s checks and a 5 s blackout).
 //
 // # Concurrency contract
 //
@@ -41,12 +78,21 @@
 // resigns controllership, re-registers (a new broker epoch), re-enters the
 // election and re-reads everything.
 //
+// The controller loop is a separate goroutine (see above). The session
+// goroutine starts it on election and stops it on resignation without
+// waiting (it may be inside a ZooKeeper call, and whatever it still writes
+// is fenced); posting events to it never blocks, and it never waits on the
+// session goroutine: when fenced it asks for resignation from a helper
+// goroutine. Broker queue goroutines send outside every lock.
+//
 // The exported read methods (Brokers, Topics, Topic, TopicConfig,
 // ControllerID, IsController, ControllerEpoch, BrokerEpoch) serve the cache
 // under Session.mu, never wait on ZooKeeper, and return copies the caller
 // owns. Changes delivers a value (buffer 1, never blocking) after each cache
-// update. CreateTopic, DeleteTopic and InitProducerID talk to ZooKeeper on
-// the caller's goroutine; Register runs on the session goroutine and waits
+// update. CreateTopic, DeleteTopic, InitProducerID and WriteLeaderAndIsr
+// talk to ZooKeeper on the caller's goroutine; NotifyIsrChange only records
+// (a propagation goroutine writes); ControlledShutdown runs on the
+// controller loop and waits for it; Register runs on the session goroutine and waits
 // for it. OnControllerChange is called on the session goroutine.
 //
 // Goroutines start through Session.goFunc, counted in a WaitGroup; Close
@@ -57,14 +103,30 @@
 // # Lock order
 //
 //	ProducerIDManager.mu -> (ZooKeeper I/O, no Session lock)
-//	Session.mu is a leaf: never held across ZooKeeper I/O or a callback.
+//	Session.mu, controller.evMu and isrPropagation.mu are leaves: never held
+//	across ZooKeeper I/O, a send, a callback or another lock.
+//
+// Goroutines never wait on each other in a cycle: session goroutine ->
+// controller (post: non-blocking; stop: close only); controller loop ->
+// broker queues (enqueue: non-blocking, drop when full); controller loop ->
+// session goroutine only from a helper goroutine (resign when fenced).
 //
 // Fields marked "owned by the session goroutine" take no lock at all.
 //
 // # Fencing
 //
 // The controller creates /controller in a multi with a conditional setData
-// of /controller_epoch (epoch+1) and keeps the resulting zkVersion; its
-// topic deletions carry a check on that zkVersion, so a deposed controller
-// cannot complete them.
+// of /controller_epoch (epoch+1) and keeps the resulting zkVersion. Every
+// controller write (partition state creation and updates, topic deletion)
+// is a multi that starts with a check of that zkVersion, and state updates
+// are also conditional on the state's own zkVersion: BADVERSION on the
+// state means a leader changed the ISR, so the loop re-reads and decides
+// again; a failed epoch check, or a state znode written by a newer
+// controller epoch, means another controller exists: the loop stops, the
+// session resigns and deletes /controller if it is still its own, and the
+// election runs again. Every request carries the controller epoch and the
+// receiver's broker epoch, so brokers can refuse a deposed controller and
+// requests meant for an earlier incarnation. Leader ISR writes carry no
+// epoch check (as in Kafka); a leader whose zkVersion is stale gets
+// partition.ErrStateConflict.
 package zkcoord

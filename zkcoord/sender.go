@@ -40,7 +40,8 @@ const (
 
 // ctrlRequest is one queued request.
 type ctrlRequest struct {
-	kind string // for logs: LeaderAndIsr, UpdateMetadata, StopReplica
+	kind string         // for logs: LeaderAndIsr, UpdateMetadata, StopReplica
+	to   cluster.Broker // the destination as the controller knew it when queuing
 	send func(ctx context.Context, to cluster.Broker) error
 }
 
@@ -51,7 +52,7 @@ type ctrlRequest struct {
 // controller resigned), so a dead broker never blocks the others or the
 // loop.
 type brokerQueue struct {
-	to     cluster.Broker
+	to     cluster.Broker // immutable: a new epoch gets a new queue
 	ch     chan ctrlRequest
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -111,7 +112,7 @@ func (q *brokerQueue) deliver(r ctrlRequest) {
 	backoff := sendBackoffMin
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(q.ctx, sendTimeout)
-		err := r.send(ctx, q.to)
+		err := r.send(ctx, r.to)
 		cancel()
 		switch {
 		case err == nil:

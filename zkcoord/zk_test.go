@@ -51,7 +51,15 @@ func connect(t *testing.T, cfg Config) *Session {
 
 func startBroker(t *testing.T, connectStr string, id int32) *Session {
 	t.Helper()
-	s := connect(t, testConfig(t, connectStr, id))
+	return startBrokerWith(t, connectStr, id, nil)
+}
+
+// startBrokerWith starts a broker whose controller sends through sender.
+func startBrokerWith(t *testing.T, connectStr string, id int32, sender BrokerSender) *Session {
+	t.Helper()
+	cfg := testConfig(t, connectStr, id)
+	cfg.Sender = sender
+	s := connect(t, cfg)
 	if err := s.Register(context.Background()); err != nil {
 		t.Fatalf("Register %d: %v", id, err)
 	}
@@ -416,11 +424,15 @@ func TestZKSessionExpiry(t *testing.T) {
 	})
 }
 
+// TestZKCreateTopic: CreateTopic writes the config and the assignment; the
+// controller then writes each partition's state and sends LeaderAndIsr
+// (IsNew) to its replicas.
 func TestZKCreateTopic(t *testing.T) {
 	srv := zktest.Start(t)
-	s1 := startBroker(t, srv.Connect(), 1)
-	startBroker(t, srv.Connect(), 2)
-	startBroker(t, srv.Connect(), 3)
+	sender := &fakeSender{}
+	s1 := startBrokerWith(t, srv.Connect(), 1, sender)
+	startBrokerWith(t, srv.Connect(), 2, sender)
+	startBrokerWith(t, srv.Connect(), 3, sender)
 	eventually(t, 10*time.Second, func() error {
 		if n := len(s1.Brokers()); n != 3 {
 			return fmt.Errorf("%d brokers", n)
@@ -458,6 +470,13 @@ func TestZKCreateTopic(t *testing.T) {
 			epoch, replicas[0], replicas[0], replicas[1], replicas[2])
 		if string(data) != want || st.Version != 0 {
 			t.Fatalf("state %d = %s, want %s", p, data, want)
+		}
+		for _, r := range replicas {
+			eventually(t, 10*time.Second, func() error {
+				return sender.findLAI(r, epoch, cluster.TopicPartition{Topic: "orders", Partition: p}, func(pa cluster.PartitionAssignment) bool {
+					return pa.IsNew && pa.LeaderAndIsr.Leader == replicas[0]
+				})
+			})
 		}
 	}
 	if data, _ := mustGet(t, raw, configTopicPath("orders")); string(data) != `{"version":1,"config":{"min.insync.replicas":"2","retention.ms":"60000"}}` {
