@@ -27,6 +27,16 @@
 // (duplicate broker.id, bad configuration), Kafka's on-disk layout and
 // Kafka's znode formats.
 //
+// Failover tests (TestFailover...) run three brokers with RF=3 topics,
+// min.insync.replicas=2, a short replica.lag.time.max.ms and acks=all
+// idempotent kgo producers that record every acknowledgement with its time;
+// they kill -9, SIGSTOP or SIGTERM leaders, followers and the controller,
+// read the partition state znodes, /controller and /controller_epoch to see
+// what the cluster did, log the failover timeline (kill to znode gone, to
+// new leader, to first acknowledgement) and check the history, comparing
+// the replicas' segment files offline where every replica must hold
+// everything.
+//
 // Bugs found by this layer (reproduce with the go test command given):
 //
 //   - Fetch v11 answers a partition with no records at the fetch offset
