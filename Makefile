@@ -10,7 +10,8 @@ BENCH    ?= .
 
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: help build test test-race unit integ e2e lint verify fuzz bench run down status clean
+.PHONY: help build test test-race unit integ e2e lint verify fuzz bench run down status clean \
+	images compose-up compose-down demo compose-test
 
 help:
 	@echo "build      static bin/broker"
@@ -27,6 +28,11 @@ help:
 	@echo "down       scripts/cluster.sh down"
 	@echo "status     scripts/cluster.sh status"
 	@echo "clean      scripts/cluster.sh clean, and remove bin/"
+	@echo "images     scripts/images.sh: kafkazk/broker (FROM scratch) and a ZooKeeper image from Debian"
+	@echo "compose-up images, then docker-compose.yml's ZooKeeper and 3 brokers (127.0.0.1:19092-19094)"
+	@echo "compose-down  remove the compose cluster's containers, network and volumes"
+	@echo "demo       scripts/demo-failover.sh: kill the leader's container, watch failover (DEMO_ARGS=--pause|--partition)"
+	@echo "compose-test  scripts/compose-test.sh: images, compose cluster, failover with assertions, teardown"
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/broker ./cmd/broker
@@ -78,3 +84,18 @@ status:
 clean:
 	@scripts/cluster.sh clean
 	rm -rf bin
+
+images:
+	@scripts/images.sh
+
+compose-up:
+	@scripts/demo-failover.sh up
+
+compose-down:
+	@scripts/demo-failover.sh down
+
+demo:
+	@scripts/demo-failover.sh $(DEMO_ARGS)
+
+compose-test:
+	@scripts/compose-test.sh

@@ -11,6 +11,12 @@
 #                           start their own ZooKeeper (internal/zktest), or use
 #                           BROKER_TEST_ZK=host:port when it is set
 #   scripts/test.sh e2e     install-deps, then ./test/... (no -race: it runs processes)
+#   scripts/test.sh compose scripts/compose-test.sh: images, the docker-compose
+#                           cluster, failover with assertions (needs docker)
+#
+# `all` ends with the compose stage when COMPOSE_TEST=1 and docker is usable; it
+# says why when it skips it. (Off by default until replication and the
+# controller's failover land: the failover assertions fail before that.)
 #
 # Every stage runs even after one fails; the exit status is non-zero if any
 # failed. The last lines count the test packages that passed and failed.
@@ -64,13 +70,38 @@ e2e() {
 	stage e2e "$GO" test -count=1 -timeout "$TIMEOUT" "${extra[@]}" "${e2e_pkgs[@]}"
 }
 
+# compose_stage: scripts/compose-test.sh, when docker and a compose command work.
+compose_stage() {
+	local why=''
+	if ! command -v docker >/dev/null 2>&1; then
+		why="docker is not installed"
+	elif ! docker info >/dev/null 2>&1; then
+		why="the docker engine does not answer (docker info failed)"
+	elif ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
+		why="neither 'docker compose' nor 'docker-compose' is installed"
+	fi
+	if [[ -n $why ]]; then
+		printf '\n=== compose: skipped: %s\n' "$why"
+		results+=("skip  compose ($why)")
+		return
+	fi
+	stage compose "$ROOT/scripts/compose-test.sh"
+}
+
 case ${1:-all} in
 all)
 	deps
 	stage vet "$GO" vet ./...
 	race "unit+integ (-race)"
 	e2e
+	if [[ ${COMPOSE_TEST:-0} == 1 ]]; then
+		compose_stage
+	else
+		printf '\n=== compose: skipped: COMPOSE_TEST is not 1 (scripts/compose-test.sh, make compose-test)\n'
+		results+=("skip  compose (COMPOSE_TEST=1 runs it)")
+	fi
 	;;
+compose) compose_stage ;;
 unit) stage unit "$GO" test -count=1 -short -skip '^TestZK' -timeout "$TIMEOUT" "${extra[@]}" "${pkgs[@]}" ;;
 race) race "race" ;;
 integ)
@@ -82,7 +113,7 @@ e2e)
 	e2e
 	;;
 *)
-	printf 'usage: %s [all|unit|race|integ|e2e]\n' "$0" >&2
+	printf 'usage: %s [all|unit|race|integ|e2e|compose]\n' "$0" >&2
 	exit 2
 	;;
 esac

@@ -1,0 +1,154 @@
+# shellcheck shell=bash
+# lib.sh: shared by scripts/demo-failover.sh and scripts/compose-test.sh, which
+# source it. It picks the compose command, sets the defaults of the compose
+# cluster, and brings the cluster up and down.
+#
+# Environment (defaults in brackets):
+#   COMPOSE [docker compose if it works, else docker-compose]
+#   COMPOSE_PROJECT_NAME [kafkazk]
+#   ZOOKEEPER_IMAGE [kafkazk/zookeeper:3.8-debian]  built by scripts/images.sh;
+#                   set it to zookeeper:3.8 to use the official image
+#   ZOOKEEPER_HOST_PORT [22181], KAFKAZK_PORT_1..3 [19092..19094]
+#   KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS [6000]
+#   NO_BUILD [0]    1: do not run scripts/images.sh before `up`
+#   READY_TIMEOUT [120]  seconds to wait for ZooKeeper and the brokers
+
+ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-kafkazk}
+export ZOOKEEPER_IMAGE=${ZOOKEEPER_IMAGE:-kafkazk/zookeeper:3.8-debian}
+export ZOOKEEPER_HOST_PORT=${ZOOKEEPER_HOST_PORT:-22181}
+export KAFKAZK_PORT_1=${KAFKAZK_PORT_1:-19092}
+export KAFKAZK_PORT_2=${KAFKAZK_PORT_2:-19093}
+export KAFKAZK_PORT_3=${KAFKAZK_PORT_3:-19094}
+export KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS=${KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS:-6000}
+NO_BUILD=${NO_BUILD:-0}
+READY_TIMEOUT=${READY_TIMEOUT:-120}
+PY=/usr/bin/python3 # Debian's python3, where python3-confluent-kafka lives
+export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ beside docker/failover.py
+BROKER_IDS=(1 2 3)
+BOOTSTRAP=127.0.0.1:$KAFKAZK_PORT_1,127.0.0.1:$KAFKAZK_PORT_2,127.0.0.1:$KAFKAZK_PORT_3
+ZK_HOST=127.0.0.1:$ZOOKEEPER_HOST_PORT
+NETWORK=${COMPOSE_PROJECT_NAME}_kafkazk
+COMPOSE_FILES=(-f "$ROOT/docker-compose.yml")
+
+say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
+die() {
+	printf '%s: %s\n' "${0##*/}" "$*" >&2
+	exit 1
+}
+
+# docker_usable: docker and a compose command exist and the engine answers.
+# Otherwise it prints why and fails.
+docker_usable() {
+	if ! command -v docker >/dev/null 2>&1; then
+		echo "docker is not installed"
+		return 1
+	fi
+	if ! docker info >/dev/null 2>&1; then
+		echo "the docker engine does not answer (docker info failed)"
+		return 1
+	fi
+	if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null 2>&1; then
+		echo "neither 'docker compose' nor 'docker-compose' is installed"
+		return 1
+	fi
+}
+
+if [[ -n ${COMPOSE:-} ]]; then
+	read -ra COMPOSE_CMD <<<"$COMPOSE"
+elif docker compose version >/dev/null 2>&1; then
+	COMPOSE_CMD=(docker compose)
+else
+	COMPOSE_CMD=(docker-compose)
+fi
+
+compose() { "${COMPOSE_CMD[@]}" "${COMPOSE_FILES[@]}" "$@"; }
+
+# deps: what the host side needs: kcat, python3-confluent-kafka, python3-kazoo.
+deps() {
+	local -a missing=()
+	command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+	"$PY" -c 'import confluent_kafka' 2>/dev/null || missing+=(python3-confluent-kafka)
+	"$PY" -c 'import kazoo' 2>/dev/null || missing+=(python3-kazoo)
+	((${#missing[@]} > 0)) || return 0
+	[[ $(id -u) -eq 0 ]] || die "missing: ${missing[*]}; run as root: apt-get install -y ${missing[*]}"
+	say "installing ${missing[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+container() { compose ps -q "$1"; }
+
+# zk_4lw CMD: a ZooKeeper four-letter word through the published port.
+zk_4lw() {
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf %s "$2" >&3 && cat <&3' \
+		_ "$ZOOKEEPER_HOST_PORT" "$1" 2>/dev/null
+}
+
+# registered: the broker ids with a /brokers/ids znode, from `dump`.
+registered() {
+	zk_4lw dump | grep -oE '^[[:space:]]*/brokers/ids/[0-9]+$' | grep -oE '[0-9]+$' | sort -n | tr '\n' ' '
+}
+
+# broker_answers ID: Metadata through the broker's host listener names 3 brokers.
+broker_answers() {
+	local port_var=KAFKAZK_PORT_$1
+	timeout 10 kcat -L -b "127.0.0.1:${!port_var}" -m 5 2>/dev/null | grep -q '^ 3 brokers:'
+}
+
+# cluster_up: images (unless NO_BUILD=1), `compose up -d`, then wait until
+# ZooKeeper answers ruok and every broker is registered and answers Metadata on
+# its host port. Prints how long each step took.
+cluster_up() {
+	local start=$SECONDS deadline id pending
+	deps
+	if [[ $NO_BUILD != 1 ]]; then
+		"$ROOT/scripts/images.sh" || die "scripts/images.sh failed"
+		say "images ready in $((SECONDS - start))s"
+	fi
+	start=$SECONDS
+	say "${COMPOSE_CMD[*]} up -d (project $COMPOSE_PROJECT_NAME, ZooKeeper image $ZOOKEEPER_IMAGE)"
+	compose up -d || die "${COMPOSE_CMD[*]} up failed"
+	deadline=$((SECONDS + READY_TIMEOUT))
+	until [[ $(zk_4lw ruok || true) == imok ]]; do
+		((SECONDS < deadline)) || die "ZooKeeper does not answer ruok at $ZK_HOST after ${READY_TIMEOUT}s"
+		sleep 0.5
+	done
+	while :; do
+		pending=()
+		for id in "${BROKER_IDS[@]}"; do
+			[[ " $(registered) " == *" $id "* ]] && broker_answers "$id" || pending+=("$id")
+		done
+		((${#pending[@]} == 0)) && break
+		if ((SECONDS >= deadline)); then
+			compose ps >&2 || true
+			for id in "${pending[@]}"; do compose logs --tail=20 "broker-$id" >&2 || true; done
+			die "brokers ${pending[*]} not registered and answering after ${READY_TIMEOUT}s"
+		fi
+		sleep 0.5
+	done
+	say "cluster up in $((SECONDS - start))s: ZooKeeper at $ZK_HOST, brokers $(registered)at $BOOTSTRAP"
+}
+
+# cluster_repair: every broker container running, unpaused and connected, as
+# after a demo that stopped half-way.
+cluster_repair() {
+	local id cid
+	for id in "${BROKER_IDS[@]}"; do
+		cid=$(container "broker-$id") || continue
+		[[ -n $cid ]] || continue
+		if [[ $(docker inspect -f '{{.State.Paused}}' "$cid" 2>/dev/null) == true ]]; then
+			docker unpause "$cid" >/dev/null 2>&1 || true
+		fi
+		if ! docker inspect -f '{{json .NetworkSettings.Networks}}' "$cid" 2>/dev/null | grep -q "\"$NETWORK\""; then
+			docker network connect --ip "${KAFKAZK_NET:-172.29.0}.1$id" --alias "broker-$id" "$NETWORK" "$cid" >/dev/null 2>&1 || true
+		fi
+	done
+}
+
+# cluster_down: remove the containers, the network and the volumes.
+cluster_down() {
+	cluster_repair
+	compose down -v --remove-orphans -t 10
+}

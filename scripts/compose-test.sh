@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# compose-test.sh: the compose smoke test (`make compose-test`, and the last
+# stage of scripts/test.sh when COMPOSE_TEST=1): the images, the cluster of
+# docker-compose.yml, and the failover demo with assertions.
+#
+#   1. images    scripts/images.sh (the ZooKeeper image is built once and kept)
+#   2. up        ZooKeeper answers, brokers 1, 2 and 3 registered in ZooKeeper and
+#                answering Metadata on 127.0.0.1:19092..19094
+#   3. smoke     a topic with replication factor 1: 100 records produced with kcat
+#                through one broker's host listener, all read back through another
+#   4. failover  for each of VARIANTS, on a fresh cluster: docker/failover.py
+#                --assert: a new leader and the producer acknowledged again within
+#                2 x zookeeper.session.timeout.ms + 10 s, no acknowledged record
+#                lost, the old leader back in an ISR of three
+#
+# Containers, the network and the volumes are removed at the end, whatever
+# happened (the images are kept). It prints one `ok`/`FAIL` line per step, the
+# way go test prints packages, which scripts/test.sh counts.
+#
+# Environment (defaults in brackets), besides docker/lib.sh's:
+#   VARIANTS [kill pause partition]  the faults to test
+#   COMPOSE_PROJECT_NAME [kafkazk-test]
+#   STEP_TIMEOUT [300]  seconds one failover variant may take
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-kafkazk-test}
+# shellcheck source=docker/lib.sh
+. "$ROOT/docker/lib.sh"
+VARIANTS=${VARIANTS:-kill pause partition}
+STEP_TIMEOUT=${STEP_TIMEOUT:-300}
+
+why=$(docker_usable) || die "$why"
+
+declare -a results=()
+passed=0
+failed=0
+started=$SECONDS
+out=$(mktemp -d)
+
+result() {
+	local ok=$1 name=$2 secs=$3
+	if ((ok)); then
+		results+=("$(printf 'ok  \tcompose/%s\t%ss' "$name" "$secs")")
+		passed=$((passed + 1))
+	else
+		results+=("$(printf 'FAIL\tcompose/%s\t%ss' "$name" "$secs")")
+		failed=$((failed + 1))
+	fi
+}
+
+finish() {
+	local rc=$?
+	say "teardown: containers, network and volumes of project $COMPOSE_PROJECT_NAME"
+	cluster_down >/dev/null 2>&1 || cluster_down || true
+	rm -rf "$out"
+	echo
+	printf '%s\n' "${results[@]+"${results[@]}"}"
+	say "compose test: $passed passed, $failed failed in $((SECONDS - started))s"
+	if ((failed > 0 || rc != 0)); then exit 1; fi
+}
+trap finish EXIT
+
+# Ports the cluster publishes must be free (a `make compose-up` cluster holds them).
+for port in "$ZOOKEEPER_HOST_PORT" "$KAFKAZK_PORT_1" "$KAFKAZK_PORT_2" "$KAFKAZK_PORT_3"; do
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	if timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$port" 2>/dev/null; then
+		result 0 preflight 0
+		die "127.0.0.1:$port is in use (a cluster from make compose-up? make compose-down stops it)"
+	fi
+done
+
+# A leftover cluster of this project from an interrupted run.
+cluster_down >/dev/null 2>&1 || true
+
+step=$SECONDS
+deps
+if "$ROOT/scripts/images.sh"; then
+	result 1 images $((SECONDS - step))
+else
+	result 0 images $((SECONDS - step))
+	exit 1
+fi
+
+step=$SECONDS
+if (NO_BUILD=1 cluster_up); then
+	result 1 up $((SECONDS - step))
+else
+	result 0 up $((SECONDS - step))
+	exit 1
+fi
+
+step=$SECONDS
+smoke() {
+	local topic n
+	topic=smoke-$(date +%s)
+	"$PY" - "$BOOTSTRAP" "$topic" <<-'PY' || return 1
+		import sys
+		from confluent_kafka.admin import AdminClient, NewTopic
+		a = AdminClient({"bootstrap.servers": sys.argv[1]})
+		a.create_topics([NewTopic(sys.argv[2], 1, 1)], operation_timeout=30)[sys.argv[2]].result(60)
+	PY
+	seq 1 100 | sed 's/^/smoke-/' |
+		timeout 60 kcat -P -b "127.0.0.1:$KAFKAZK_PORT_1" -t "$topic" -X acks=all -X message.timeout.ms=30000 ||
+		{
+			say "smoke: kcat -P failed"
+			return 1
+		}
+	# -c rather than -e: the count is known, and -e waits for an end-of-partition.
+	n=$(timeout 60 kcat -C -b "127.0.0.1:$KAFKAZK_PORT_2" -t "$topic" -o beginning -c 100 -q 2>/dev/null |
+		grep -c '^smoke-' || true)
+	say "smoke: topic $topic: produced 100 through 127.0.0.1:$KAFKAZK_PORT_1, read $n back through 127.0.0.1:$KAFKAZK_PORT_2"
+	((n == 100))
+}
+if smoke; then result 1 smoke $((SECONDS - step)); else result 0 smoke $((SECONDS - step)); fi
+
+first=1
+for variant in $VARIANTS; do
+	step=$SECONDS
+	echo
+	say "=== failover --$variant"
+	ok=1
+	if ((!first)); then
+		{ cluster_down >/dev/null 2>&1 && (NO_BUILD=1 cluster_up); } || ok=0
+	fi
+	first=0
+	if ((ok)); then
+		args=()
+		for id in "${BROKER_IDS[@]}"; do args+=(--container "$id=$(container "broker-$id")"); done
+		timeout --foreground -k 10 "$STEP_TIMEOUT" "$PY" -u "$ROOT/docker/failover.py" \
+			--bootstrap "$BOOTSTRAP" --zookeeper "$ZK_HOST" --topic "failover-$variant-$(date +%s)" \
+			--fault "$variant" --network "$NETWORK" \
+			--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" \
+			--result "$out/$variant.json" --assert "${args[@]}" || ok=0
+	fi
+	if ((!ok)); then
+		say "failover --$variant failed; the brokers' last log lines:"
+		for id in "${BROKER_IDS[@]}"; do compose logs --no-color --tail=8 "broker-$id" 2>&1 | cut -c1-300 || true; done
+	fi
+	result "$ok" "failover-$variant" $((SECONDS - step))
+done

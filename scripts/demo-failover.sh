@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# demo-failover.sh: the docker-compose cluster (ZooKeeper and three brokers)
+# losing a partition leader, for a person watching (`make demo`).
+#
+#   scripts/demo-failover.sh [--kill|--pause|--partition] [--assert] [--down]
+#   scripts/demo-failover.sh up | down | status
+#
+# It builds the images (scripts/images.sh), brings the cluster up, creates a
+# topic with one partition, replication factor 3 and min.insync.replicas=2,
+# starts a producer (acks=all) and a consumer on the host, prints the
+# partition's leader and ISR, then breaks the leader's container:
+#
+#   --kill       docker kill (default); later docker start
+#   --pause      docker pause for 3 x zookeeper.session.timeout.ms; docker unpause
+#   --partition  docker network disconnect from the compose network for as long;
+#                docker network connect with its old address
+#
+# and prints a timeline as it happens: the broker's /brokers/ids znode gone, the
+# new leader and leader_epoch in the partition state znode, the ISR shrunk, the
+# producer acknowledged again; then the repair, the broker registered again and
+# back in the ISR. It ends with a tally: produced, acknowledged, consumed, lost
+# (must be 0), duplicated; and the checks compose-test.sh asserts.
+#
+#   --assert   exit non-zero when a check fails (compose-test.sh)
+#   --down     remove the cluster (containers, network, volumes) at the end;
+#              by default it stays up to look at (see the hints printed)
+#   up         build the images and start the cluster, wait until it is ready
+#   down       remove the containers, the network and the volumes
+#   status     compose ps, registered brokers, controller, topics (kcat -L)
+#
+# Environment: see docker/lib.sh (COMPOSE, COMPOSE_PROJECT_NAME, ZOOKEEPER_IMAGE,
+# ports, KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS [6000], NO_BUILD, READY_TIMEOUT) and
+#   TOPIC [failover-<unix time>]   RATE [50] records per second
+#   RESULT []  write the tally and timings as JSON to this file
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=docker/lib.sh
+. "$ROOT/docker/lib.sh"
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'; }
+
+hints() {
+	cat <<-HINTS
+
+		The cluster is still up. To look at it:
+		  kcat -b 127.0.0.1:$KAFKAZK_PORT_1 -L                      # brokers, leaders, replicas, ISRs
+		  kcat -b 127.0.0.1:$KAFKAZK_PORT_1 -t ${TOPIC:-TOPIC} -C -c 10    # records
+		  ${COMPOSE_CMD[*]} -p $COMPOSE_PROJECT_NAME exec zookeeper zkCli.sh get /brokers/topics/${TOPIC:-TOPIC}/partitions/0/state
+		  /usr/share/zookeeper/bin/zkCli.sh -server $ZK_HOST ls /brokers/ids
+		  ${COMPOSE_CMD[*]} -p $COMPOSE_PROJECT_NAME logs -f broker-1
+		  make compose-down                                         # remove it all
+	HINTS
+}
+
+cmd_status() {
+	compose ps
+	printf 'registered brokers: %s\n' "$(registered)"
+	kcat -L -b "$BOOTSTRAP" -m 5 2>&1 || true
+}
+
+demo() {
+	local fault=$1 check=$2 down=$3 rc=0 id cid
+	local -a args=()
+	cluster_up
+	cluster_repair
+	TOPIC=${TOPIC:-failover-$(date +%s)}
+	for id in "${BROKER_IDS[@]}"; do
+		cid=$(container "broker-$id")
+		[[ -n $cid ]] || die "no container for broker-$id"
+		args+=(--container "$id=$cid")
+	done
+	((check)) && args+=(--assert)
+	[[ -z ${RESULT:-} ]] || args+=(--result "$RESULT")
+	echo
+	"$PY" -u "$ROOT/docker/failover.py" --bootstrap "$BOOTSTRAP" --zookeeper "$ZK_HOST" \
+		--topic "$TOPIC" --fault "$fault" --network "$NETWORK" \
+		--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" --rate "${RATE:-50}" \
+		"${args[@]}" || rc=$?
+	if ((down)); then
+		cluster_down
+	else
+		cluster_repair
+		hints
+	fi
+	return "$rc"
+}
+
+main() {
+	local fault=kill check=0 down=0
+	while (($# > 0)); do
+		case $1 in
+		--kill) fault="kill" ;;
+		--pause) fault=pause ;;
+		--partition) fault=partition ;;
+		--assert) check=1 ;;
+		--down) down=1 ;;
+		up)
+			cluster_up
+			return
+			;;
+		down)
+			cluster_down
+			return
+			;;
+		status)
+			cmd_status
+			return
+			;;
+		-h | --help | help)
+			usage
+			return
+			;;
+		*)
+			usage >&2
+			exit 2
+			;;
+		esac
+		shift
+	done
+	why=$(docker_usable) || die "$why"
+	demo "$fault" "$check" "$down"
+}
+
+main "$@"
