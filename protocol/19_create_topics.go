@@ -26,6 +26,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -43,6 +44,7 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 	defer cancel()
 
 	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, 0, len(req.Topics))
+	created := map[int]int32{} // index in resp.Topics -> partitions to wait for
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
@@ -66,6 +68,11 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 			}
 			if !req.ValidateOnly {
 				log.Info().Str("topic", t.Topic).Msg("created topic")
+				n := ct.NumPartitions
+				if ct.Assignment != nil {
+					n = int32(len(ct.Assignment))
+				}
+				created[len(resp.Topics)] = n
 			}
 			if req.Version >= 5 {
 				rt.NumPartitions, rt.ReplicationFactor = ct.NumPartitions, ct.ReplicationFactor
@@ -81,7 +88,52 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	if req.TimeoutMillis > 0 && len(created) > 0 {
+		s.awaitTopicLeaders(actx, resp, created)
+	}
 	return resp, nil
+}
+
+// awaitTopicLeaders holds the response until the metadata this broker
+// serves shows a leader for every partition of the created topics, as
+// Kafka's DelayedCreatePartitions does: a client that produces right after
+// CreateTopics returns must find the topic. The controller creates the
+// partition states and sends UpdateMetadata asynchronously, so without the
+// wait the topic would look unknown for a moment. Topics not ready by the
+// request's timeout answer REQUEST_TIMED_OUT (the topic still exists).
+func (s *Server) awaitTopicLeaders(ctx context.Context, resp *kmsg.CreateTopicsResponse, created map[int]int32) {
+	ready := func(name string, partitions int32) bool {
+		t, ok := s.cfg.Metadata.Topic(name)
+		if !ok || int32(len(t.Partitions)) < partitions {
+			return false
+		}
+		for _, p := range t.Partitions {
+			if p.State.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for i, n := range created {
+			if ready(resp.Topics[i].Topic, n) {
+				delete(created, i)
+			}
+		}
+		if len(created) == 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			for i := range created {
+				resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+			}
+			return
+		}
+	}
 }
 
 // createTopicRequest turns one request topic into an Admin request with

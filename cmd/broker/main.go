@@ -107,6 +107,48 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		}
 		listeners = append(listeners, ln)
 	}
+	endpoints, err := advertisedEndpoints(cfg, listeners)
+	if err != nil {
+		return err
+	}
+
+	// The inter-broker client resolves broker ids through the session's
+	// view of /brokers/ids; it is used only after the session exists.
+	var session *zkcoord.Session
+	client := protocol.NewBrokerClient(protocol.ClientConfig{
+		BrokerID:     cfg.BrokerID,
+		ListenerName: cfg.InterBrokerListenerName,
+		Resolve: func(id int32) (cluster.Broker, bool) {
+			for _, b := range session.Brokers() {
+				if b.ID == id {
+					return b, true
+				}
+			}
+			return cluster.Broker{}, false
+		},
+		RequestTimeout: 30 * time.Second,
+		Log:            log.With().Str("component", "client").Logger(),
+	})
+	defer client.Close()
+
+	connectCtx, cancel := context.WithTimeout(ctx, cfg.ZooKeeperConnectionTimeout)
+	session, err = zkcoord.Connect(connectCtx, zkcoord.Config{
+		Connect:               cfg.ZooKeeperConnect,
+		SessionTimeout:        cfg.ZooKeeperSessionTimeout,
+		ConnectionTimeout:     cfg.ZooKeeperConnectionTimeout,
+		BrokerID:              cfg.BrokerID,
+		Endpoints:             endpoints,
+		Rack:                  cfg.Rack,
+		Sender:                client,
+		UncleanLeaderElection: cfg.LogDefaults.UncleanLeaderElection,
+		AutoLeaderRebalance:   cfg.AutoLeaderRebalanceEnable,
+		Log:                   log.With().Str("component", "zkcoord").Logger(),
+	})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("connect to zookeeper %s: %w", cfg.ZooKeeperConnect, err)
+	}
+	defer session.Close()
 
 	replicas, err := partition.NewManager(partition.Config{
 		BrokerID:                        cfg.BrokerID,
@@ -114,6 +156,12 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		HighWatermarkCheckpointInterval: cfg.HighWatermarkCheckpointInterval,
 		RecoveryPointCheckpointInterval: cfg.FlushOffsetCheckpointInterval,
 		RetentionCheckInterval:          cfg.LogRetentionCheckInterval,
+		ReplicaLagTimeMax:               cfg.ReplicaLagTimeMax,
+		ReplicaFetchWaitMax:             cfg.ReplicaFetchWaitMax,
+		ReplicaFetchMinBytes:            cfg.ReplicaFetchMinBytes,
+		ReplicaFetchMaxBytes:            cfg.ReplicaFetchMaxBytes,
+		LeaderClient:                    client,
+		StateWriter:                     session,
 		Log:                             log.With().Str("component", "replicas").Logger(),
 	})
 	if err != nil {
@@ -126,38 +174,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		}
 	}()
 
-	endpoints, err := advertisedEndpoints(cfg, listeners)
-	if err != nil {
-		return err
-	}
-	connectCtx, cancel := context.WithTimeout(ctx, cfg.ZooKeeperConnectionTimeout)
-	session, err := zkcoord.Connect(connectCtx, zkcoord.Config{
-		Connect:           cfg.ZooKeeperConnect,
-		SessionTimeout:    cfg.ZooKeeperSessionTimeout,
-		ConnectionTimeout: cfg.ZooKeeperConnectionTimeout,
-		BrokerID:          cfg.BrokerID,
-		Endpoints:         endpoints,
-		Rack:              cfg.Rack,
-		Log:               log.With().Str("component", "zkcoord").Logger(),
-	})
-	cancel()
-	if err != nil {
-		return fmt.Errorf("connect to zookeeper %s: %w", cfg.ZooKeeperConnect, err)
-	}
-	defer session.Close()
-	if err := session.Register(ctx); err != nil {
-		return fmt.Errorf("register broker %d: %w", cfg.BrokerID, err)
-	}
-	log.Info().Str("cluster_id", session.ClusterID()).Int64("broker_epoch", session.BrokerEpoch()).Msg("registered in zookeeper")
-
-	glue := &stateApplier{brokerID: cfg.BrokerID, defaults: cfg.LogDefaults, meta: session, replicas: replicas,
-		log: log.With().Str("component", "state").Logger()}
-	glueDone := make(chan struct{})
-	go func() {
-		defer close(glueDone)
-		glue.run(ctx, session.Changes())
-	}()
-
+	meta := protocol.NewMetadataCache(session.ClusterID())
 	srv := protocol.NewServer(protocol.Config{
 		BrokerID:                 cfg.BrokerID,
 		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
@@ -165,10 +182,14 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		DefaultPartitions:        cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		Replicas:                 replicas,
-		Metadata:                 session,
+		Metadata:                 meta,
 		Admin:                    &admin{session: session, defaults: cfg.LogDefaults, deleteEnabled: cfg.DeleteTopicEnable},
 		ProducerIDs:              session.ProducerIDs(),
-		Log:                      log.With().Str("component", "protocol").Logger(),
+		ControlPlane: &controlPlane{brokerID: cfg.BrokerID, defaults: cfg.LogDefaults, session: session,
+			replicas: replicas, meta: meta, log: log.With().Str("component", "controlplane").Logger()},
+		LeaderEpochs: replicas,
+		BrokerEpoch:  session.BrokerEpoch,
+		Log:          log.With().Str("component", "protocol").Logger(),
 	})
 	serveErr := make(chan error, len(listeners))
 	for i, ln := range listeners {
@@ -177,17 +198,62 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		log.Info().Str("listener", name).Str("addr", ln.Addr().String()).Msg("serving")
 	}
 	listeners = nil // the server owns them now
+	defer func() { _ = srv.Close() }()
 
-	var runErr error
+	// Register last: the controller reacts by sending this broker its
+	// metadata and partition states, which need the server running.
+	if err := session.Register(ctx); err != nil {
+		return fmt.Errorf("register broker %d: %w", cfg.BrokerID, err)
+	}
+	log.Info().Str("cluster_id", session.ClusterID()).Int64("broker_epoch", session.BrokerEpoch()).Msg("registered in zookeeper")
+
 	select {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down")
 	case err := <-serveErr:
-		runErr = fmt.Errorf("serve: %w", err)
+		return fmt.Errorf("serve: %w", err)
 	}
-	_ = srv.Close()
-	<-glueDone
-	return runErr
+	if cfg.ControlledShutdownEnable {
+		controlledShutdown(cfg, session, client, log)
+	}
+	return nil
+}
+
+// controlledShutdown asks the controller to move this broker's leaderships
+// away before it stops, so that a clean stop costs clients well under a
+// second of unavailability instead of a session timeout. It gives up after
+// a few attempts: the session's end moves leadership anyway.
+func controlledShutdown(cfg *Config, session *zkcoord.Session, client *protocol.BrokerClient, log zerolog.Logger) {
+	start := time.Now()
+	const attempts = 5
+	for i := 1; i <= attempts; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		remaining, err := func() ([]cluster.TopicPartition, error) {
+			id := session.ControllerID()
+			if id < 0 {
+				return nil, errors.New("no controller")
+			}
+			var ctrl cluster.Broker
+			found := false
+			for _, b := range session.Brokers() {
+				if b.ID == id {
+					ctrl, found = b, true
+				}
+			}
+			if !found {
+				return nil, fmt.Errorf("controller %d not registered", id)
+			}
+			return client.ControlledShutdown(ctx, ctrl, cfg.BrokerID, session.BrokerEpoch())
+		}()
+		cancel()
+		if err == nil && len(remaining) == 0 {
+			log.Info().Dur("took", time.Since(start)).Int("attempt", i).Msg("controlled shutdown complete")
+			return
+		}
+		log.Warn().Err(err).Int("remaining", len(remaining)).Int("attempt", i).Msg("controlled shutdown incomplete")
+		time.Sleep(200 * time.Millisecond)
+	}
+	log.Warn().Dur("took", time.Since(start)).Msg("controlled shutdown gave up; stopping anyway")
 }
 
 // advertisedEndpoints resolves advertised.listeners: an empty host becomes

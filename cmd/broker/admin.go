@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/protocol"
+	"github.com/kafkazk/broker/zkcoord"
+)
+
+// admin adapts the ZooKeeper session to protocol.Admin.
+type admin struct {
+	session       *zkcoord.Session
+	defaults      cluster.LogConfig
+	deleteEnabled bool
+}
+
+func (a *admin) CreateTopic(ctx context.Context, req protocol.CreateTopicRequest) error {
+	if _, err := a.defaults.WithOverrides(req.Configs); err != nil {
+		return err
+	}
+	return a.session.CreateTopic(ctx, zkcoord.TopicSpec{
+		Name: req.Name, NumPartitions: req.NumPartitions, ReplicationFactor: req.ReplicationFactor,
+		Assignment: req.Assignment, Configs: req.Configs, ValidateOnly: req.ValidateOnly,
+	})
+}
+
+func (a *admin) DeleteTopic(ctx context.Context, name string) error {
+	if !a.deleteEnabled {
+		return fmt.Errorf("%w: delete.topic.enable is false", cluster.ErrTopicDeletionDisabled)
+	}
+	return a.session.DeleteTopic(ctx, name)
+}
+
+func (a *admin) TopicConfig(name string) ([]cluster.ConfigEntry, error) {
+	overrides, ok := a.session.TopicConfig(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", cluster.ErrUnknownTopic, name)
+	}
+	cfg, err := a.defaults.WithOverrides(overrides)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.Entries(overrides), nil
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/protocol"
+	"github.com/kafkazk/broker/zkcoord"
+)
+
+// controlPlane applies the controller's requests to this broker: it is
+// protocol.ControlPlane, implemented over the replica manager, the metadata
+// cache and the ZooKeeper session.
+type controlPlane struct {
+	brokerID int32
+	defaults cluster.LogConfig
+	session  *zkcoord.Session
+	replicas *partition.Manager
+	meta     *protocol.MetadataCache
+	log      zerolog.Logger
+}
+
+// topicConfig is the effective log config of topic: broker defaults with
+// the topic's overrides from /config/topics.
+func (c *controlPlane) topicConfig(topic string) cluster.LogConfig {
+	overrides, _ := c.session.TopicConfig(topic)
+	cfg, err := c.defaults.WithOverrides(overrides)
+	if err != nil {
+		c.log.Error().Err(err).Str("topic", topic).Msg("topic config invalid; using broker defaults")
+		return c.defaults
+	}
+	return cfg
+}
+
+func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrRequest) (map[cluster.TopicPartition]error, error) {
+	errs := map[cluster.TopicPartition]error{}
+	states := make([]partition.PartitionState, 0, len(req.Partitions))
+	for _, p := range req.Partitions {
+		mine := false
+		for _, id := range p.Replicas {
+			mine = mine || id == c.brokerID
+		}
+		if !mine {
+			errs[p.TopicPartition] = fmt.Errorf("%w: %s not assigned to broker %d", partition.ErrUnknownTopicOrPartition, p.TopicPartition, c.brokerID)
+			continue
+		}
+		states = append(states, partition.PartitionState{
+			TopicPartition: p.TopicPartition, Replicas: p.Replicas, LeaderAndIsr: p.LeaderAndIsr,
+			Config: c.topicConfig(p.TopicPartition.Topic),
+		})
+	}
+	for tp, err := range c.replicas.BecomeLeaderOrFollower(states) {
+		if err != nil {
+			errs[tp] = err
+		}
+	}
+	return errs, nil
+}
+
+func (c *controlPlane) StopReplica(_ context.Context, req cluster.StopReplicaRequest) (map[cluster.TopicPartition]error, error) {
+	errs := map[cluster.TopicPartition]error{}
+	for _, tp := range req.Partitions {
+		if err := c.replicas.StopReplicas([]cluster.TopicPartition{tp}, req.DeletePartitions); err != nil {
+			errs[tp] = err
+		}
+	}
+	return errs, nil
+}
+
+func (c *controlPlane) UpdateMetadata(_ context.Context, req cluster.UpdateMetadataRequest) error {
+	c.meta.Apply(req)
+	return nil
+}
+
+func (c *controlPlane) ControlledShutdown(ctx context.Context, brokerID int32, brokerEpoch int64) ([]cluster.TopicPartition, error) {
+	return c.session.ControlledShutdown(ctx, brokerID, brokerEpoch)
+}
