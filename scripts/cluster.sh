@@ -8,7 +8,7 @@
 #   scripts/cluster.sh down          SIGTERM the brokers, then ZooKeeper; wait;
 #                                    SIGKILL whatever outlives STOP_TIMEOUT
 #   scripts/cluster.sh status        ZooKeeper, each broker, the controller, and
-#                                    every partition's leader, leader_epoch and ISR
+#                                    every partition's leader, leader_epoch, replicas and ISR
 #   scripts/cluster.sh start ID      start one broker and wait until it is ready
 #   scripts/cluster.sh stop ID       SIGTERM one broker and wait for it to exit
 #   scripts/cluster.sh kill ID       SIGKILL one broker
@@ -21,7 +21,7 @@
 #   CLUSTER_DIR [<repo>/.cluster]  everything the cluster writes: zookeeper/ and
 #                                  broker-<id>/ with server.properties, data/,
 #                                  broker.log and broker.pid
-#   BROKERS [1]         number of brokers; ids are 0..BROKERS-1. BROKERS=0 runs
+#   BROKERS [3]         number of brokers; ids are 0..BROKERS-1. BROKERS=0 runs
 #                       ZooKeeper alone (for BROKER_TEST_ZK=127.0.0.1:$ZK_PORT)
 #   BASE_PORT [9092]    broker <id> listens on 127.0.0.1:BASE_PORT+id
 #   ZK_PORT [2181]      ZooKeeper's client port on 127.0.0.1; a server already
@@ -74,7 +74,7 @@ setting() {
 		printf '%s' "$default"
 	fi
 }
-BROKERS=$(setting BROKERS 1)
+BROKERS=$(setting BROKERS 3)
 BASE_PORT=$(setting BASE_PORT 9092)
 ZK_PORT=$(setting ZK_PORT 2181)
 ZK_CHROOT=$(setting ZK_CHROOT '')
@@ -323,6 +323,7 @@ write_props() {
 		"zookeeper.connect=$ZK_ADDR$ZK_CHROOT"
 		"log.dirs=$dir/data"
 		"offsets.topic.replication.factor=$rf"
+		"default.replication.factor=$rf"
 	)
 	for kv in $BROKER_OVERRIDES; do
 		[[ $kv =~ ^[a-z0-9._-]+=.*$ ]] || die "BROKER_OVERRIDES: want key=value, got '$kv'"
@@ -563,9 +564,10 @@ cmd_status() {
 	fi
 	local -a cmds=()
 	for path in "${states[@]+"${states[@]}"}"; do cmds+=("get $path"); done
-	local i=0 t p leader le isr
-	[[ ${#cmds[@]} -eq 0 ]] || out=$(zk_batch "${cmds[@]}")
-	printf '%-30s %9s %7s %12s  %s\n' topic partition leader leader_epoch isr
+	for t in "${topics[@]}"; do cmds+=("get /brokers/topics/$t"); done
+	local i=0 j t p leader le isr replicas assign
+	out=$(zk_batch "${cmds[@]}")
+	printf '%-30s %9s %7s %12s  %-12s %s\n' topic partition leader leader_epoch replicas isr
 	for path in "${states[@]+"${states[@]}"}"; do
 		json=$(section "$i" <<<"$out" | head -n 1)
 		i=$((i + 1))
@@ -574,7 +576,13 @@ cmd_status() {
 		leader=$(grep -oE '"leader":-?[0-9]+' <<<"$json" | cut -d: -f2 || true)
 		le=$(grep -oE '"leader_epoch":-?[0-9]+' <<<"$json" | cut -d: -f2 || true)
 		isr=$(grep -oE '"isr":\[[-0-9,]*\]' <<<"$json" | cut -d: -f2 || true)
-		printf '%-30s %9s %7s %12s  %s\n' "$t" "$p" "${leader:-?}" "${le:-?}" "${isr:-?}"
+		replicas='?'
+		for ((j = 0; j < ${#topics[@]}; j++)); do
+			[[ ${topics[j]} == "$t" ]] || continue
+			assign=$(section $((${#states[@]} + j)) <<<"$out" | head -n 1)
+			replicas=$(grep -oE "\"$p\":\[[0-9,]*\]" <<<"$assign" | cut -d: -f2 || true)
+		done
+		printf '%-30s %9s %7s %12s  %-12s %s\n' "$t" "$p" "${leader:-?}" "${le:-?}" "${replicas:-?}" "${isr:-?}"
 	done
 	for t in "${topics[@]}"; do
 		line=$(printf '%s\n' "${states[@]+"${states[@]}"}" | grep -c "^/brokers/topics/$t/" || true)
