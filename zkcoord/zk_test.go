@@ -569,10 +569,14 @@ func TestZKCreateTopic(t *testing.T) {
 	}
 }
 
+// TestZKDeleteTopic: the controller sends StopReplica(delete) to the
+// replicas, deletes the znodes and the request, then tells every broker
+// to drop the partitions (UpdateMetadata with leader -2).
 func TestZKDeleteTopic(t *testing.T) {
 	srv := zktest.Start(t)
-	s1 := startBroker(t, srv.Connect(), 1)
-	s2 := startBroker(t, srv.Connect(), 2)
+	sender := &fakeSender{}
+	s1 := startBrokerWith(t, srv.Connect(), 1, sender)
+	s2 := startBrokerWith(t, srv.Connect(), 2, sender)
 	eventually(t, 10*time.Second, func() error {
 		if len(s2.Brokers()) != 2 || s2.ControllerID() < 0 {
 			return errors.New("cluster not up")
@@ -606,6 +610,28 @@ func TestZKDeleteTopic(t *testing.T) {
 		for _, s := range []*Session{s1, s2} {
 			if _, ok := s.Topic("doomed"); ok {
 				return errors.New("still in a cache")
+			}
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, func() error {
+		for _, id := range []int32{1, 2} {
+			if err := sender.findUM(id, 0, cluster.TopicPartition{Topic: "doomed", Partition: 2},
+				func(pi cluster.TopicPartitionInfo, _ cluster.UpdateMetadataRequest) bool {
+					return pi.State.Leader == LeaderDuringDelete
+				}); err != nil {
+				return err
+			}
+			sender.mu.Lock()
+			n := 0
+			for _, s := range sender.stop {
+				if s.to.ID == id && s.req.DeletePartitions {
+					n += len(s.req.Partitions)
+				}
+			}
+			sender.mu.Unlock()
+			if n != 3 { // 3 partitions x RF 2 over 2 brokers: each hosts all 3
+				return fmt.Errorf("broker %d got StopReplica(delete) for %d partitions", id, n)
 			}
 		}
 		return nil
