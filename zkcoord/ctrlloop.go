@@ -51,6 +51,10 @@ type pendingEvents struct {
 	topics     map[string]bool // /brokers/topics/<t> data changed
 	deletions  bool            // /admin/delete_topics children changed
 	isrChanges bool            // /isr_change_notification children changed
+	// configs lists topics whose /config/topics/<t> changed: enabling
+	// unclean.leader.election.enable must elect for their offline
+	// partitions at once (Kafka's TopicUncleanLeaderElectionEnable).
+	configs map[string]bool
 }
 
 func (p *pendingEvents) merge(o pendingEvents) {
@@ -64,10 +68,16 @@ func (p *pendingEvents) merge(o pendingEvents) {
 		}
 		p.topics[t] = true
 	}
+	for t := range o.configs {
+		if p.configs == nil {
+			p.configs = map[string]bool{}
+		}
+		p.configs[t] = true
+	}
 }
 
 func (p *pendingEvents) empty() bool {
-	return !p.brokers && !p.topicList && !p.deletions && !p.isrChanges && len(p.topics) == 0
+	return !p.brokers && !p.topicList && !p.deletions && !p.isrChanges && len(p.topics) == 0 && len(p.configs) == 0
 }
 
 type controller struct {
@@ -241,6 +251,7 @@ func (c *controller) processPending() {
 		pendingEvents{topicList: ev.topicList, topics: ev.topics})
 	step(ev.deletions, c.onDeleteTopics, pendingEvents{deletions: true})
 	step(ev.isrChanges, c.onIsrChange, pendingEvents{isrChanges: true})
+	step(len(ev.configs) > 0, func() error { return c.onTopicConfigChange(ev.configs) }, pendingEvents{configs: ev.configs})
 	if !retry.empty() && !c.stopped() {
 		time.AfterFunc(retryInterval, func() { c.post(retry) })
 	}
@@ -777,6 +788,31 @@ func (c *controller) reconcile(tps []cluster.TopicPartition) ([]cluster.TopicPar
 		c.sendUpdateMetadata(c.aliveIDs(), changed)
 	}
 	return changed, first
+}
+
+// onTopicConfigChange re-runs elections for the offline partitions of
+// topics whose config now allows unclean leader election, so that setting
+// the override revives them without waiting for another event.
+func (c *controller) onTopicConfigChange(topics map[string]bool) error {
+	var offline []cluster.TopicPartition
+	alive := c.aliveIDs()
+	for t := range topics {
+		if !c.uncleanAllowed(t) {
+			continue
+		}
+		for p := range c.assignments[t] {
+			tp := cluster.TopicPartition{Topic: t, Partition: p}
+			if st, ok := c.states[tp]; ok && (st.Leader < 0 || !slices.Contains(alive, st.Leader)) {
+				offline = append(offline, tp)
+			}
+		}
+	}
+	if len(offline) == 0 {
+		return nil
+	}
+	c.log.Info().Int("partitions", len(offline)).Msg("unclean leader election enabled by topic config; electing for offline partitions")
+	_, err := c.reconcile(offline)
+	return err
 }
 
 // ---- brokers ----

@@ -160,6 +160,7 @@ func (s *Session) handleFire(f watchFire) {
 		err = s.refreshState(f.key.topic, f.key.id)
 	case wConfig:
 		err = s.refreshConfig(f.key.topic)
+		s.postController(pendingEvents{configs: map[string]bool{f.key.topic: true}})
 	case wDeleteTopics:
 		err = s.refreshDeleteTopics()
 	case wIsrChanges:
