@@ -663,7 +663,8 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool,
 // log diverged from its leader. Truncation is by whole batch: if endOffset
 // falls inside a batch, that batch goes too, and LogEndOffset becomes its
 // base offset. endOffset >= LogEndOffset does nothing; endOffset below the
-// first segment empties the log as TruncateFullyAndStartAt(endOffset).
+// first segment or the log start offset empties the log as
+// TruncateFullyAndStartAt(endOffset).
 // The leader epoch cache loses the epochs starting at or after the new
 // LogEndOffset, and RecoveryPoint falls to it if above.
 func (l *Log) TruncateTo(endOffset int64) error {
@@ -676,7 +677,8 @@ func (l *Log) TruncateTo(endOffset int64) error {
 	if endOffset >= oldLEO {
 		return nil
 	}
-	if endOffset < l.segments[0].baseOffset {
+	if endOffset < l.segments[0].baseOffset || endOffset < l.logStartOffset.Load() {
+		// Kafka's Log.truncateTo: below the log start nothing is kept.
 		return l.truncateFullyLocked(endOffset)
 	}
 	i := l.segmentFor(endOffset)
@@ -832,7 +834,9 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 	doomed := slices.Clone(l.segments[:n])
 	l.mu.Lock()
 	l.segments = slices.Delete(l.segments, 0, n)
-	lso := l.segments[0].baseOffset
+	// A start moved by IncrementLogStartOffset may already be above the
+	// first remaining segment's base: it never moves back.
+	lso := max(l.segments[0].baseOffset, l.logStartOffset.Load())
 	l.logStartOffset.Store(lso)
 	l.mu.Unlock()
 	var errs []error
