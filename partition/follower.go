@@ -136,7 +136,9 @@ func (r *Replica) truncateToHW(leaderEpoch int32) error {
 }
 
 // appendFromLeader appends a fetch response's batches unchanged, then
-// takes the leader's HW (clamped to our LEO) and log start offset. The
+// takes the leader's HW (clamped to our LEO) and log start offset (by
+// emptying the log when the leader's start is past our LEO, else by
+// moving ours up to it). The
 // fetch offset must still be the LEO (pitfall 14: a late response after a
 // truncation must not land). Changed() fires when the LEO or HW moves.
 func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res FetchPartitionResult) error {
@@ -172,6 +174,13 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 		}
 		r.producers = map[int64]*producerState{}
 		leo = r.log.LogEndOffset()
+	} else if res.LogStartOffset > r.log.LogStartOffset() {
+		// DeleteRecords or retention on the leader moved its start:
+		// follow it (ReplicaFetcherThread maybeIncrementLogStartOffset),
+		// so the leader's low watermark can pass it.
+		if _, err := r.log.IncrementLogStartOffset(res.LogStartOffset); err != nil {
+			return fmt.Errorf("move log start of %s to the leader's %d: %w", r.tp, res.LogStartOffset, mapLogError(err))
+		}
 	}
 	// Kafka's follower takes the leader's HW as it is, clamped into
 	// [log start, LEO]; only a leader's HW is monotonic.

@@ -101,7 +101,12 @@ type Manager struct {
 	// checkpointed values read at start, consumed as replicas open
 	hwCheckpoint       map[cluster.TopicPartition]int64
 	recoveryCheckpoint map[cluster.TopicPartition]int64
+	logStartCheckpoint map[cluster.TopicPartition]int64
 	closed             bool
+
+	// checkpointMu serializes writeCheckpoints: the background task and
+	// DeleteRecords both write the checkpoint files.
+	checkpointMu sync.Mutex
 
 	changedMu sync.Mutex
 	changed   chan struct{}
@@ -134,6 +139,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		replicas:           map[cluster.TopicPartition]*Replica{},
 		hwCheckpoint:       map[cluster.TopicPartition]int64{},
 		recoveryCheckpoint: map[cluster.TopicPartition]int64{},
+		logStartCheckpoint: map[cluster.TopicPartition]int64{},
 		changed:            make(chan struct{}),
 		stop:               make(chan struct{}),
 	}
@@ -144,6 +150,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		for file, into := range map[string]map[cluster.TopicPartition]int64{
 			ReplicationOffsetCheckpointFile: m.hwCheckpoint,
 			RecoveryPointCheckpointFile:     m.recoveryCheckpoint,
+			LogStartOffsetCheckpointFile:    m.logStartCheckpoint,
 		} {
 			entries, err := logstore.ReadOffsetCheckpoint(filepath.Join(dir, file))
 			if err != nil {
@@ -221,6 +228,8 @@ func (m *Manager) background() {
 // writeCheckpoints writes the HW checkpoint (and with recovery, the
 // recovery-point and log-start checkpoints) of every log dir.
 func (m *Manager) writeCheckpoints(recovery bool) {
+	m.checkpointMu.Lock()
+	defer m.checkpointMu.Unlock()
 	type entries struct{ hw, rp, ls []logstore.CheckpointEntry }
 	byDir := map[string]*entries{}
 	for _, dir := range m.cfg.LogDirs {
@@ -375,8 +384,8 @@ func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
 	if r := m.replicas[tp]; r != nil {
 		return r, nil
 	}
-	hw, rp := m.hwCheckpoint[tp], m.recoveryCheckpoint[tp]
-	r, err := openReplica(tp, m.dirFor(tp), m.cfg.BrokerID, st.Config, hw, rp, m.log, m.notifyChanged)
+	hw, rp, ls := m.hwCheckpoint[tp], m.recoveryCheckpoint[tp], m.logStartCheckpoint[tp]
+	r, err := openReplica(tp, m.dirFor(tp), m.cfg.BrokerID, st.Config, hw, rp, ls, m.log, m.notifyChanged)
 	if err != nil {
 		return nil, err
 	}
@@ -401,9 +410,10 @@ func (m *Manager) StopReplicas(tps []cluster.TopicPartition, remove bool) error 
 			if remove {
 				delete(m.hwCheckpoint, tp)
 				delete(m.recoveryCheckpoint, tp)
+				delete(m.logStartCheckpoint, tp)
 			} else {
-				hw, rp, _ := r.snapshot()
-				m.hwCheckpoint[tp], m.recoveryCheckpoint[tp] = hw, rp
+				hw, rp, ls := r.snapshot()
+				m.hwCheckpoint[tp], m.recoveryCheckpoint[tp], m.logStartCheckpoint[tp] = hw, rp, ls
 			}
 		}
 		m.mu.Unlock()

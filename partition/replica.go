@@ -17,6 +17,7 @@ import (
 // followerState is what a leader knows of one follower, from its fetches.
 type followerState struct {
 	logEndOffset             int64 // the follower's fetch offset; -1 when unknown
+	logStartOffset           int64 // the follower's log start offset; -1 when unknown
 	lastFetchLeaderEndOffset int64
 	lastFetchTime            time.Time
 	lastCaughtUpTime         time.Time
@@ -69,14 +70,23 @@ func logstoreConfig(c cluster.LogConfig, log zerolog.Logger) logstore.Config {
 	}
 }
 
-// openReplica opens the log in dir and restores the HW from the checkpoint
-// (never above the LEO) and the producer state from the log.
+// openReplica opens the log in dir and restores the log start offset and
+// the HW from their checkpoints (the HW never above the LEO) and the
+// producer state from the log.
 func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg cluster.LogConfig,
-	hwCheckpoint, recoveryPoint int64, logger zerolog.Logger, notify func()) (*Replica, error) {
+	hwCheckpoint, recoveryPoint, logStartCheckpoint int64, logger zerolog.Logger, notify func()) (*Replica, error) {
 	logger = logger.With().Str("topic", tp.Topic).Int32("partition", tp.Partition).Logger()
 	l, err := logstore.Open(dir, logstoreConfig(cfg, logger), recoveryPoint)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
+	// A start moved by DeleteRecords inside a segment is known only from
+	// the checkpoint (Kafka's log-start-offset-checkpoint).
+	if logStartCheckpoint > l.LogStartOffset() && logStartCheckpoint <= l.LogEndOffset() {
+		if _, err := l.IncrementLogStartOffset(logStartCheckpoint); err != nil {
+			_ = l.Close()
+			return nil, fmt.Errorf("open log %s at log start %d: %w", dir, logStartCheckpoint, err)
+		}
 	}
 	r := &Replica{
 		tp: tp, dir: dir, brokerID: brokerID, log: l, logger: logger, notify: notify,
@@ -219,7 +229,7 @@ func (r *Replica) makeLeaderLocked(now time.Time) {
 		if id == r.brokerID {
 			continue
 		}
-		f := &followerState{logEndOffset: -1, lastFetchLeaderEndOffset: leo, lastFetchTime: now}
+		f := &followerState{logEndOffset: -1, logStartOffset: -1, lastFetchLeaderEndOffset: leo, lastFetchTime: now}
 		if slices.Contains(r.isr, id) {
 			f.lastCaughtUpTime = now
 		}
@@ -348,10 +358,15 @@ func (r *Replica) waitCommitted(ctx context.Context, lastOffset int64) error {
 // reached the LEO the leader had then), then tries to advance the HW.
 // It returns an ISR expansion to write when the follower qualifies.
 // Caller holds r.mu.
-func (r *Replica) updateFollowerLocked(id int32, offset int64, now time.Time) *isrChange {
+func (r *Replica) updateFollowerLocked(id int32, offset, logStart int64, now time.Time) *isrChange {
 	f := r.followers[id]
 	if f == nil {
 		return nil // not an assigned replica: its fetch updates nothing
+	}
+	if logStart != f.logStartOffset {
+		// Wakes DeleteRecords waiting for the low watermark.
+		f.logStartOffset = logStart
+		r.signalLocked()
 	}
 	leo := r.log.LogEndOffset()
 	switch {
@@ -391,7 +406,7 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, 
 	// An out-of-range fetch offset says nothing true about the follower's
 	// log (it is about to truncate), so it updates no follower state.
 	if req.ReplicaID >= 0 && req.FetchOffset >= r.log.LogStartOffset() && req.FetchOffset <= r.log.LogEndOffset() {
-		change = r.updateFollowerLocked(req.ReplicaID, req.FetchOffset, now)
+		change = r.updateFollowerLocked(req.ReplicaID, req.FetchOffset, req.LogStartOffset, now)
 	}
 	hw := r.hw
 	leo := r.log.LogEndOffset()

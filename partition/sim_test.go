@@ -108,7 +108,7 @@ func (c simClient) Fetch(ctx context.Context, leader int32, req FetchRequest) (F
 		n := 0
 		for _, p := range req.Partitions {
 			res, err := m.Read(p.TopicPartition, ReadRequest{FetchOffset: p.FetchOffset, MaxBytes: p.MaxBytes,
-				ReplicaID: req.ReplicaID, CurrentLeaderEpoch: p.CurrentLeaderEpoch})
+				ReplicaID: req.ReplicaID, CurrentLeaderEpoch: p.CurrentLeaderEpoch, LogStartOffset: p.LogStartOffset})
 			resp.Partitions[p.TopicPartition] = FetchPartitionResult{Err: err, HighWatermark: res.HighWatermark,
 				LogStartOffset: res.LogStartOffset, Records: res.Records}
 			n += len(res.Records)

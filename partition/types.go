@@ -63,6 +63,10 @@ type ReadRequest struct {
 	ReplicaID int32
 	// CurrentLeaderEpoch is the client's view of the leader epoch, or -1.
 	CurrentLeaderEpoch int32
+	// LogStartOffset is a follower's own log start offset (Fetch v5+), from
+	// which the leader computes the low watermark DeleteRecords waits for;
+	// ignored for consumers.
+	LogStartOffset int64
 }
 
 // ReadResult is what a Read returns. Records holds whole v2 batches as
