@@ -62,11 +62,18 @@ func ValidateTopicName(name string) error {
 // (Kafka's fixedStartIndex). It assumes 1 <= rf <= len(brokers) and
 // partitions >= 0.
 func AssignReplicas(brokers []int32, partitions int32, rf int16, startIndex, shift int) map[int32][]int32 {
+	return assignReplicasFrom(brokers, 0, partitions, rf, startIndex, shift)
+}
+
+// assignReplicasFrom is AssignReplicas for partitions numbered from
+// firstPartition (Kafka's startPartitionId, used when adding partitions):
+// the shift grows at each partition id divisible by n after the first.
+func assignReplicasFrom(brokers []int32, firstPartition, partitions int32, rf int16, startIndex, shift int) map[int32][]int32 {
 	sorted := slices.Clone(brokers)
 	slices.Sort(sorted)
 	n := len(sorted)
 	out := make(map[int32][]int32, partitions)
-	for p := 0; p < int(partitions); p++ {
+	for p := int(firstPartition); p < int(firstPartition+partitions); p++ {
 		if p > 0 && p%n == 0 {
 			shift++
 		}

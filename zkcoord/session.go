@@ -50,6 +50,12 @@ type Config struct {
 	// whenever this broker becomes or stops being the controller. It must
 	// not block and must not call Register.
 	OnControllerChange func(isController bool, controllerEpoch int32)
+	// OnTopicConfigChange, if set, is called from the session goroutine
+	// after /config/topics/<t> of a known topic was read into the cache
+	// (at first sight of the topic and after every change), so the
+	// broker can apply the new overrides to its live replicas. It must
+	// not block.
+	OnTopicConfigChange func(topic string)
 	// Log receives the session's logs; the zero value discards them.
 	Log zerolog.Logger
 

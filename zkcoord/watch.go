@@ -402,10 +402,14 @@ func (s *Session) refreshConfig(t string) error {
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, still := s.topics[t]; still {
+	e, still := s.topics[t]
+	if still {
 		e.config = cfg
 		s.changed = true
+	}
+	s.mu.Unlock()
+	if still && s.cfg.OnTopicConfigChange != nil {
+		s.cfg.OnTopicConfigChange(t)
 	}
 	return nil
 }
