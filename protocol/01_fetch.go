@@ -107,6 +107,7 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 				MaxBytes:           limit,
 				ReplicaID:          replicaID,
 				CurrentLeaderEpoch: epoch,
+				LogStartOffset:     p.LogStartOffset,
 			})
 			if err != nil {
 				rp.ErrorCode = errorCode(&log, err)

@@ -24,9 +24,13 @@ type apiRange struct {
 type capability uint8
 
 const (
-	always            capability = iota // served by every server
-	needsControlPlane                   // Config.ControlPlane is set
-	needsLeaderEpochs                   // Config.LeaderEpochs is set
+	always              capability = iota // served by every server
+	needsControlPlane                     // Config.ControlPlane is set
+	needsLeaderEpochs                     // Config.LeaderEpochs is set
+	needsPartitionAdmin                   // Config.Admin implements PartitionAdmin
+	needsConfigAdmin                      // Config.Admin implements ConfigAdmin
+	needsRecordDeleter                    // Config.Replicas implements RecordDeleter
+	needsLogDirs                          // Config.Replicas implements LogDirs
 )
 
 // supportedAPIs is the one table of what this package can serve. A
@@ -53,21 +57,32 @@ const (
 //   - CreateTopics 0-7, DeleteTopics 0-6, InitProducerId 0-4,
 //     DescribeConfigs 0-4: the versions up to which nothing in the request
 //     needs features we lack (v5 InitProducerId is KIP-890 transactions).
+//   - The topic tools: DeleteRecords 0-2, AlterConfigs 0-1 (v2 only adds
+//     flexible encoding), DescribeLogDirs 0-2 (v3 adds a top-level error
+//     code, v4 dir sizes), CreatePartitions 0-3, IncrementalAlterConfigs
+//     0-1 (the whole range), DescribeCluster 0-1 (v2 lists fenced brokers,
+//     a KRaft notion).
 var supportedAPIs = []apiRange{
-	{key: 0, min: 3, max: 9},                            // Produce
-	{key: 1, min: 4, max: 12},                           // Fetch
-	{key: 2, min: 0, max: 7},                            // ListOffsets
-	{key: 3, min: 0, max: 9},                            // Metadata
-	{key: 4, min: 0, max: 4, needs: needsControlPlane},  // LeaderAndIsr
-	{key: 5, min: 0, max: 3, needs: needsControlPlane},  // StopReplica
-	{key: 6, min: 0, max: 6, needs: needsControlPlane},  // UpdateMetadata
-	{key: 7, min: 0, max: 3, needs: needsControlPlane},  // ControlledShutdown
-	{key: 18, min: 0, max: 3},                           // ApiVersions
-	{key: 19, min: 0, max: 7},                           // CreateTopics
-	{key: 20, min: 0, max: 6},                           // DeleteTopics
-	{key: 22, min: 0, max: 4},                           // InitProducerId
-	{key: 23, min: 0, max: 4, needs: needsLeaderEpochs}, // OffsetForLeaderEpoch
-	{key: 32, min: 0, max: 4},                           // DescribeConfigs
+	{key: 0, min: 3, max: 9},                              // Produce
+	{key: 1, min: 4, max: 12},                             // Fetch
+	{key: 2, min: 0, max: 7},                              // ListOffsets
+	{key: 3, min: 0, max: 9},                              // Metadata
+	{key: 4, min: 0, max: 4, needs: needsControlPlane},    // LeaderAndIsr
+	{key: 5, min: 0, max: 3, needs: needsControlPlane},    // StopReplica
+	{key: 6, min: 0, max: 6, needs: needsControlPlane},    // UpdateMetadata
+	{key: 7, min: 0, max: 3, needs: needsControlPlane},    // ControlledShutdown
+	{key: 18, min: 0, max: 3},                             // ApiVersions
+	{key: 19, min: 0, max: 7},                             // CreateTopics
+	{key: 20, min: 0, max: 6},                             // DeleteTopics
+	{key: 21, min: 0, max: 2, needs: needsRecordDeleter},  // DeleteRecords
+	{key: 22, min: 0, max: 4},                             // InitProducerId
+	{key: 23, min: 0, max: 4, needs: needsLeaderEpochs},   // OffsetForLeaderEpoch
+	{key: 32, min: 0, max: 4},                             // DescribeConfigs
+	{key: 33, min: 0, max: 1, needs: needsConfigAdmin},    // AlterConfigs
+	{key: 35, min: 0, max: 2, needs: needsLogDirs},        // DescribeLogDirs
+	{key: 37, min: 0, max: 3, needs: needsPartitionAdmin}, // CreatePartitions
+	{key: 44, min: 0, max: 1, needs: needsConfigAdmin},    // IncrementalAlterConfigs
+	{key: 60, min: 0, max: 1},                             // DescribeCluster
 }
 
 // servedAPIs returns the rows of supportedAPIs that cfg can serve.
@@ -77,11 +92,21 @@ func servedAPIs(cfg *Config) []apiRange {
 		switch {
 		case r.needs == needsControlPlane && cfg.ControlPlane == nil:
 		case r.needs == needsLeaderEpochs && cfg.LeaderEpochs == nil:
+		case r.needs == needsPartitionAdmin && !implements[PartitionAdmin](cfg.Admin):
+		case r.needs == needsConfigAdmin && !implements[ConfigAdmin](cfg.Admin):
+		case r.needs == needsRecordDeleter && !implements[RecordDeleter](cfg.Replicas):
+		case r.needs == needsLogDirs && !implements[LogDirs](cfg.Replicas):
 		default:
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// implements reports whether v implements the capability interface T.
+func implements[T any](v any) bool {
+	_, ok := v.(T)
+	return ok
 }
 
 // findVersions returns the version range of key in apis, or false if the
@@ -126,6 +151,18 @@ func (s *Server) dispatch(ctx context.Context, rc *reqContext, req kmsg.Request)
 		return s.handleInitProducerID(ctx, rc, r)
 	case *kmsg.DescribeConfigsRequest:
 		return s.handleDescribeConfigs(ctx, rc, r)
+	case *kmsg.CreatePartitionsRequest:
+		return s.handleCreatePartitions(ctx, rc, r)
+	case *kmsg.DeleteRecordsRequest:
+		return s.handleDeleteRecords(ctx, rc, r)
+	case *kmsg.IncrementalAlterConfigsRequest:
+		return s.handleIncrementalAlterConfigs(ctx, rc, r)
+	case *kmsg.AlterConfigsRequest:
+		return s.handleAlterConfigs(ctx, rc, r)
+	case *kmsg.DescribeClusterRequest:
+		return s.handleDescribeCluster(ctx, rc, r)
+	case *kmsg.DescribeLogDirsRequest:
+		return s.handleDescribeLogDirs(ctx, rc, r)
 	case *kmsg.LeaderAndISRRequest:
 		return s.handleLeaderAndIsr(ctx, rc, r)
 	case *kmsg.StopReplicaRequest:

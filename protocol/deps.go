@@ -105,3 +105,48 @@ type LeaderEpochs interface {
 	// (partition.ErrFencedLeaderEpoch, partition.ErrUnknownLeaderEpoch).
 	OffsetForLeaderEpoch(tp cluster.TopicPartition, currentLeaderEpoch, leaderEpoch int32) (epoch int32, endOffset int64, err error)
 }
+
+// The topic tools are capabilities beside Admin and Replicas: a server
+// serves (and advertises) CreatePartitions, AlterConfigs and
+// IncrementalAlterConfigs only when its Admin implements PartitionAdmin or
+// ConfigAdmin, and DeleteRecords and DescribeLogDirs only when its
+// Replicas implements RecordDeleter or LogDirs.
+
+// PartitionAdmin adds partitions to topics (CreatePartitions).
+type PartitionAdmin interface {
+	// CreatePartitions grows topic to count partitions with the topic's
+	// replication factor. assignment, when not nil, lists the replicas of
+	// each new partition in order. Errors are cluster.Err* sentinels
+	// (ErrUnknownTopic, ErrInvalidPartitions, ErrInvalidReplicaAssignment,
+	// ErrInvalidReplicationFactor), possibly wrapped.
+	CreatePartitions(ctx context.Context, topic string, count int32, assignment [][]int32, validateOnly bool) error
+}
+
+// ConfigAdmin changes topic config overrides (AlterConfigs,
+// IncrementalAlterConfigs).
+type ConfigAdmin interface {
+	// AlterTopicConfig replaces the overrides of topic with what alter
+	// returns given the current ones (a map alter may modify), after
+	// validating them (cluster.ErrInvalidConfig names the key), and
+	// notifies every broker; an error from alter is returned as is.
+	// Unknown topic: cluster.ErrUnknownTopic.
+	AlterTopicConfig(ctx context.Context, topic string, alter func(current map[string]string) (map[string]string, error), validateOnly bool) error
+}
+
+// RecordDeleter serves DeleteRecords; partition.Manager implements it.
+type RecordDeleter interface {
+	// DeleteRecords moves the log start offset of tp, led here, to offset
+	// (-1: the high watermark) and waits until every replica alive says is
+	// alive has reached it, returning that low watermark. Errors:
+	// partition.ErrNotLeader, ErrUnknownTopicOrPartition,
+	// ErrOffsetOutOfRange (above the high watermark), ErrRequestTimedOut
+	// (ctx ended first).
+	DeleteRecords(ctx context.Context, tp cluster.TopicPartition, offset int64, alive func(brokerID int32) bool) (lowWatermark int64, err error)
+}
+
+// LogDirs serves DescribeLogDirs; partition.Manager implements it.
+type LogDirs interface {
+	// DescribeLogDirs lists this broker's log dirs with their replicas,
+	// sorted by topic and partition within each dir.
+	DescribeLogDirs() []partition.LogDirInfo
+}

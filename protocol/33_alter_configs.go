@@ -1,0 +1,52 @@
+package protocol
+
+// AlterConfigs (key 33), versions 0-1 (v2 is flexible and not served).
+//
+//   - Topic resources (type 2): the given entries replace every override
+//     of the topic, as in Kafka (settings left out return to the broker
+//     default). Validation, ValidateOnly, the change notification and the
+//     errors are those of IncrementalAlterConfigs (44): INVALID_CONFIG for
+//     an unknown key or bad value, INVALID_REQUEST for a null value or a
+//     key named twice, UNKNOWN_TOPIC_OR_PARTITION for an unknown topic.
+//     Served only when Config.Admin implements ConfigAdmin.
+//   - Broker and broker-logger resources answer INVALID_REQUEST with a
+//     message; other types INVALID_REQUEST.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleAlterConfigs(ctx context.Context, rc *reqContext, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+	actx, cancel := adminTimeout(ctx, 0)
+	defer cancel()
+	resp.Resources = make([]kmsg.AlterConfigsResponseResource, 0, len(req.Resources))
+	for _, r := range req.Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		code, err := s.alterTopicResource(actx, &log, r.ResourceType, r.ResourceName, req.ValidateOnly, func() (func(map[string]string) (map[string]string, error), error) {
+			next := make(map[string]string, len(r.Configs))
+			for _, c := range r.Configs {
+				if _, dup := next[c.Name]; dup {
+					return nil, fmt.Errorf("config %q appears more than once", c.Name)
+				}
+				if c.Value == nil {
+					return nil, fmt.Errorf("null value for config %q", c.Name)
+				}
+				next[c.Name] = *c.Value
+			}
+			return func(map[string]string) (map[string]string, error) { return next, nil }, nil
+		})
+		if err != nil {
+			rr.ErrorCode = code
+			msg := err.Error()
+			rr.ErrorMessage = &msg
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp, nil
+}

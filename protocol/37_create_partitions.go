@@ -1,0 +1,118 @@
+package protocol
+
+// CreatePartitions (key 37), versions 0-3.
+//
+//   - Any broker serves it (PartitionAdmin writes the grown assignment to
+//     ZooKeeper; the controller creates the new partitions). Served only
+//     when Config.Admin implements PartitionAdmin.
+//   - Count must grow the topic (INVALID_PARTITIONS otherwise). An explicit
+//     Assignment lists the replicas of each new partition; its length and
+//     replication factor are checked by PartitionAdmin
+//     (INVALID_REPLICA_ASSIGNMENT). The new partitions take the topic's
+//     replication factor.
+//   - A topic named twice answers INVALID_REQUEST for each copy, as Kafka.
+//   - Unless ValidateOnly, the response waits, as CreateTopics does, until
+//     this broker's metadata shows a leader for every partition
+//     (REQUEST_TIMED_OUT at TimeoutMillis; the partitions still exist).
+//   - ErrorMessage carries the reason for every error.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+	pa, _ := s.cfg.Admin.(PartitionAdmin)
+	seen := make(map[string]int, len(req.Topics))
+	for _, t := range req.Topics {
+		seen[t.Topic]++
+	}
+	actx, cancel := adminTimeout(ctx, req.TimeoutMillis)
+	defer cancel()
+
+	resp.Topics = make([]kmsg.CreatePartitionsResponseTopic, 0, len(req.Topics))
+	grown := map[int]int32{} // index in resp.Topics -> partitions to wait for
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		fail := func(code int16, err error) {
+			rt.ErrorCode = code
+			msg := err.Error()
+			rt.ErrorMessage = &msg
+		}
+		switch {
+		case seen[t.Topic] > 1:
+			fail(kerr.InvalidRequest.Code, fmt.Errorf("topic %q appears more than once in the request", t.Topic))
+		default:
+			var assignment [][]int32
+			if t.Assignment != nil {
+				assignment = make([][]int32, 0, len(t.Assignment))
+				for _, a := range t.Assignment {
+					assignment = append(assignment, a.Replicas)
+				}
+			}
+			if err := pa.CreatePartitions(actx, t.Topic, t.Count, assignment, req.ValidateOnly); err != nil {
+				fail(errorCode(&log, err), err)
+				break
+			}
+			if !req.ValidateOnly {
+				log.Info().Str("topic", t.Topic).Int32("partitions", t.Count).Msg("created partitions")
+				grown[len(resp.Topics)] = t.Count
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if req.TimeoutMillis > 0 && len(grown) > 0 {
+		s.awaitLeaders(actx, func(i int) string { return resp.Topics[i].Topic }, func(i int) {
+			resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+			msg := "the new partitions exist but have no leader yet"
+			resp.Topics[i].ErrorMessage = &msg
+		}, grown)
+	}
+	return resp, nil
+}
+
+// awaitLeaders holds a response until this broker's metadata shows at
+// least want[i] partitions of topic name(i), each with a leader, for every
+// i in want, or until ctx ends, when timedOut(i) marks the rest (the
+// wait of awaitTopicLeaders, for any response).
+func (s *Server) awaitLeaders(ctx context.Context, name func(int) string, timedOut func(int), want map[int]int32) {
+	ready := func(topic string, partitions int32) bool {
+		t, ok := s.cfg.Metadata.Topic(topic)
+		if !ok || int32(len(t.Partitions)) < partitions {
+			return false
+		}
+		for _, p := range t.Partitions {
+			if p.State.Leader < 0 {
+				return false
+			}
+		}
+		return true
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for i, n := range want {
+			if ready(name(i), n) {
+				delete(want, i)
+			}
+		}
+		if len(want) == 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			for i := range want {
+				timedOut(i)
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,187 @@
+package protocol
+
+// IncrementalAlterConfigs (key 44), versions 0-1 (v1 is flexible).
+//
+//   - Topic resources (type 2): each op changes one override in
+//     /config/topics/<t> through ConfigAdmin, which validates the result
+//     and notifies every broker (a config_change_ znode); the brokers
+//     apply it to their live replicas without a restart. Served only when
+//     Config.Admin implements ConfigAdmin.
+//   - SET needs a value (null: INVALID_REQUEST); DELETE drops the override
+//     (the broker default applies again); APPEND and SUBTRACT add or
+//     remove comma-separated items of a list-type key (of the topic keys
+//     this broker honours only cleanup.policy), starting from the effective
+//     value when there is no override, as Kafka's ConfigAdminManager does;
+//     on any other key they are INVALID_CONFIG.
+//   - An unknown key or a bad value is INVALID_CONFIG with a message naming
+//     it; a key named twice in one resource is INVALID_REQUEST; an unknown
+//     topic UNKNOWN_TOPIC_OR_PARTITION. A resource's ops apply all or none.
+//   - ValidateOnly checks without writing.
+//   - Broker and broker-logger resources (4, 8) answer INVALID_REQUEST
+//     with a message: this broker has no dynamic broker configs. Other
+//     types are INVALID_REQUEST as in Kafka.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// listConfigKeys are the topic keys of Kafka's LIST type that this broker
+// honours; APPEND and SUBTRACT apply only to them.
+var listConfigKeys = map[string]bool{"cleanup.policy": true}
+
+// errBrokerConfigs answers alterations of broker and broker-logger resources.
+var errBrokerConfigs = errors.New("altering broker configs is not supported by this broker: set them in server.properties")
+
+func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, rc *reqContext, req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+	actx, cancel := adminTimeout(ctx, 0)
+	defer cancel()
+	resp.Resources = make([]kmsg.IncrementalAlterConfigsResponseResource, 0, len(req.Resources))
+	for _, r := range req.Resources {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		code, err := s.alterTopicResource(actx, &log, r.ResourceType, r.ResourceName, req.ValidateOnly, func() (func(map[string]string) (map[string]string, error), error) {
+			return s.incrementalOps(r.ResourceName, r.Configs)
+		})
+		if err != nil {
+			rr.ErrorCode = code
+			msg := err.Error()
+			rr.ErrorMessage = &msg
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp, nil
+}
+
+// alterTopicResource applies one AlterConfigs or IncrementalAlterConfigs
+// resource: build turns the request's entries into the change (or a
+// request-level error), which ConfigAdmin applies to the topic. It returns
+// the error code and error of the resource, or (0, nil).
+func (s *Server) alterTopicResource(ctx context.Context, log *zerolog.Logger, typ kmsg.ConfigResourceType, name string, validateOnly bool,
+	build func() (func(map[string]string) (map[string]string, error), error)) (int16, error) {
+	switch typ {
+	case kmsg.ConfigResourceTypeTopic:
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		return kerr.InvalidRequest.Code, errBrokerConfigs
+	default:
+		return kerr.InvalidRequest.Code, fmt.Errorf("unsupported resource type %d", typ)
+	}
+	if name == "" {
+		return kerr.InvalidTopicException.Code, errors.New("empty topic name")
+	}
+	alter, err := build()
+	if err != nil {
+		return lookupOr(err, kerr.InvalidRequest.Code), err
+	}
+	ca := s.cfg.Admin.(ConfigAdmin)
+	if err := ca.AlterTopicConfig(ctx, name, alter, validateOnly); err != nil {
+		return errorCode(log, err), err
+	}
+	if !validateOnly {
+		log.Info().Str("topic", name).Msg("altered topic config")
+	}
+	return 0, nil
+}
+
+// lookupOr is the table's code for err, or def if err is unmapped.
+func lookupOr(err error, def int16) int16 {
+	if ke := lookupCode(err); ke != nil {
+		return ke.Code
+	}
+	return def
+}
+
+// incrementalOps turns IncrementalAlterConfigs entries into a change of
+// the topic's overrides.
+func (s *Server) incrementalOps(topic string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (func(map[string]string) (map[string]string, error), error) {
+	seen := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		if seen[op.Name] {
+			return nil, fmt.Errorf("config %q appears more than once", op.Name)
+		}
+		seen[op.Name] = true
+		switch op.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if op.Value == nil {
+				return nil, fmt.Errorf("null value for config %q", op.Name)
+			}
+		case kmsg.IncrementalAlterConfigOpDelete:
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			if !cluster.IsTopicConfigKey(op.Name) {
+				return nil, fmt.Errorf("%w: unknown topic config %q", cluster.ErrInvalidConfig, op.Name)
+			}
+			if !listConfigKeys[op.Name] {
+				return nil, fmt.Errorf("%w: config value %s is not allowed for config key %s, which is not a list",
+					cluster.ErrInvalidConfig, strings.ToLower(op.Op.String()), op.Name)
+			}
+			if op.Value == nil {
+				return nil, fmt.Errorf("null value for config %q", op.Name)
+			}
+		default:
+			return nil, fmt.Errorf("unknown config operation %d for %q", op.Op, op.Name)
+		}
+	}
+	return func(cur map[string]string) (map[string]string, error) {
+		for _, op := range ops {
+			switch op.Op {
+			case kmsg.IncrementalAlterConfigOpSet:
+				cur[op.Name] = *op.Value
+			case kmsg.IncrementalAlterConfigOpDelete:
+				delete(cur, op.Name)
+			default:
+				old, ok := cur[op.Name]
+				if !ok {
+					old = s.effectiveValue(topic, op.Name)
+				}
+				list := splitList(old)
+				for _, v := range splitList(*op.Value) {
+					if op.Op == kmsg.IncrementalAlterConfigOpAppend {
+						if !slices.Contains(list, v) {
+							list = append(list, v)
+						}
+					} else {
+						list = slices.DeleteFunc(list, func(x string) bool { return x == v })
+					}
+				}
+				cur[op.Name] = strings.Join(list, ",")
+			}
+		}
+		return cur, nil
+	}, nil
+}
+
+// effectiveValue is the topic's current value of a setting, "" if unknown.
+func (s *Server) effectiveValue(topic, name string) string {
+	entries, err := s.cfg.Admin.TopicConfig(topic)
+	if err != nil {
+		return ""
+	}
+	for _, e := range entries {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// splitList splits a LIST config value on commas, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, x := range strings.Split(v, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			out = append(out, x)
+		}
+	}
+	return out
+}
