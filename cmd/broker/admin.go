@@ -44,3 +44,31 @@ func (a *admin) TopicConfig(name string) ([]cluster.ConfigEntry, error) {
 	}
 	return cfg.Entries(overrides), nil
 }
+
+func (a *admin) CreatePartitions(ctx context.Context, topic string, count int32, assignment [][]int32, validateOnly bool) error {
+	_, err := a.session.CreatePartitions(ctx, zkcoord.PartitionSpec{
+		Topic: topic, Count: count, Assignment: assignment, ValidateOnly: validateOnly,
+	})
+	return err
+}
+
+// AlterTopicConfig validates the new overrides against this broker's
+// defaults (so the message names the bad key or value) before zkcoord
+// writes them.
+func (a *admin) AlterTopicConfig(ctx context.Context, topic string, alter func(map[string]string) (map[string]string, error), validateOnly bool) error {
+	return a.session.AlterTopicConfig(ctx, topic, func(cur map[string]string) (map[string]string, error) {
+		next, err := alter(cur)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := a.defaults.WithOverrides(next); err != nil {
+			return nil, fmt.Errorf("topic %s: %w", topic, err)
+		}
+		return next, nil
+	}, validateOnly)
+}
+
+var (
+	_ protocol.PartitionAdmin = (*admin)(nil)
+	_ protocol.ConfigAdmin    = (*admin)(nil)
+)

@@ -131,6 +131,9 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	})
 	defer client.Close()
 
+	// Topic config changes read by the session reach live replicas
+	// through configs (started once the replicas exist).
+	configs := newConfigPusher(log.With().Str("component", "topicconfig").Logger())
 	connectCtx, cancel := context.WithTimeout(ctx, cfg.ZooKeeperConnectionTimeout)
 	session, err = zkcoord.Connect(connectCtx, zkcoord.Config{
 		Connect:               cfg.ZooKeeperConnect,
@@ -142,6 +145,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		Sender:                client,
 		UncleanLeaderElection: cfg.LogDefaults.UncleanLeaderElection,
 		AutoLeaderRebalance:   cfg.AutoLeaderRebalanceEnable,
+		OnTopicConfigChange:   configs.changed,
 		Log:                   log.With().Str("component", "zkcoord").Logger(),
 	})
 	cancel()
@@ -173,6 +177,14 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 			log.Error().Err(err).Msg("close replicas")
 		}
 	}()
+	pushCtx, stopPush := context.WithCancel(ctx)
+	pushDone := make(chan struct{})
+	go func() {
+		defer close(pushDone)
+		effective := (&controlPlane{defaults: cfg.LogDefaults, session: session, log: log}).topicConfig
+		configs.run(pushCtx, effective, replicas)
+	}()
+	defer func() { stopPush(); <-pushDone }() // before the replicas close
 
 	meta := protocol.NewMetadataCache(session.ClusterID())
 	srv := protocol.NewServer(protocol.Config{
