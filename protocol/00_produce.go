@@ -18,6 +18,8 @@ package protocol
 //     records may still commit later, as in Kafka).
 //   - acks=0: no response at all; if any partition failed the connection
 //     is closed so the client refreshes its metadata, as Kafka does.
+//   - Internal topics (__consumer_offsets, __transaction_state) answer
+//     INVALID_TOPIC_EXCEPTION (17): only the group coordinator writes them.
 //   - BaseOffset, LogAppendTime and LogStartOffset come from the append;
 //     v8+ carries an ErrorMessage on failed partitions. Transactional
 //     produce is not special-cased: the batches go to the replica.
@@ -77,6 +79,10 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 				setErr(&rp, kerr.InvalidRequiredAcks.Code, fmt.Errorf("acks %d is not -1, 0 or 1", req.Acks))
 			case p.Records == nil:
 				setErr(&rp, kerr.InvalidRecord.Code, errors.New("null records"))
+			case internalTopics[t.Topic]:
+				// Only the group coordinator writes __consumer_offsets (through
+				// Replicas, not Produce), as Kafka refuses clients.
+				setErr(&rp, kerr.InvalidTopicException.Code, fmt.Errorf("cannot append to internal topic %s", t.Topic))
 			default:
 				res, err := s.cfg.Replicas.Append(tp, p.Records, req.Acks)
 				if err != nil {

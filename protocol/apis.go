@@ -27,6 +27,7 @@ const (
 	always              capability = iota // served by every server
 	needsControlPlane                     // Config.ControlPlane is set
 	needsLeaderEpochs                     // Config.LeaderEpochs is set
+	needsGroups                           // Config.Groups is set
 	needsPartitionAdmin                   // Config.Admin implements PartitionAdmin
 	needsConfigAdmin                      // Config.Admin implements ConfigAdmin
 	needsRecordDeleter                    // Config.Replicas implements RecordDeleter
@@ -57,6 +58,15 @@ const (
 //   - CreateTopics 0-7, DeleteTopics 0-6, InitProducerId 0-4,
 //     DescribeConfigs 0-4: the versions up to which nothing in the request
 //     needs features we lack (v5 InitProducerId is KIP-890 transactions).
+//   - The group keys (Config.Groups) stop before topic ids and KIP-848's
+//     consumer protocol: OffsetCommit 0-9 and OffsetFetch 0-9 (v10 uses
+//     topic ids; OffsetFetch v8+ is kgo's multi-group layout),
+//     FindCoordinator 0-4 (v4 batches keys; v6 is share groups), JoinGroup
+//     0-9 (MEMBER_ID_REQUIRED from v4), Heartbeat 0-4, LeaveGroup 0-5,
+//     SyncGroup 0-5, DescribeGroups 0-5, ListGroups 0-4 (v5 filters by
+//     group type), DeleteGroups 0-2. kafka-go's Reader needs
+//     FindCoordinator 0, JoinGroup 1-2, SyncGroup/Heartbeat/LeaveGroup 0,
+//     OffsetCommit 2 and OffsetFetch 1.
 //   - The topic tools: DeleteRecords 0-2, AlterConfigs 0-1 (v2 only adds
 //     flexible encoding), DescribeLogDirs 0-2 (v3 adds a top-level error
 //     code, v4 dir sizes), CreatePartitions 0-3, IncrementalAlterConfigs
@@ -71,6 +81,15 @@ var supportedAPIs = []apiRange{
 	{key: 5, min: 0, max: 3, needs: needsControlPlane},    // StopReplica
 	{key: 6, min: 0, max: 6, needs: needsControlPlane},    // UpdateMetadata
 	{key: 7, min: 0, max: 3, needs: needsControlPlane},    // ControlledShutdown
+	{key: 8, min: 0, max: 9, needs: needsGroups},          // OffsetCommit
+	{key: 9, min: 0, max: 9, needs: needsGroups},          // OffsetFetch
+	{key: 10, min: 0, max: 4, needs: needsGroups},         // FindCoordinator
+	{key: 11, min: 0, max: 9, needs: needsGroups},         // JoinGroup
+	{key: 12, min: 0, max: 4, needs: needsGroups},         // Heartbeat
+	{key: 13, min: 0, max: 5, needs: needsGroups},         // LeaveGroup
+	{key: 14, min: 0, max: 5, needs: needsGroups},         // SyncGroup
+	{key: 15, min: 0, max: 5, needs: needsGroups},         // DescribeGroups
+	{key: 16, min: 0, max: 4, needs: needsGroups},         // ListGroups
 	{key: 18, min: 0, max: 3},                             // ApiVersions
 	{key: 19, min: 0, max: 7},                             // CreateTopics
 	{key: 20, min: 0, max: 6},                             // DeleteTopics
@@ -81,6 +100,7 @@ var supportedAPIs = []apiRange{
 	{key: 33, min: 0, max: 1, needs: needsConfigAdmin},    // AlterConfigs
 	{key: 35, min: 0, max: 2, needs: needsLogDirs},        // DescribeLogDirs
 	{key: 37, min: 0, max: 3, needs: needsPartitionAdmin}, // CreatePartitions
+	{key: 42, min: 0, max: 2, needs: needsGroups},         // DeleteGroups
 	{key: 44, min: 0, max: 1, needs: needsConfigAdmin},    // IncrementalAlterConfigs
 	{key: 60, min: 0, max: 1},                             // DescribeCluster
 }
@@ -92,6 +112,7 @@ func servedAPIs(cfg *Config) []apiRange {
 		switch {
 		case r.needs == needsControlPlane && cfg.ControlPlane == nil:
 		case r.needs == needsLeaderEpochs && cfg.LeaderEpochs == nil:
+		case r.needs == needsGroups && cfg.Groups == nil:
 		case r.needs == needsPartitionAdmin && !implements[PartitionAdmin](cfg.Admin):
 		case r.needs == needsConfigAdmin && !implements[ConfigAdmin](cfg.Admin):
 		case r.needs == needsRecordDeleter && !implements[RecordDeleter](cfg.Replicas):
@@ -173,6 +194,26 @@ func (s *Server) dispatch(ctx context.Context, rc *reqContext, req kmsg.Request)
 		return s.handleControlledShutdown(ctx, rc, r)
 	case *kmsg.OffsetForLeaderEpochRequest:
 		return s.handleOffsetForLeaderEpoch(ctx, rc, r)
+	case *kmsg.OffsetCommitRequest:
+		return s.handleOffsetCommit(ctx, rc, r)
+	case *kmsg.OffsetFetchRequest:
+		return s.handleOffsetFetch(ctx, rc, r)
+	case *kmsg.FindCoordinatorRequest:
+		return s.handleFindCoordinator(ctx, rc, r)
+	case *kmsg.JoinGroupRequest:
+		return s.handleJoinGroup(ctx, rc, r)
+	case *kmsg.HeartbeatRequest:
+		return s.handleHeartbeat(ctx, rc, r)
+	case *kmsg.LeaveGroupRequest:
+		return s.handleLeaveGroup(ctx, rc, r)
+	case *kmsg.SyncGroupRequest:
+		return s.handleSyncGroup(ctx, rc, r)
+	case *kmsg.DescribeGroupsRequest:
+		return s.handleDescribeGroups(ctx, rc, r)
+	case *kmsg.ListGroupsRequest:
+		return s.handleListGroups(ctx, rc, r)
+	case *kmsg.DeleteGroupsRequest:
+		return s.handleDeleteGroups(ctx, rc, r)
 	}
 	// parseRequest only builds requests for keys in supportedAPIs, so this
 	// is a table without a handler: a programming error.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
 )
 
@@ -149,4 +150,29 @@ type LogDirs interface {
 	// DescribeLogDirs lists this broker's log dirs with their replicas,
 	// sorted by topic and partition within each dir.
 	DescribeLogDirs() []partition.LogDirInfo
+}
+
+// Groups is the group coordinator (group.Coordinator implements it). Its
+// errors are group.Err* sentinels, mapped in errors.go.
+type Groups interface {
+	// PartitionFor is the partition of __consumer_offsets holding groupID.
+	PartitionFor(groupID string) int32
+	JoinGroup(ctx context.Context, req group.JoinRequest) (group.JoinResult, error)
+	SyncGroup(ctx context.Context, req group.SyncRequest) (group.SyncResult, error)
+	Heartbeat(req group.HeartbeatRequest) error
+	LeaveGroup(groupID string, members []group.LeaveMember) ([]error, error)
+	CommitOffsets(ctx context.Context, req group.CommitRequest) (map[cluster.TopicPartition]error, error)
+	// FetchOffsets returns committed offsets of tps (nil: all); partitions
+	// without a commit are absent.
+	FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error)
+	ListGroups() ([]group.GroupListing, error)
+	DescribeGroup(groupID string) (group.GroupDescription, error)
+	DeleteGroups(ctx context.Context, groupIDs []string) map[string]error
+}
+
+// OffsetsTopicConfig is how __consumer_offsets is created on first use.
+type OffsetsTopicConfig struct {
+	Partitions        int32 // offsets.topic.num.partitions
+	ReplicationFactor int16 // offsets.topic.replication.factor
+	SegmentBytes      int64 // offsets.topic.segment.bytes
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
 )
 
@@ -19,6 +20,27 @@ var errorCodes = []struct {
 	err  error
 	code *kerr.Error
 }{
+	// The group coordinator's errors come first: a failed write to
+	// __consumer_offsets wraps both a group and a partition sentinel, and
+	// the client must see the group one (e.g. COORDINATOR_NOT_AVAILABLE
+	// rather than NOT_ENOUGH_REPLICAS), as in Kafka.
+	{group.ErrNotCoordinator, kerr.NotCoordinator},
+	{group.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress},
+	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{group.ErrInvalidGroupID, kerr.InvalidGroupID},
+	{group.ErrUnknownMemberID, kerr.UnknownMemberID},
+	{group.ErrMemberIDRequired, kerr.MemberIDRequired},
+	{group.ErrIllegalGeneration, kerr.IllegalGeneration},
+	{group.ErrRebalanceInProgress, kerr.RebalanceInProgress},
+	{group.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout},
+	{group.ErrInconsistentGroupProtocol, kerr.InconsistentGroupProtocol},
+	{group.ErrFencedInstanceID, kerr.FencedInstanceID},
+	{group.ErrNonEmptyGroup, kerr.NonEmptyGroup},
+	{group.ErrGroupIDNotFound, kerr.GroupIDNotFound},
+	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
+	{group.ErrInvalidCommitOffsetSize, kerr.InvalidCommitOffsetSize},
+	{group.ErrRequestTimedOut, kerr.RequestTimedOut},
+
 	{partition.ErrNotLeader, kerr.NotLeaderForPartition},
 	{partition.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
 	{partition.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},

@@ -71,6 +71,8 @@ func startBroker(t *testing.T, opts ...brokerOption) *testBroker {
 		Metadata:                 c,
 		Admin:                    c,
 		ProducerIDs:              c,
+		Groups:                   newTestGroups(t, r),
+		OffsetsTopic:             OffsetsTopicConfig{Partitions: testOffsetsPartitions, ReplicationFactor: 1, SegmentBytes: 1 << 20},
 		Log:                      zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
 	}
 	for _, o := range opts {

@@ -41,6 +41,11 @@ type Config struct {
 	// LeaderEpochs, when set, serves OffsetForLeaderEpoch; without it the
 	// key is neither served nor advertised.
 	LeaderEpochs LeaderEpochs
+	// Groups, when set, serves the consumer group keys (FindCoordinator,
+	// JoinGroup, ..., OffsetCommit, OffsetFetch); OffsetsTopic says how
+	// FindCoordinator creates __consumer_offsets.
+	Groups       Groups
+	OffsetsTopic OffsetsTopicConfig
 	// BrokerEpoch returns this broker's current epoch (the czxid of its
 	// registration znode). A controller request carrying an older one is
 	// refused with STALE_BROKER_EPOCH. Nil skips the check.

@@ -161,6 +161,12 @@ func (c *Cluster) AddBroker(id int32) *Broker {
 		"zookeeper.connect":            zkAddr + c.Chroot,
 		"zookeeper.session.timeout.ms": strconv.Itoa(int(sessionTimeout / time.Millisecond)),
 		"log.dirs":                     b.DataDir,
+		// Kafka's default of 3 would leave a 1-broker cluster without
+		// __consumer_offsets (FindCoordinator answers
+		// COORDINATOR_NOT_AVAILABLE); 3-broker tests override it. A short
+		// initial rebalance delay keeps group tests quick.
+		"offsets.topic.replication.factor": "1",
+		"group.initial.rebalance.delay.ms": "100",
 	}
 	for k, v := range c.base {
 		b.Props[k] = v

@@ -49,6 +49,13 @@ type Config struct {
 	AutoLeaderRebalanceEnable       bool
 	OffsetsTopicReplicationFactor   int16
 	OffsetsTopicNumPartitions       int32
+	// The group coordinator's settings (group.*, offsets.*).
+	OffsetsTopicSegmentBytes   int64
+	GroupInitialRebalanceDelay time.Duration
+	GroupMinSessionTimeout     time.Duration
+	GroupMaxSessionTimeout     time.Duration
+	OffsetsRetention           time.Duration
+	OffsetsCommitTimeout       time.Duration
 	// LogDefaults are the topic-level defaults (log.segment.bytes, ...).
 	LogDefaults cluster.LogConfig
 }
@@ -96,6 +103,12 @@ var keyDefaults = map[string]string{
 	"auto.leader.rebalance.enable":                  "true",
 	"offsets.topic.replication.factor":              "3",
 	"offsets.topic.num.partitions":                  "50",
+	"offsets.topic.segment.bytes":                   "104857600",
+	"offsets.retention.minutes":                     "10080",
+	"offsets.commit.timeout.ms":                     "5000",
+	"group.initial.rebalance.delay.ms":              "3000",
+	"group.min.session.timeout.ms":                  "6000",
+	"group.max.session.timeout.ms":                  "1800000",
 }
 
 // ConfigError names the key and what is wrong with it.
@@ -209,6 +222,12 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.AutoLeaderRebalanceEnable = p.bool("auto.leader.rebalance.enable")
 	c.OffsetsTopicReplicationFactor = int16(p.int("offsets.topic.replication.factor", 1, math.MaxInt16))
 	c.OffsetsTopicNumPartitions = int32(p.int("offsets.topic.num.partitions", 1, math.MaxInt32))
+	c.OffsetsTopicSegmentBytes = p.int("offsets.topic.segment.bytes", 14, math.MaxInt32)
+	c.OffsetsRetention = time.Duration(p.int("offsets.retention.minutes", 1, math.MaxInt32)) * time.Minute
+	c.OffsetsCommitTimeout = p.ms("offsets.commit.timeout.ms", 1)
+	c.GroupInitialRebalanceDelay = p.ms("group.initial.rebalance.delay.ms", 0)
+	c.GroupMinSessionTimeout = p.ms("group.min.session.timeout.ms", 0)
+	c.GroupMaxSessionTimeout = p.ms("group.max.session.timeout.ms", 0)
 
 	d := &c.LogDefaults
 	d.SegmentBytes = p.int("log.segment.bytes", 14, math.MaxInt32)

@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/protocol"
 	"github.com/kafkazk/broker/zkcoord"
@@ -21,6 +22,7 @@ type controlPlane struct {
 	session  *zkcoord.Session
 	replicas *partition.Manager
 	meta     *protocol.MetadataCache
+	groups   *group.Coordinator // told when it gains or loses __consumer_offsets partitions
 	log      zerolog.Logger
 }
 
@@ -58,12 +60,28 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 			errs[tp] = err
 		}
 	}
+	// After the replicas: the coordinator loads a partition it now leads
+	// by reading it, and unloads one it lost (Kafka's onLeadershipChange).
+	for _, st := range states {
+		tp := st.TopicPartition
+		if tp.Topic != group.Topic || errs[tp] != nil || c.groups == nil {
+			continue
+		}
+		if st.LeaderAndIsr.Leader == c.brokerID {
+			c.groups.OnBecomeLeader(tp.Partition, st.LeaderAndIsr.LeaderEpoch)
+		} else {
+			c.groups.OnBecomeFollower(tp.Partition)
+		}
+	}
 	return errs, nil
 }
 
 func (c *controlPlane) StopReplica(_ context.Context, req cluster.StopReplicaRequest) (map[cluster.TopicPartition]error, error) {
 	errs := map[cluster.TopicPartition]error{}
 	for _, tp := range req.Partitions {
+		if tp.Topic == group.Topic && c.groups != nil {
+			c.groups.OnBecomeFollower(tp.Partition)
+		}
 		if err := c.replicas.StopReplicas([]cluster.TopicPartition{tp}, req.DeletePartitions); err != nil {
 			errs[tp] = err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/protocol"
 	"github.com/kafkazk/broker/zkcoord"
@@ -186,6 +187,10 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	}()
 	defer func() { stopPush(); <-pushDone }() // before the replicas close
 
+	groups := newCoordinator(cfg, replicas, group.Config{Logger: log.With().Str("component", "group").Logger()})
+	groups.Start()
+	defer groups.Close()
+
 	meta := protocol.NewMetadataCache(session.ClusterID())
 	srv := protocol.NewServer(protocol.Config{
 		BrokerID:                 cfg.BrokerID,
@@ -198,7 +203,10 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		Admin:                    &admin{session: session, defaults: cfg.LogDefaults, deleteEnabled: cfg.DeleteTopicEnable},
 		ProducerIDs:              session.ProducerIDs(),
 		ControlPlane: &controlPlane{brokerID: cfg.BrokerID, defaults: cfg.LogDefaults, session: session,
-			replicas: replicas, meta: meta, log: log.With().Str("component", "controlplane").Logger()},
+			replicas: replicas, meta: meta, groups: groups, log: log.With().Str("component", "controlplane").Logger()},
+		Groups: groups,
+		OffsetsTopic: protocol.OffsetsTopicConfig{Partitions: cfg.OffsetsTopicNumPartitions,
+			ReplicationFactor: cfg.OffsetsTopicReplicationFactor, SegmentBytes: cfg.OffsetsTopicSegmentBytes},
 		LeaderEpochs: replicas,
 		BrokerEpoch:  session.BrokerEpoch,
 		Log:          log.With().Str("component", "protocol").Logger(),

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/partition"
+)
+
+// offsetsLog is group.Log over the replica manager: Append, WaitCommitted
+// and Read come from partition.Manager, the log end offset from its status.
+type offsetsLog struct {
+	*partition.Manager
+}
+
+func (l offsetsLog) LogEndOffset(tp cluster.TopicPartition) (int64, error) {
+	for _, st := range l.PartitionStatus() {
+		if st.TopicPartition == tp {
+			return st.LogEndOffset, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %s", partition.ErrUnknownTopicOrPartition, tp)
+}
+
+// newCoordinator builds the group coordinator from the broker config.
+func newCoordinator(cfg *Config, replicas *partition.Manager, logCfg group.Config) *group.Coordinator {
+	delay := cfg.GroupInitialRebalanceDelay
+	if delay == 0 {
+		delay = -1 // group.Config's zero means Kafka's default
+	}
+	logCfg.BrokerID = cfg.BrokerID
+	logCfg.NumPartitions = cfg.OffsetsTopicNumPartitions
+	logCfg.InitialRebalanceDelay = delay
+	logCfg.MinSessionTimeout = cfg.GroupMinSessionTimeout
+	logCfg.MaxSessionTimeout = cfg.GroupMaxSessionTimeout
+	logCfg.OffsetsRetention = cfg.OffsetsRetention
+	logCfg.CommitTimeout = cfg.OffsetsCommitTimeout
+	logCfg.Log = offsetsLog{replicas}
+	return group.New(logCfg)
+}

@@ -1,0 +1,475 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+)
+
+// Topic is the internal topic holding committed offsets and group metadata.
+const Topic = "__consumer_offsets"
+
+// Log is how the coordinator reads and writes the partitions of Topic it
+// leads. partition.Manager implements Append, WaitCommitted and Read;
+// cmd/broker adds LogEndOffset from the manager's status.
+type Log interface {
+	// Append appends records (whole v2 batches) as leader of tp; with acks
+	// -1 it first checks min.insync.replicas.
+	Append(tp cluster.TopicPartition, records []byte, acks int16) (partition.AppendResult, error)
+	// WaitCommitted blocks until tp's high watermark passes lastOffset.
+	WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64) error
+	// Read returns whole batches from req.FetchOffset, up to the high
+	// watermark for ReplicaID -1.
+	Read(tp cluster.TopicPartition, req partition.ReadRequest) (partition.ReadResult, error)
+	// LogEndOffset is tp's log end offset on this broker.
+	LogEndOffset(tp cluster.TopicPartition) (int64, error)
+}
+
+// Config configures a Coordinator. Zero durations take Kafka's defaults.
+type Config struct {
+	BrokerID int32
+	// NumPartitions is offsets.topic.num.partitions.
+	NumPartitions int32
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms (3 s); a
+	// negative value means none.
+	InitialRebalanceDelay time.Duration
+	// MinSessionTimeout, MaxSessionTimeout are
+	// group.min.session.timeout.ms (6 s) and group.max.session.timeout.ms
+	// (30 min).
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// OffsetsRetention is offsets.retention.minutes (7 days).
+	OffsetsRetention time.Duration
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms
+	// (10 min).
+	OffsetsRetentionCheckInterval time.Duration
+	// CommitTimeout is offsets.commit.timeout.ms (5 s): how long a write
+	// to the offsets topic waits for its replicas.
+	CommitTimeout time.Duration
+	// TickInterval is how often deadlines (sessions, rebalances) are
+	// checked by the background loop (100 ms).
+	TickInterval time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	Log    Log
+	Logger zerolog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.NumPartitions <= 0 {
+		c.NumPartitions = 50
+	}
+	if c.InitialRebalanceDelay == 0 {
+		c.InitialRebalanceDelay = 3 * time.Second
+	} else if c.InitialRebalanceDelay < 0 {
+		c.InitialRebalanceDelay = 0
+	}
+	if c.MinSessionTimeout == 0 {
+		c.MinSessionTimeout = 6 * time.Second
+	}
+	if c.MaxSessionTimeout == 0 {
+		c.MaxSessionTimeout = 30 * time.Minute
+	}
+	if c.OffsetsRetention == 0 {
+		c.OffsetsRetention = 7 * 24 * time.Hour
+	}
+	if c.OffsetsRetentionCheckInterval == 0 {
+		c.OffsetsRetentionCheckInterval = 10 * time.Minute
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = 5 * time.Second
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// offsetMetadataMaxBytes is Kafka's offset.metadata.max.bytes default.
+const offsetMetadataMaxBytes = 4096
+
+// partState is what the coordinator knows of one partition of Topic.
+type partState struct {
+	leaderEpoch int32
+	loaded      bool // false while loading
+	// token changes on every become-leader and resignation, so a load or
+	// a write finishing late can tell it is stale.
+	token uint64
+}
+
+// Coordinator is the group coordinator for the groups whose partition of
+// Topic this broker leads. Safe for concurrent use.
+type Coordinator struct {
+	cfg Config
+	log zerolog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// mu guards everything below, every group and every member. It is
+	// never held across a wait for replication or a channel send that can
+	// block (waiter channels have room for their one result).
+	mu        sync.Mutex
+	closed    bool
+	parts     map[int32]*partState
+	groups    map[string]*group
+	nextToken uint64
+	lastClean time.Time
+}
+
+// New returns a coordinator that owns no partition until OnBecomeLeader.
+func New(cfg Config) *Coordinator {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Coordinator{
+		cfg:    cfg,
+		log:    cfg.Logger.With().Str("component", "group").Logger(),
+		ctx:    ctx,
+		cancel: cancel,
+		parts:  make(map[int32]*partState),
+		groups: make(map[string]*group),
+	}
+}
+
+// Start runs the background loop that expires sessions, completes
+// rebalances at their deadline and expires offsets.
+func (c *Coordinator) Start() {
+	c.goFunc(func() {
+		t := time.NewTicker(c.cfg.TickInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+				c.Tick()
+			}
+		}
+	})
+}
+
+// goFunc starts fn counted in c.wg unless the coordinator is closed.
+func (c *Coordinator) goFunc(fn func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.goFuncLocked(fn)
+}
+
+// goFuncLocked is goFunc for a caller holding c.mu.
+func (c *Coordinator) goFuncLocked(fn func()) bool {
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// Close stops the background work and loads, answers every waiting
+// request with ErrNotCoordinator, and returns when all goroutines ended.
+// It is safe to call twice.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		c.cancel()
+		for p := range c.parts {
+			c.unloadLocked(p)
+		}
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+// PartitionFor is the partition of Topic holding groupID:
+// abs(Java's String.hashCode) mod offsets.topic.num.partitions, as Kafka's
+// Utils.abs (which maps MinInt32 to 0) computes it.
+func (c *Coordinator) PartitionFor(groupID string) int32 {
+	return PartitionFor(groupID, c.cfg.NumPartitions)
+}
+
+// PartitionFor computes a group's partition for n partitions of Topic.
+func PartitionFor(groupID string, n int32) int32 {
+	var h int32
+	for _, r := range groupID {
+		// Java hashes UTF-16 code units.
+		if r >= 0x10000 {
+			r -= 0x10000
+			h = 31*h + int32(0xD800+(r>>10))
+			h = 31*h + int32(0xDC00+(r&0x3FF))
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	abs := h & 0x7fffffff // Kafka's Utils.abs
+	return abs % n
+}
+
+func (c *Coordinator) tp(p int32) cluster.TopicPartition {
+	return cluster.TopicPartition{Topic: Topic, Partition: p}
+}
+
+// checkLocked returns the state of groupID's partition if this broker
+// coordinates it and has loaded it. Caller holds c.mu.
+func (c *Coordinator) checkLocked(groupID string) (*partState, error) {
+	ps := c.parts[c.PartitionFor(groupID)]
+	switch {
+	case c.closed || ps == nil:
+		return nil, ErrNotCoordinator
+	case !ps.loaded:
+		return nil, ErrCoordinatorLoadInProgress
+	}
+	return ps, nil
+}
+
+// OnBecomeLeader is called when this broker becomes leader of partition p
+// of Topic in leaderEpoch: it loads the partition's groups and offsets in
+// the background, answering COORDINATOR_LOAD_IN_PROGRESS meanwhile. A
+// repeated call for a partition already led (same or newer epoch without a
+// resignation in between) only records the epoch.
+func (c *Coordinator) OnBecomeLeader(p int32, leaderEpoch int32) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if ps := c.parts[p]; ps != nil {
+		if leaderEpoch > ps.leaderEpoch {
+			ps.leaderEpoch = leaderEpoch
+		}
+		c.mu.Unlock()
+		return
+	}
+	c.nextToken++
+	ps := &partState{leaderEpoch: leaderEpoch, token: c.nextToken}
+	c.parts[p] = ps
+	token := ps.token
+	c.mu.Unlock()
+	c.log.Info().Int32("partition", p).Int32("leader_epoch", leaderEpoch).Msg("loading offsets partition")
+	c.goFunc(func() { c.load(p, token) })
+}
+
+// OnBecomeFollower is called when this broker stops leading partition p
+// of Topic (it became a follower, or the replica was stopped): its groups
+// are unloaded and their waiting requests answered NOT_COORDINATOR.
+func (c *Coordinator) OnBecomeFollower(p int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parts[p] == nil {
+		return
+	}
+	n := c.unloadLocked(p)
+	c.log.Info().Int32("partition", p).Int("groups", n).Msg("unloaded offsets partition")
+}
+
+// unloadLocked forgets partition p and its groups. Caller holds c.mu.
+func (c *Coordinator) unloadLocked(p int32) int {
+	delete(c.parts, p)
+	n := 0
+	for id, g := range c.groups {
+		if g.partition != p {
+			continue
+		}
+		g.state = stateDead
+		g.failWaitersLocked(ErrNotCoordinator)
+		delete(c.groups, id)
+		n++
+	}
+	return n
+}
+
+// stillOwnedLocked reports whether partition p is led in the incarnation
+// token. Caller holds c.mu.
+func (c *Coordinator) stillOwnedLocked(p int32, token uint64) bool {
+	ps := c.parts[p]
+	return ps != nil && ps.token == token && !c.closed
+}
+
+// load reads partition p from its log start up to the log end offset this
+// broker had when it became leader (waiting for the high watermark to pass
+// it, so that everything it reads is committed), builds the groups and
+// offsets, and installs them.
+func (c *Coordinator) load(p int32, token uint64) {
+	start := c.cfg.Now()
+	tp := c.tp(p)
+	stale := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.stillOwnedLocked(p, token)
+	}
+	var end int64
+	var err error
+	for {
+		if stale() {
+			return
+		}
+		end, err = c.cfg.Log.LogEndOffset(tp)
+		if err == nil {
+			break
+		}
+		c.log.Warn().Err(err).Int32("partition", p).Msg("offsets partition end offset; retrying")
+		if !c.sleep(100 * time.Millisecond) {
+			return
+		}
+	}
+	l := newLoader()
+	offset := int64(0)
+	for offset < end {
+		if stale() {
+			return
+		}
+		res, err := c.cfg.Log.Read(tp, partition.ReadRequest{FetchOffset: offset, MaxBytes: 4 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1})
+		if errors.Is(err, partition.ErrOffsetOutOfRange) && offset < res.LogStartOffset {
+			offset = res.LogStartOffset
+			continue
+		}
+		if err != nil {
+			c.log.Warn().Err(err).Int32("partition", p).Int64("offset", offset).Msg("reading offsets partition; retrying")
+			if !c.sleep(100 * time.Millisecond) {
+				return
+			}
+			continue
+		}
+		next, perr := parseBatches(res.Records, func(_ int64, key, value []byte) {
+			if err := l.apply(key, value); err != nil {
+				c.log.Error().Err(err).Int32("partition", p).Msg("skipping record of offsets partition")
+			}
+		})
+		if perr != nil {
+			c.log.Error().Err(perr).Int32("partition", p).Int64("offset", offset).Msg("offsets partition unreadable past this point")
+		}
+		if next <= offset {
+			// Nothing committed past offset yet: the high watermark of a
+			// new leader catches up when its followers fetch.
+			if !c.sleep(20 * time.Millisecond) {
+				return
+			}
+			continue
+		}
+		offset = next
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stillOwnedLocked(p, token) {
+		return
+	}
+	now := c.cfg.Now()
+	groups := l.build(p, now)
+	for id, g := range groups {
+		c.groups[id] = g
+	}
+	c.parts[p].loaded = true
+	c.log.Info().Int32("partition", p).Int("groups", len(groups)).Int64("end_offset", end).
+		Dur("took", time.Since(start)).Msg("loaded offsets partition")
+}
+
+// sleep waits d or until Close; false means closed.
+func (c *Coordinator) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.ctx.Done():
+		return false
+	}
+}
+
+// write appends records to partition p of Topic (acks=all) under c.mu and
+// returns a function that waits, without the lock, for them to commit.
+// Caller holds c.mu.
+func (c *Coordinator) writeLocked(p int32, records []kv) (wait func(ctx context.Context) error) {
+	tp := c.tp(p)
+	res, err := c.cfg.Log.Append(tp, buildBatch(records, c.cfg.Now()), -1)
+	if err != nil {
+		err = storeError(err)
+		return func(context.Context) error { return err }
+	}
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
+		defer cancel()
+		return storeError(c.cfg.Log.WaitCommitted(ctx, tp, res.LastOffset))
+	}
+}
+
+// writeAsyncLocked writes records and waits for them in the background,
+// logging a failure: for writes nobody waits on (an empty group's new
+// generation, tombstones), as Kafka's callbacks for them only log. Caller
+// holds c.mu.
+func (c *Coordinator) writeAsyncLocked(p int32, records []kv, what string) {
+	if len(records) == 0 {
+		return
+	}
+	wait := c.writeLocked(p, records)
+	c.goFuncLocked(func() {
+		if err := wait(c.ctx); err != nil && c.ctx.Err() == nil {
+			c.log.Warn().Err(err).Int32("partition", p).Str("write", what).Msg("write to offsets topic failed")
+		}
+	})
+}
+
+// storeError maps a failed write to the offsets topic to what Kafka's
+// GroupMetadataManager answers for it.
+func storeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, partition.ErrUnknownTopicOrPartition), errors.Is(err, partition.ErrNotEnoughReplicas),
+		errors.Is(err, partition.ErrNotEnoughReplicasAfterAppend):
+		return fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err)
+	case errors.Is(err, partition.ErrNotLeader), errors.Is(err, partition.ErrStorage),
+		errors.Is(err, partition.ErrFencedLeaderEpoch):
+		return fmt.Errorf("%w: %w", ErrNotCoordinator, err)
+	case errors.Is(err, partition.ErrMessageTooLarge), errors.Is(err, partition.ErrRecordListTooLarge):
+		return fmt.Errorf("%w: %w", ErrInvalidCommitOffsetSize, err)
+	case errors.Is(err, partition.ErrRequestTimedOut), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", ErrRequestTimedOut, err)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %w", ErrNotCoordinator, err)
+	}
+	return err
+}
+
+// Tick completes what is due at now: member sessions that expired,
+// rebalances whose deadline passed, pending (KIP-394) member ids never
+// used, and, every OffsetsRetentionCheckInterval, expired offsets. The
+// background loop calls it; tests call it with a fake clock.
+func (c *Coordinator) Tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	now := c.cfg.Now()
+	ids := make([]string, 0, len(c.groups))
+	for id := range c.groups {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if g := c.groups[id]; g != nil {
+			c.tickGroupLocked(g, now)
+		}
+	}
+	if now.Sub(c.lastClean) >= c.cfg.OffsetsRetentionCheckInterval {
+		c.lastClean = now
+		c.expireOffsetsLocked(now)
+	}
+}

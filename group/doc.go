@@ -1,0 +1,101 @@
+// Package group is the consumer group coordinator, as Kafka 2.x's
+// GroupCoordinator and GroupMetadataManager: the classic rebalance
+// protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), committed
+// offsets (OffsetCommit, OffsetFetch), ListGroups, DescribeGroups and
+// DeleteGroups, for the groups whose partition of __consumer_offsets this
+// broker leads.
+//
+// # Ownership
+//
+// A group lives in partition PartitionFor(id) = abs(Java
+// String.hashCode(id)) mod offsets.topic.num.partitions of
+// __consumer_offsets, and is coordinated by that partition's leader.
+// cmd/broker calls OnBecomeLeader(p, leaderEpoch) when a LeaderAndIsr
+// makes this broker leader of partition p, and OnBecomeFollower(p) when it
+// becomes a follower or the replica is stopped. Becoming leader starts a
+// load: the partition is read through Log.Read (ReplicaID -1, so bounded
+// by the high watermark) from the log start up to the log end offset the
+// replica had when it became leader; reading waits for the high watermark
+// to get there, so everything loaded is committed and nothing acknowledged
+// by the previous leader is missed. Meanwhile requests for its groups
+// answer ErrCoordinatorLoadInProgress. Resigning drops the partition's
+// groups and answers their waiting requests ErrNotCoordinator; so does
+// every request for a partition not led here. The coordinator does not
+// create the topic: protocol's FindCoordinator does, through Admin.
+//
+// # State machine
+//
+// Groups are Empty, PreparingRebalance, CompletingRebalance, Stable or
+// Dead (removed). A join of a new member, a known member with new
+// protocols, or the leader, moves the group to PreparingRebalance; the
+// join phase completes when every member has rejoined (and no KIP-394
+// pending member id is outstanding) or at the rebalance deadline (the
+// largest member rebalance timeout), removing members that did not
+// rejoin. A group that was Empty waits group.initial.rebalance.delay.ms
+// first, extended by the same delay while new members keep arriving, up
+// to the rebalance timeout. Completion bumps the generation, picks the
+// protocol most members prefer among those all support, and answers every
+// JoinGroup (the leader with the members' metadata). The leader's
+// SyncGroup writes the group metadata with the assignments; once it is
+// replicated every waiting SyncGroup gets its assignment and the group is
+// Stable. If the write fails the error is answered and the group
+// rebalances again. Heartbeats answer REBALANCE_IN_PROGRESS during a
+// rebalance; a member without a heartbeat for its session timeout is
+// removed. Stale generations get ErrIllegalGeneration, unknown members
+// ErrUnknownMemberID; static members (group.instance.id, KIP-345) rejoin
+// under a new member id without a rebalance when the group is Stable and
+// their protocols are unchanged, fencing the old id
+// (ErrFencedInstanceID). A group that loses its last member gets a new
+// generation, becomes Empty and that is written too. Deadlines are checked
+// by Tick, which a background goroutine calls every TickInterval (tests
+// call it with a fake clock).
+//
+// # Storage formats
+//
+// Everything is written to __consumer_offsets as Kafka 2.x writes it, with
+// kmsg's OffsetCommitKey/Value and GroupMetadataKey/Value: offset commits
+// under key version 1 (group, topic, partition) with value version 3
+// (offset, leader epoch, metadata, commit timestamp), or 1 when the commit
+// carried an explicit retention (expire timestamp); group metadata under
+// key version 2 (group) with value version 3 (protocol type, generation,
+// protocol, leader, state timestamp, members with group.instance.id,
+// client id and host, timeouts, subscription and assignment). A null
+// value is a tombstone: DeleteGroups writes them for the group and its
+// offsets, offset expiry (offsets.retention.minutes, KIP-211) for the
+// expired offsets, and for an Empty group left without offsets. Records
+// go in one uncompressed v2 batch per write (base offset 0, no producer
+// id, CRC32C) through Log.Append with acks -1, and a commit or a
+// SyncGroup is answered only after Log.WaitCommitted (bounded by
+// offsets.commit.timeout.ms); only then do the offsets become visible to
+// OffsetFetch. Write failures map as Kafka's: too few replicas or an
+// unknown partition -> ErrCoordinatorNotAvailable, not leader ->
+// ErrNotCoordinator, too large -> ErrInvalidCommitOffsetSize, timeout ->
+// ErrRequestTimedOut. Loading applies records in offset order, the last
+// one for a key winning; groups with members come back Stable in their
+// stored generation (sessions restart at load time), so consumers keep
+// heartbeating to the new coordinator without a rebalance.
+//
+// The topic has no log compaction here (cleanup.policy=compact is not
+// implemented): it is created with retention.ms=-1 and loading reads it
+// all.
+//
+// # Concurrency
+//
+// One mutex, Coordinator.mu, guards the partition states, every group and
+// every member. Requests that wait (JoinGroup, a follower's SyncGroup)
+// register a channel with room for one reply and wait on it without the
+// lock, with their request's context, so they park only their own
+// connection. Writes append under the lock (so records of a group are in
+// the log in the order its state changed) and wait for replication
+// without it, with the coordinator's context, so the outcome reaches the
+// cache even if the client went away; a partition token recorded before
+// the wait tells a late completion that the partition was unloaded or
+// reloaded meanwhile. Loading runs in its own goroutine and takes the lock
+// only to check it is still wanted and to install what it read. Close
+// ends the loads and the background loop and answers every waiter.
+//
+// Lock order: Coordinator.mu -> (inside Log.Append) partition.Manager's
+// and Replica's locks. The coordinator is never called with a partition
+// lock held, and never holds Coordinator.mu while waiting on a channel or
+// for replication.
+package group

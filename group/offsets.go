@@ -1,0 +1,452 @@
+package group
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// CommitOffset is one partition of an OffsetCommit.
+type CommitOffset struct {
+	Offset      int64
+	LeaderEpoch int32 // -1 if unknown
+	Metadata    string
+}
+
+// CommitRequest is one OffsetCommit. Generation -1 with an empty member id
+// is a "simple" commit, for groups that do not use group management.
+type CommitRequest struct {
+	Group      string
+	Generation int32
+	MemberID   string
+	InstanceID *string
+	// Retention is OffsetCommit v2-v4's retention time, or -1 (KIP-211:
+	// offsets then live until the group has been empty for
+	// offsets.retention.minutes).
+	Retention time.Duration
+	Offsets   map[cluster.TopicPartition]CommitOffset
+}
+
+// CommitOffsets validates the commit against the group (generation,
+// member, state), writes one record per partition to the group's offsets
+// partition and, once replicated (acks=all), makes them visible to
+// FetchOffsets. A non-nil error applies to every partition; otherwise the
+// map holds each partition's result (nil: committed).
+func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (map[cluster.TopicPartition]error, error) {
+	c.mu.Lock()
+	g, token, wait, out, err := c.commitLocked(req)
+	c.mu.Unlock()
+	if err != nil || wait == nil {
+		return out, err
+	}
+	// Waiting with the coordinator's context rather than the request's:
+	// once appended, the commit's outcome should reach the cache even if
+	// the client went away.
+	werr := wait(c.ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g.pendingWrites--
+	for tp := range req.Offsets {
+		if out[tp] == nil {
+			out[tp] = werr
+		}
+	}
+	if werr != nil || !c.stillOwnedLocked(g.partition, token) || c.groups[g.id] != g {
+		return out, nil
+	}
+	now := c.cfg.Now()
+	for tp, o := range req.Offsets {
+		if out[tp] != nil {
+			continue
+		}
+		g.offsets[tp] = committed(o, req.Retention, now)
+	}
+	return out, nil
+}
+
+func committed(o CommitOffset, retention time.Duration, now time.Time) Offset {
+	off := Offset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata, CommitTimestamp: now.UnixMilli(), ExpireTimestamp: -1}
+	if retention >= 0 {
+		off.ExpireTimestamp = now.Add(retention).UnixMilli()
+	}
+	return off
+}
+
+func (c *Coordinator) commitLocked(req CommitRequest) (*group, uint64, func(context.Context) error, map[cluster.TopicPartition]error, error) {
+	ps, err := c.checkLocked(req.Group)
+	if err != nil {
+		return nil, 0, nil, nil, err
+	}
+	now := c.cfg.Now()
+	g := c.groups[req.Group]
+	if g == nil {
+		if req.Generation >= 0 {
+			// A member of a generation of a group that is gone.
+			return nil, 0, nil, nil, ErrIllegalGeneration
+		}
+		g = newGroup(req.Group, c.PartitionFor(req.Group), now)
+		c.groups[req.Group] = g
+	}
+	switch {
+	case g.isFenced(req.MemberID, req.InstanceID):
+		return nil, 0, nil, nil, ErrFencedInstanceID
+	case req.Generation < 0 && g.state == stateEmpty:
+		// Only storing offsets: no member or generation to check.
+	case g.members[req.MemberID] == nil:
+		return nil, 0, nil, nil, ErrUnknownMemberID
+	case req.Generation != g.generation:
+		return nil, 0, nil, nil, ErrIllegalGeneration
+	case g.state == stateCompletingRebalance:
+		return nil, 0, nil, nil, ErrRebalanceInProgress
+	default:
+		m := g.members[req.MemberID]
+		m.heartbeatDeadline = now.Add(m.sessionTimeout)
+	}
+	out := make(map[cluster.TopicPartition]error, len(req.Offsets))
+	tps := make([]cluster.TopicPartition, 0, len(req.Offsets))
+	for tp := range req.Offsets {
+		tps = append(tps, tp)
+	}
+	sortTPs(tps)
+	var records []kv
+	for _, tp := range tps {
+		o := req.Offsets[tp]
+		if len(o.Metadata) > offsetMetadataMaxBytes {
+			out[tp] = ErrOffsetMetadataTooLarge
+			continue
+		}
+		out[tp] = nil
+		records = append(records, kv{offsetKey(g.id, tp.Topic, tp.Partition), offsetValue(committed(o, req.Retention, now))})
+	}
+	if len(records) == 0 {
+		return g, ps.token, nil, out, nil
+	}
+	g.pendingWrites++
+	return g, ps.token, c.writeLocked(g.partition, records), out, nil
+}
+
+func sortTPs(tps []cluster.TopicPartition) {
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+}
+
+// FetchOffsets returns the group's committed offsets for tps, or all of
+// them when tps is nil. Partitions without a commit are absent from the
+// map; an unknown group has none.
+func (c *Coordinator) FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]Offset, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.checkLocked(groupID); err != nil {
+		return nil, err
+	}
+	out := map[cluster.TopicPartition]Offset{}
+	g := c.groups[groupID]
+	if g == nil {
+		return out, nil
+	}
+	if tps == nil {
+		for tp, o := range g.offsets {
+			out[tp] = o
+		}
+		return out, nil
+	}
+	for _, tp := range tps {
+		if o, ok := g.offsets[tp]; ok {
+			out[tp] = o
+		}
+	}
+	return out, nil
+}
+
+// GroupListing is one group of ListGroups.
+type GroupListing struct {
+	Group        string
+	ProtocolType string
+	State        string
+}
+
+// ListGroups lists the groups this broker coordinates, sorted by id, with
+// ErrCoordinatorLoadInProgress (and the groups loaded so far) while a
+// partition is loading.
+func (c *Coordinator) ListGroups() ([]GroupListing, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	for _, ps := range c.parts {
+		if !ps.loaded {
+			err = ErrCoordinatorLoadInProgress
+		}
+	}
+	out := make([]GroupListing, 0, len(c.groups))
+	for _, g := range c.groups {
+		out = append(out, GroupListing{Group: g.id, ProtocolType: g.protocolType, State: g.state.String()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, err
+}
+
+// MemberDescription is one member in DescribeGroups.
+type MemberDescription struct {
+	MemberID   string
+	InstanceID *string
+	ClientID   string
+	ClientHost string
+	Metadata   []byte // only when Stable
+	Assignment []byte // only when Stable
+}
+
+// GroupDescription answers DescribeGroups for one group; an unknown group
+// is described as Dead with no members, as Kafka does.
+type GroupDescription struct {
+	Group        string
+	State        string
+	ProtocolType string
+	Protocol     string // only when Stable
+	Members      []MemberDescription
+}
+
+// DescribeGroup describes one group.
+func (c *Coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.checkLocked(groupID); err != nil {
+		return GroupDescription{Group: groupID}, err
+	}
+	g := c.groups[groupID]
+	if g == nil {
+		return GroupDescription{Group: groupID, State: stateDead.String()}, nil
+	}
+	d := GroupDescription{Group: g.id, State: g.state.String(), ProtocolType: g.protocolType}
+	stable := g.state == stateStable
+	if stable {
+		d.Protocol = g.protocol
+	}
+	for _, id := range g.memberOrder() {
+		m := g.members[id]
+		md := MemberDescription{MemberID: m.id, InstanceID: m.instanceID, ClientID: m.clientID, ClientHost: m.clientHost,
+			Metadata: []byte{}, Assignment: []byte{}}
+		if stable {
+			md.Metadata, md.Assignment = m.metadataFor(g.protocol), m.assignment
+		}
+		d.Members = append(d.Members, md)
+	}
+	return d, nil
+}
+
+// DeleteGroups deletes empty groups: their offsets and metadata get
+// tombstones in the offsets topic. The result has an entry per group
+// (nil: deleted).
+func (c *Coordinator) DeleteGroups(ctx context.Context, ids []string) map[string]error {
+	out := make(map[string]error, len(ids))
+	type waitFor struct {
+		id   string
+		wait func(context.Context) error
+	}
+	var waits []waitFor
+	c.mu.Lock()
+	now := c.cfg.Now()
+	for _, id := range ids {
+		if _, err := c.checkLocked(id); err != nil {
+			out[id] = err
+			continue
+		}
+		g := c.groups[id]
+		switch {
+		case g == nil || g.state == stateDead:
+			out[id] = ErrGroupIDNotFound
+			continue
+		case g.state != stateEmpty || len(g.members) > 0:
+			out[id] = ErrNonEmptyGroup
+			continue
+		}
+		records := c.tombstonesLocked(g, nil)
+		records = append(records, kv{key: groupKey(g.id)})
+		g.transition(stateDead, now)
+		delete(c.groups, id)
+		out[id] = nil
+		waits = append(waits, waitFor{id, c.writeLocked(g.partition, records)})
+		c.log.Info().Str("group", id).Msg("group deleted")
+	}
+	c.mu.Unlock()
+	for _, w := range waits {
+		if err := w.wait(ctx); err != nil {
+			out[w.id] = err
+		}
+	}
+	return out
+}
+
+// tombstonesLocked returns tombstones for g's offsets in tps (all when
+// nil) and removes them from g.
+func (c *Coordinator) tombstonesLocked(g *group, tps []cluster.TopicPartition) []kv {
+	if tps == nil {
+		for tp := range g.offsets {
+			tps = append(tps, tp)
+		}
+	}
+	sortTPs(tps)
+	var out []kv
+	for _, tp := range tps {
+		out = append(out, kv{key: offsetKey(g.id, tp.Topic, tp.Partition)})
+		delete(g.offsets, tp)
+	}
+	return out
+}
+
+// expireOffsetsLocked expires offsets as Kafka 2.1+ does (KIP-211):
+// offsets with an explicit expire timestamp at it; offsets of a group
+// used only for storage (no protocol type) offsets.retention.minutes after
+// their commit; every offset of an Empty consumer group once it has been
+// empty that long. An Empty group left without offsets becomes Dead and
+// its metadata gets a tombstone.
+func (c *Coordinator) expireOffsetsLocked(now time.Time) {
+	retention := c.cfg.OffsetsRetention
+	byPartition := map[int32][]kv{}
+	for _, ps := range c.parts {
+		if !ps.loaded {
+			return
+		}
+	}
+	for id, g := range c.groups {
+		if g.pendingWrites > 0 {
+			continue
+		}
+		var expired []cluster.TopicPartition
+		for tp, o := range g.offsets {
+			switch {
+			case o.ExpireTimestamp >= 0:
+				if now.UnixMilli() >= o.ExpireTimestamp {
+					expired = append(expired, tp)
+				}
+			case g.protocolType == "":
+				if now.Sub(time.UnixMilli(o.CommitTimestamp)) >= retention {
+					expired = append(expired, tp)
+				}
+			case g.state == stateEmpty:
+				if now.Sub(g.stateTime) >= retention {
+					expired = append(expired, tp)
+				}
+			}
+		}
+		records := c.tombstonesLocked(g, expired)
+		if g.state == stateEmpty && len(g.offsets) == 0 && len(g.members) == 0 {
+			g.transition(stateDead, now)
+			delete(c.groups, id)
+			records = append(records, kv{key: groupKey(g.id)})
+		}
+		if len(expired) > 0 {
+			c.log.Info().Str("group", id).Int("offsets", len(expired)).Msg("offsets expired")
+		}
+		byPartition[g.partition] = append(byPartition[g.partition], records...)
+	}
+	for p, records := range byPartition {
+		c.writeAsyncLocked(p, records, "expired offsets")
+	}
+}
+
+// loader rebuilds groups and offsets from one partition's records, the
+// later record for a key winning and a tombstone removing it.
+type loader struct {
+	offsets map[string]map[cluster.TopicPartition]Offset
+	groups  map[string]*kmsg.GroupMetadataValue
+}
+
+func newLoader() *loader {
+	return &loader{offsets: map[string]map[cluster.TopicPartition]Offset{}, groups: map[string]*kmsg.GroupMetadataValue{}}
+}
+
+func (l *loader) apply(key, value []byte) error {
+	d, err := decodeRecord(key, value)
+	if err != nil {
+		return err
+	}
+	if d.isOffset {
+		tp := cluster.TopicPartition{Topic: d.topic, Partition: d.partition}
+		if d.offset == nil {
+			if m := l.offsets[d.group]; m != nil {
+				delete(m, tp)
+				if len(m) == 0 {
+					delete(l.offsets, d.group)
+				}
+			}
+			return nil
+		}
+		m := l.offsets[d.group]
+		if m == nil {
+			m = map[cluster.TopicPartition]Offset{}
+			l.offsets[d.group] = m
+		}
+		m[tp] = *d.offset
+		return nil
+	}
+	if d.metadata == nil {
+		delete(l.groups, d.group)
+		return nil
+	}
+	l.groups[d.group] = d.metadata
+	return nil
+}
+
+// build makes the groups of partition p: a group with members is Stable in
+// its stored generation (sessions start now), one without is Empty; offsets
+// without group metadata make a storage-only group.
+func (l *loader) build(p int32, now time.Time) map[string]*group {
+	out := map[string]*group{}
+	for id, v := range l.groups {
+		g := newGroup(id, p, now)
+		g.protocolType, g.generation = v.ProtocolType, v.Generation
+		if v.Protocol != nil {
+			g.protocol = *v.Protocol
+		}
+		if v.Leader != nil {
+			g.leader = *v.Leader
+		}
+		if v.CurrentStateTimestamp > 0 {
+			g.stateTime = time.UnixMilli(v.CurrentStateTimestamp)
+		}
+		for _, vm := range v.Members {
+			m := &member{
+				id: vm.MemberID, instanceID: vm.InstanceID, clientID: vm.ClientID, clientHost: vm.ClientHost,
+				protocols:        []Protocol{{Name: g.protocol, Metadata: vm.Subscription}},
+				sessionTimeout:   time.Duration(vm.SessionTimeoutMillis) * time.Millisecond,
+				rebalanceTimeout: time.Duration(vm.RebalanceTimeoutMillis) * time.Millisecond,
+				assignment:       vm.Assignment,
+			}
+			if m.rebalanceTimeout < 0 {
+				m.rebalanceTimeout = m.sessionTimeout
+			}
+			m.heartbeatDeadline = now.Add(m.sessionTimeout)
+			g.members[m.id] = m
+			if m.instanceID != nil {
+				g.static[*m.instanceID] = m.id
+			}
+		}
+		if len(g.members) > 0 {
+			g.state = stateStable
+			g.stateTime = now
+			if g.members[g.leader] == nil {
+				g.leader = g.memberOrder()[0]
+			}
+		}
+		out[id] = g
+	}
+	for id, offs := range l.offsets {
+		g := out[id]
+		if g == nil {
+			g = newGroup(id, p, now)
+			out[id] = g
+		}
+		for tp, o := range offs {
+			g.offsets[tp] = o
+		}
+	}
+	return out
+}

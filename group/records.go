@@ -1,0 +1,245 @@
+package group
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Record formats of __consumer_offsets, as Kafka 2.x writes them
+// (GroupMetadataManager): keys start with an int16 version, 0 or 1 for an
+// offset commit, 2 for group metadata.
+const (
+	offsetKeyVersion    int16 = 1
+	groupKeyVersion     int16 = 2
+	offsetValueVersion  int16 = 3 // with the committed leader epoch (KIP-320)
+	offsetValueExpiring int16 = 1 // with an explicit expire timestamp (OffsetCommit v2-v4 retention)
+	groupValueVersion   int16 = 3 // with group.instance.id (KIP-345)
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errBadRecord wraps any record of the offsets topic that does not parse.
+var errBadRecord = errors.New("group: malformed __consumer_offsets record")
+
+// kv is one record: a nil value is a tombstone.
+type kv struct {
+	key, value []byte
+}
+
+func offsetKey(group, topic string, partition int32) []byte {
+	k := kmsg.OffsetCommitKey{Version: offsetKeyVersion, Group: group, Topic: topic, Partition: partition}
+	return k.AppendTo(nil)
+}
+
+func offsetValue(o Offset) []byte {
+	v := kmsg.NewOffsetCommitValue()
+	v.Version = offsetValueVersion
+	v.Offset, v.LeaderEpoch, v.Metadata, v.CommitTimestamp = o.Offset, o.LeaderEpoch, o.Metadata, o.CommitTimestamp
+	if o.ExpireTimestamp >= 0 {
+		v.Version = offsetValueExpiring
+		v.ExpireTimestamp = o.ExpireTimestamp
+	}
+	return v.AppendTo(nil)
+}
+
+func groupKey(group string) []byte {
+	k := kmsg.GroupMetadataKey{Version: groupKeyVersion, Group: group}
+	return k.AppendTo(nil)
+}
+
+// groupValue encodes g's current generation. Caller holds the coordinator
+// lock.
+func groupValue(g *group, now time.Time) []byte {
+	v := kmsg.NewGroupMetadataValue()
+	v.Version = groupValueVersion
+	v.ProtocolType = g.protocolType
+	v.Generation = g.generation
+	if g.protocol != "" {
+		p := g.protocol
+		v.Protocol = &p
+	}
+	if g.leader != "" {
+		l := g.leader
+		v.Leader = &l
+	}
+	v.CurrentStateTimestamp = now.UnixMilli()
+	for _, id := range g.memberOrder() {
+		m := g.members[id]
+		vm := kmsg.NewGroupMetadataValueMember()
+		vm.MemberID, vm.InstanceID, vm.ClientID, vm.ClientHost = m.id, m.instanceID, m.clientID, m.clientHost
+		vm.RebalanceTimeoutMillis = int32(m.rebalanceTimeout / time.Millisecond)
+		vm.SessionTimeoutMillis = int32(m.sessionTimeout / time.Millisecond)
+		vm.Subscription = m.metadataFor(g.protocol)
+		vm.Assignment = m.assignment
+		if vm.Subscription == nil {
+			vm.Subscription = []byte{}
+		}
+		if vm.Assignment == nil {
+			vm.Assignment = []byte{}
+		}
+		v.Members = append(v.Members, vm)
+	}
+	return v.AppendTo(nil)
+}
+
+// buildBatch encodes records as one uncompressed v2 record batch with base
+// offset 0, no producer id and timestamps of now, CRC32C filled in: the
+// form partition.Manager.Append accepts from a producer.
+func buildBatch(records []kv, now time.Time) []byte {
+	ts := now.UnixMilli()
+	var body []byte
+	for i, r := range records {
+		var rec []byte
+		rec = append(rec, 0)                     // attributes
+		rec = binary.AppendVarint(rec, 0)        // timestamp delta
+		rec = binary.AppendVarint(rec, int64(i)) // offset delta
+		rec = binary.AppendVarint(rec, int64(len(r.key)))
+		rec = append(rec, r.key...)
+		if r.value == nil {
+			rec = binary.AppendVarint(rec, -1)
+		} else {
+			rec = binary.AppendVarint(rec, int64(len(r.value)))
+			rec = append(rec, r.value...)
+		}
+		rec = binary.AppendVarint(rec, 0) // no headers
+		body = binary.AppendVarint(body, int64(len(rec)))
+		body = append(body, rec...)
+	}
+	rb := kmsg.RecordBatch{
+		FirstOffset:          0,
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		LastOffsetDelta:      int32(len(records) - 1),
+		FirstTimestamp:       ts,
+		MaxTimestamp:         ts,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(records)),
+		Records:              body,
+	}
+	b := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], castagnoli))
+	return b
+}
+
+// parseBatches calls fn for every record of the whole v2 batches in b,
+// skipping control batches, and returns the offset after the last batch
+// (-1 if b holds none). A compressed batch is an error: only this package
+// writes the topic, uncompressed.
+func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, error) {
+	next := int64(-1)
+	for len(b) >= 12 {
+		size := int(int32(binary.BigEndian.Uint32(b[8:12])))
+		if size < 49 || len(b) < 12+size {
+			break // a partial batch at the end of a read
+		}
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(b[:12+size]); err != nil {
+			return next, fmt.Errorf("%w: batch: %v", errBadRecord, err)
+		}
+		b = b[12+size:]
+		next = rb.FirstOffset + int64(rb.LastOffsetDelta) + 1
+		if rb.Magic != 2 {
+			return next, fmt.Errorf("%w: magic %d", errBadRecord, rb.Magic)
+		}
+		if rb.Attributes&0x20 != 0 { // control batch
+			continue
+		}
+		if rb.Attributes&0x07 != 0 {
+			return next, fmt.Errorf("%w: compressed batch at %d", errBadRecord, rb.FirstOffset)
+		}
+		recs := rb.Records
+		for i := int32(0); i < rb.NumRecords; i++ {
+			l, n := binary.Varint(recs)
+			if n <= 0 || l < 0 || int64(len(recs)-n) < l {
+				return next, fmt.Errorf("%w: record length at batch %d", errBadRecord, rb.FirstOffset)
+			}
+			var r kmsg.Record
+			if err := r.ReadFrom(recs[:n+int(l)]); err != nil {
+				return next, fmt.Errorf("%w: record: %v", errBadRecord, err)
+			}
+			recs = recs[n+int(l):]
+			fn(rb.FirstOffset+int64(r.OffsetDelta), r.Key, r.Value)
+		}
+	}
+	return next, nil
+}
+
+// Offset is one committed offset.
+type Offset struct {
+	Offset      int64
+	LeaderEpoch int32 // -1 if unknown
+	Metadata    string
+	// CommitTimestamp is when the commit was written, in ms.
+	CommitTimestamp int64
+	// ExpireTimestamp is an explicit expiry (OffsetCommit v2-v4 with a
+	// retention time) in ms, or -1.
+	ExpireTimestamp int64
+}
+
+// decodedRecord is one record of the offsets topic, decoded.
+type decodedRecord struct {
+	group string
+	// offset commit (isOffset) or group metadata
+	isOffset  bool
+	topic     string
+	partition int32
+	offset    *Offset                  // nil: tombstone
+	metadata  *kmsg.GroupMetadataValue // nil: tombstone
+}
+
+// decodeRecord decodes one key/value pair; a key version this package does
+// not know is an error the loader logs and skips.
+func decodeRecord(key, value []byte) (decodedRecord, error) {
+	if len(key) < 2 {
+		return decodedRecord{}, fmt.Errorf("%w: key of %d bytes", errBadRecord, len(key))
+	}
+	switch version := int16(binary.BigEndian.Uint16(key)); version {
+	case 0, 1:
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(key); err != nil {
+			return decodedRecord{}, fmt.Errorf("%w: offset key: %v", errBadRecord, err)
+		}
+		d := decodedRecord{group: k.Group, isOffset: true, topic: k.Topic, partition: k.Partition}
+		if value == nil {
+			return d, nil
+		}
+		var v kmsg.OffsetCommitValue
+		if err := v.ReadFrom(value); err != nil {
+			return decodedRecord{}, fmt.Errorf("%w: offset value: %v", errBadRecord, err)
+		}
+		o := Offset{Offset: v.Offset, LeaderEpoch: -1, Metadata: v.Metadata, CommitTimestamp: v.CommitTimestamp, ExpireTimestamp: -1}
+		if v.Version >= 3 {
+			o.LeaderEpoch = v.LeaderEpoch
+		}
+		if v.Version == 1 {
+			o.ExpireTimestamp = v.ExpireTimestamp
+		}
+		d.offset = &o
+		return d, nil
+	case 2:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(key); err != nil {
+			return decodedRecord{}, fmt.Errorf("%w: group key: %v", errBadRecord, err)
+		}
+		d := decodedRecord{group: k.Group}
+		if value == nil {
+			return d, nil
+		}
+		var v kmsg.GroupMetadataValue
+		if err := v.ReadFrom(value); err != nil {
+			return decodedRecord{}, fmt.Errorf("%w: group value: %v", errBadRecord, err)
+		}
+		d.metadata = &v
+		return d, nil
+	default:
+		return decodedRecord{}, fmt.Errorf("%w: unknown key version %d", errBadRecord, version)
+	}
+}

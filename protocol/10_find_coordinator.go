@@ -1,0 +1,146 @@
+package protocol
+
+// FindCoordinator (key 10), versions 0-4.
+//
+//   - Key type 0 (group, the only type before v1): the coordinator is the
+//     leader of partition Groups.PartitionFor(key) of __consumer_offsets,
+//     from the metadata cache, answered with its endpoint for the listener
+//     the request came in on. No leader, or a leader that is not a live
+//     broker, answers COORDINATOR_NOT_AVAILABLE (the client retries).
+//   - __consumer_offsets is created on first use, as Kafka does, with
+//     offsets.topic.num.partitions partitions and replication factor
+//     offsets.topic.replication.factor; while fewer brokers are alive than
+//     that it is not created and the answer is COORDINATOR_NOT_AVAILABLE.
+//     Its configs are retention.ms=-1 and segment.bytes =
+//     offsets.topic.segment.bytes: Kafka uses cleanup.policy=compact, which
+//     this broker does not implement, so the topic keeps everything.
+//   - Key type 1 (transactional id) answers INVALID_REQUEST with a
+//     message: there is no transaction coordinator, and an error a client
+//     does not retry is more honest than COORDINATOR_NOT_AVAILABLE
+//     forever. Other types are INVALID_REQUEST as in Kafka.
+//   - v4+ batches keys (CoordinatorKeys in, Coordinators out), each with
+//     its own error; before v4 the one key's answer is the top level.
+//     ErrorMessage from v1.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// offsetsTopic is the internal topic of the group coordinator.
+const offsetsTopic = "__consumer_offsets"
+
+type coordinatorAnswer struct {
+	nodeID int32
+	host   string
+	port   int32
+	code   int16
+	msg    string
+}
+
+func (s *Server) handleFindCoordinator(ctx context.Context, rc *reqContext, req *kmsg.FindCoordinatorRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	for _, key := range keys {
+		a := s.findCoordinator(ctx, rc, req.CoordinatorType, key)
+		if req.Version < 4 {
+			resp.NodeID, resp.Host, resp.Port, resp.ErrorCode = a.nodeID, a.host, a.port, a.code
+			if req.Version >= 1 && a.msg != "" {
+				m := a.msg
+				resp.ErrorMessage = &m
+			}
+			continue
+		}
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.NodeID, c.Host, c.Port, c.ErrorCode = key, a.nodeID, a.host, a.port, a.code
+		if a.msg != "" {
+			m := a.msg
+			c.ErrorMessage = &m
+		}
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	return resp, nil
+}
+
+func (s *Server) findCoordinator(ctx context.Context, rc *reqContext, keyType int8, key string) coordinatorAnswer {
+	fail := func(code int16, msg string) coordinatorAnswer {
+		return coordinatorAnswer{nodeID: -1, host: "", port: -1, code: code, msg: msg}
+	}
+	switch keyType {
+	case 0:
+	case 1:
+		return fail(kerr.InvalidRequest.Code, "transactions are not supported by this broker")
+	default:
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown coordinator type %d", keyType))
+	}
+	info, ok := s.cfg.Metadata.Topic(offsetsTopic)
+	if !ok {
+		if err := s.createOffsetsTopic(ctx, rc); err != nil {
+			return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
+		}
+		if info, ok = s.cfg.Metadata.Topic(offsetsTopic); !ok {
+			return fail(kerr.CoordinatorNotAvailable.Code, "")
+		}
+	}
+	p := s.cfg.Groups.PartitionFor(key)
+	leader := cluster.NoLeader
+	for _, pi := range info.Partitions {
+		if pi.Partition == p {
+			leader = pi.State.Leader
+		}
+	}
+	if leader == cluster.NoLeader {
+		return fail(kerr.CoordinatorNotAvailable.Code, "")
+	}
+	for _, b := range s.cfg.Metadata.Brokers() {
+		if b.ID != leader {
+			continue
+		}
+		ep, ok := b.Endpoint(rc.listener)
+		if !ok {
+			if len(b.Endpoints) == 0 {
+				break
+			}
+			ep = b.Endpoints[0]
+		}
+		return coordinatorAnswer{nodeID: b.ID, host: ep.Host, port: ep.Port}
+	}
+	return fail(kerr.CoordinatorNotAvailable.Code, "")
+}
+
+// createOffsetsTopic creates __consumer_offsets, or says why not. A nil
+// error means it was created (or already existed) but the metadata does
+// not show it yet; the client retries either way.
+func (s *Server) createOffsetsTopic(ctx context.Context, rc *reqContext) error {
+	ot := s.cfg.OffsetsTopic
+	if alive := len(s.cfg.Metadata.Brokers()); alive < int(ot.ReplicationFactor) {
+		return fmt.Errorf("number of alive brokers %d does not meet the required replication factor %d for the offsets topic (offsets.topic.replication.factor)",
+			alive, ot.ReplicationFactor)
+	}
+	actx, cancel := adminTimeout(ctx, 0)
+	defer cancel()
+	err := s.cfg.Admin.CreateTopic(actx, CreateTopicRequest{
+		Name: offsetsTopic, NumPartitions: ot.Partitions, ReplicationFactor: ot.ReplicationFactor,
+		Configs: map[string]string{"retention.ms": "-1", "segment.bytes": strconv.FormatInt(ot.SegmentBytes, 10)},
+	})
+	switch {
+	case err == nil:
+		s.log.Info().Str("topic", offsetsTopic).Int32("partitions", ot.Partitions).
+			Int16("replication_factor", ot.ReplicationFactor).Str("remote_addr", rc.remoteAddr).Msg("created the offsets topic")
+		return nil
+	case errors.Is(err, cluster.ErrTopicExists):
+		return nil
+	}
+	s.log.Warn().Err(err).Str("topic", offsetsTopic).Msg("creating the offsets topic failed")
+	return err
+}

@@ -1,0 +1,27 @@
+package protocol
+
+// Heartbeat (key 12), versions 0-4.
+//
+//   - Keeps a member's session alive (Groups.Heartbeat). During a
+//     rebalance it answers REBALANCE_IN_PROGRESS, so the member rejoins;
+//     a stale generation ILLEGAL_GENERATION; an unknown member
+//     UNKNOWN_MEMBER_ID; a replaced static member FENCED_INSTANCE_ID (v3+
+//     carries group.instance.id).
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/group"
+)
+
+func (s *Server) handleHeartbeat(_ context.Context, rc *reqContext, req *kmsg.HeartbeatRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	err := s.cfg.Groups.Heartbeat(group.HeartbeatRequest{
+		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
+	})
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+	resp.ErrorCode = errorCode(&log, err)
+	return resp, nil
+}

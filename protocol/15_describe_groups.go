@@ -1,0 +1,38 @@
+package protocol
+
+// DescribeGroups (key 15), versions 0-5.
+//
+//   - Each group from Groups.DescribeGroup: state, protocol type, and
+//     members with client id and host; protocol, member metadata and
+//     assignments only when Stable, as Kafka. An unknown group is "Dead"
+//     with no error; a group this broker does not coordinate answers
+//     NOT_COORDINATOR. v4+ adds group.instance.id; authorized operations
+//     (v3+) stay at Kafka's "not requested" value.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleDescribeGroups(_ context.Context, rc *reqContext, req *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+	for _, id := range req.Groups {
+		d, err := s.cfg.Groups.DescribeGroup(id)
+		rg := kmsg.NewDescribeGroupsResponseGroup()
+		rg.Group = id
+		rg.ErrorCode = errorCode(&log, err)
+		if err == nil {
+			rg.State, rg.ProtocolType, rg.Protocol = d.State, d.ProtocolType, d.Protocol
+			for _, m := range d.Members {
+				rm := kmsg.NewDescribeGroupsResponseGroupMember()
+				rm.MemberID, rm.InstanceID, rm.ClientID, rm.ClientHost = m.MemberID, m.InstanceID, m.ClientID, m.ClientHost
+				rm.ProtocolMetadata, rm.MemberAssignment = m.Metadata, m.Assignment
+				rg.Members = append(rg.Members, rm)
+			}
+		}
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}

@@ -1,0 +1,28 @@
+package protocol
+
+// DeleteGroups (key 42), versions 0-2.
+//
+//   - Each group through Groups.DeleteGroups: only an Empty group is
+//     deleted (its offsets and metadata get tombstones in
+//     __consumer_offsets); one with members answers NON_EMPTY_GROUP, an
+//     unknown one GROUP_ID_NOT_FOUND, one coordinated elsewhere
+//     NOT_COORDINATOR.
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func (s *Server) handleDeleteGroups(ctx context.Context, rc *reqContext, req *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
+	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+	errs := s.cfg.Groups.DeleteGroups(ctx, req.Groups)
+	for _, id := range req.Groups {
+		rg := kmsg.NewDeleteGroupsResponseGroup()
+		rg.Group = id
+		rg.ErrorCode = errorCode(&log, errs[id])
+		resp.Groups = append(resp.Groups, rg)
+	}
+	return resp, nil
+}
