@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -217,8 +218,15 @@ func PartitionFor(groupID string, n int32) int32 {
 		}
 		h = 31*h + int32(r)
 	}
-	abs := h & 0x7fffffff // Kafka's Utils.abs
-	return abs % n
+	// Kafka's Utils.abs: Math.abs, with MinInt32 mapped to 0 (not the
+	// producer partitioner's toPositive mask).
+	if h == math.MinInt32 {
+		return 0
+	}
+	if h < 0 {
+		h = -h
+	}
+	return h % n
 }
 
 func (c *Coordinator) tp(p int32) cluster.TopicPartition {
