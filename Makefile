@@ -99,3 +99,16 @@ demo:
 
 compose-test:
 	@scripts/compose-test.sh
+
+# chaos: the fault-injection matrix of issue 6 (cmd/chaos, internal/chaos):
+# every scenario on fresh ZooKeeper-backed 3-broker clusters, a history
+# checker, and a Markdown report in CHAOS_REPORT. CHAOS_ARGS passes more
+# flags (e.g. -scenarios kill-leader,SAFE -keep); `go run ./cmd/chaos -list`
+# lists the scenarios. `make test` runs a subset as TestChaos.
+CHAOS_REPORT ?= chaos-report.md
+CHAOS_RANDOM ?= 3m
+CHAOS_ARGS   ?=
+
+.PHONY: chaos
+chaos:
+	$(GO) run ./cmd/chaos -random $(CHAOS_RANDOM) -out $(CHAOS_REPORT) $(CHAOS_ARGS)

@@ -1,0 +1,150 @@
+package chaos
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestCheckerCatches is the checker's own negative control: each case
+// breaks one property of a tiny history and must be counted under its
+// name, so a clean chaos run means something.
+func TestCheckerCatches(t *testing.T) {
+	t.Parallel()
+	ok := func(v string, o int64) Write {
+		return Write{Producer: "p", Seq: o, Partition: 0, Value: v, Outcome: OK, Offset: o}
+	}
+	rep := func(id int32, hw int64, vals ...string) Replica {
+		r := Replica{Broker: id, Values: map[int64]string{}, HW: hw}
+		for i, v := range vals {
+			r.Values[int64(i)] = v
+		}
+		r.LEO = int64(len(vals))
+		return r
+	}
+	good := map[int32][]Replica{0: {rep(1, 3, "a", "b", "c"), rep(2, 3, "a", "b", "c")}}
+	writes := []Write{ok("a", 0), ok("b", 1), ok("c", 2)}
+	poll := func(offs []int64, vals []string, hw int64) Poll {
+		return Poll{Consumer: "c", Partition: 0, Offsets: offs, Values: vals, HW: hw}
+	}
+	cases := []struct {
+		name  string
+		in    CheckInput
+		count func(Anomalies) int
+	}{
+		{"clean", CheckInput{Writes: writes, Replicas: good, Polls: []Poll{poll([]int64{0, 1}, []string{"a", "b"}, 3), poll([]int64{2}, []string{"c"}, 3)}}, nil},
+		{"lost", CheckInput{Writes: []Write{writes[0], writes[1], writes[2], ok("d", 3)}, Replicas: good}, func(a Anomalies) int { return a.Lost }},
+		{"inconsistent", CheckInput{Writes: []Write{ok("a", 0), ok("b", 1), ok("x", 1), ok("c", 2)}, Replicas: good}, func(a Anomalies) int { return a.InconsistentOffset }},
+		{"duplicate", CheckInput{Writes: writes[:2], Replicas: map[int32][]Replica{0: {rep(1, 3, "a", "b", "a")}}}, func(a Anomalies) int { return a.Duplicate }},
+		{"nonmonotonic-send", CheckInput{Writes: []Write{ok("a", 0), {Producer: "p", Seq: 5, Value: "b", Outcome: OK, Offset: 1}, {Producer: "p", Seq: 6, Value: "c", Outcome: OK, Offset: 0}}, Replicas: good}, func(a Anomalies) int { return a.NonmonotonicSend }},
+		{"poll-skip", CheckInput{Writes: writes, Replicas: good, Polls: []Poll{poll([]int64{0}, []string{"a"}, 3), poll([]int64{2}, []string{"c"}, 3)}}, func(a Anomalies) int { return a.PollSkip }},
+		{"nonmonotonic-poll", CheckInput{Writes: writes, Replicas: good, Polls: []Poll{poll([]int64{0, 1}, []string{"a", "b"}, 3), poll([]int64{1}, []string{"b"}, 3)}}, func(a Anomalies) int { return a.NonmonotonicPoll }},
+		{"read-then-vanished", CheckInput{Writes: writes, Replicas: good, Polls: []Poll{poll([]int64{0, 1, 2, 3}, []string{"a", "b", "c", "z"}, 4)}}, func(a Anomalies) int { return a.ReadThenVanished }},
+		{"above-hw", CheckInput{Writes: writes, Replicas: good, Polls: []Poll{poll([]int64{0, 1, 2}, []string{"a", "b", "c"}, 2)}}, func(a Anomalies) int { return a.AboveHW }},
+		{"failed-visible", CheckInput{Writes: []Write{writes[0], writes[1], {Value: "c", Outcome: Fail}}, Replicas: good}, func(a Anomalies) int { return a.FailedVisible }},
+		{"divergent", CheckInput{Writes: writes[:2], Replicas: map[int32][]Replica{0: {rep(1, 3, "a", "b", "c"), rep(2, 3, "a", "b", "X")}}}, func(a Anomalies) int { return a.Divergent }},
+		{"divergent above HW is allowed", CheckInput{Writes: writes[:2], Replicas: map[int32][]Replica{0: {rep(1, 2, "a", "b", "c"), rep(2, 2, "a", "b", "X")}}}, nil},
+		{"epoch checkpoint", CheckInput{Replicas: map[int32][]Replica{0: {{Broker: 1, Values: map[int64]string{}, Epochs: [][2]int64{{0, 0}, {2, 5}, {1, 7}}}}}}, func(a Anomalies) int { return a.EpochCheckpoint }},
+		{"leader epoch decreases", CheckInput{Samples: []Sample{
+			{At: 0, States: []PartState{{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}}}},
+			{At: time.Second, States: []PartState{{Leader: 1, LeaderEpoch: 2, ISR: []int32{1, 2}}}}}}, func(a Anomalies) int { return a.EpochViolation }},
+		{"two leaders one epoch", CheckInput{Samples: []Sample{
+			{States: []PartState{{Leader: 1, LeaderEpoch: 3, ISR: []int32{1, 2}}}},
+			{States: []PartState{{Leader: 2, LeaderEpoch: 3, ISR: []int32{1, 2}}}}}}, func(a Anomalies) int { return a.EpochViolation }},
+		{"controller epoch decreases", CheckInput{Samples: []Sample{{ControllerEpoch: 4}, {ControllerEpoch: 3}}}, func(a Anomalies) int { return a.ControllerEpoch }},
+		{"leader outside the ISR", CheckInput{Samples: []Sample{
+			{States: []PartState{{Leader: 1, LeaderEpoch: 3, ISR: []int32{1}}}},
+			{States: []PartState{{Leader: 2, LeaderEpoch: 4, ISR: []int32{2}}}}}}, func(a Anomalies) int { return a.UncleanLeader }},
+	}
+	for _, tc := range cases {
+		res := Check(tc.in)
+		if tc.count == nil {
+			if res.Total() != 0 {
+				t.Errorf("%s: %+v, want no anomaly (%v)", tc.name, res.Anomalies, res.Examples)
+			}
+			continue
+		}
+		if tc.count(res.Anomalies) == 0 {
+			t.Errorf("%s: not counted under its own name: %+v", tc.name, res.Anomalies)
+		}
+	}
+	// With unclean election allowed, a leader from outside the ISR is not
+	// an anomaly.
+	res := Check(CheckInput{UncleanAllowed: true, Samples: []Sample{
+		{States: []PartState{{Leader: 1, LeaderEpoch: 3, ISR: []int32{1}}}},
+		{States: []PartState{{Leader: 2, LeaderEpoch: 4, ISR: []int32{2}}}}}})
+	if res.Total() != 0 {
+		t.Errorf("unclean allowed: %+v", res.Anomalies)
+	}
+}
+
+// TestProxyHoldsAndHeals: a blocked source's bytes are held, not dropped,
+// and flow once the proxy heals; another source passes meanwhile.
+func TestProxyHoldsAndHeals(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	px, err := NewProxy(l.Addr().String(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	frame := func(clientID string) []byte {
+		b := []byte{0, 0, 0, 0, 0, 18, 0, 3, 0, 0, 0, 7, 0, byte(len(clientID))}
+		b = append(b, clientID...)
+		binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+		return b
+	}
+	dial := func(clientID string) (net.Conn, []byte) {
+		c, err := net.Dial("tcp", px.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := frame(clientID)
+		if _, err := c.Write(f); err != nil {
+			t.Fatal(err)
+		}
+		return c, f
+	}
+	readBack := func(c net.Conn, want []byte, d time.Duration) error {
+		_ = c.SetReadDeadline(time.Now().Add(d))
+		got := make([]byte, len(want))
+		_, err := io.ReadFull(c, got)
+		if err == nil && !bytes.Equal(got, want) {
+			return fmt.Errorf("got %x, want %x", got, want)
+		}
+		return err
+	}
+	px.Block(BrokerSource(2))
+	a, fa := dial("broker-2")
+	defer a.Close()
+	b, fb := dial("kgo")
+	defer b.Close()
+	if err := readBack(b, fb, 5*time.Second); err != nil {
+		t.Fatalf("client source blocked too: %v", err)
+	}
+	if err := readBack(a, fa, 300*time.Millisecond); err == nil {
+		t.Fatal("blocked source's bytes went through")
+	}
+	px.Heal()
+	_ = a.SetReadDeadline(time.Time{})
+	if err := readBack(a, fa, 5*time.Second); err != nil {
+		t.Fatalf("held bytes not delivered after heal: %v", err)
+	}
+}

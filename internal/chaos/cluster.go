@@ -1,0 +1,511 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// SessionTimeout is zookeeper.session.timeout.ms of every chaos broker:
+// the pre-2.5 default, as reliability.md §5 asks, so runs stay short.
+const SessionTimeout = 6 * time.Second
+
+// LagTime is replica.lag.time.max.ms of every chaos broker.
+const LagTime = 5 * time.Second
+
+// Cluster is three broker processes in one ZooKeeper chroot, each behind a
+// Kafka proxy (its advertised listener, used by clients and by the other
+// brokers) and a ZooKeeper proxy (its zookeeper.connect).
+type Cluster struct {
+	Brokers []*Broker
+	Chroot  string
+	ZK      *zk.Conn // direct to ZooKeeper (not through a proxy), at the root
+	zkAddr  string
+	bin     string
+	dir     string
+	logf    func(string, ...any)
+}
+
+// Broker is one broker process handle with its two proxies.
+type Broker struct {
+	ID      int32
+	Listen  string // the broker's own listener
+	Proxy   *Proxy // its advertised listener
+	ZKProxy *Proxy // its zookeeper.connect
+	Dir     string
+	DataDir string
+	LogPath string
+	Props   map[string]string
+	c       *Cluster
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	paused bool
+}
+
+// ClusterConfig describes a cluster to start.
+type ClusterConfig struct {
+	Binary  string            // the broker binary
+	ZKAddr  string            // ZooKeeper host:port
+	ZK      *zk.Conn          // a session to it
+	Dir     string            // scratch directory (data, logs)
+	Brokers int               // how many (ids 1..n)
+	Props   map[string]string // server.properties overrides for all
+	Logf    func(string, ...any)
+}
+
+var chrootSeq int64
+var chrootMu sync.Mutex
+
+// StartCluster prepares a chroot, proxies and brokers, and starts every
+// broker, waiting until each is registered and serving.
+func StartCluster(cfg ClusterConfig) (*Cluster, error) {
+	chrootMu.Lock()
+	chrootSeq++
+	seq := chrootSeq
+	chrootMu.Unlock()
+	c := &Cluster{Chroot: fmt.Sprintf("/chaos-%d-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6, seq),
+		ZK: cfg.ZK, zkAddr: cfg.ZKAddr, bin: cfg.Binary, dir: cfg.Dir, logf: cfg.Logf}
+	if c.logf == nil {
+		c.logf = func(string, ...any) {}
+	}
+	if _, err := c.ZK.Create(c.Chroot, nil, 0, zk.WorldACL(zk.PermAll)); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+		return nil, fmt.Errorf("create chroot %s: %w", c.Chroot, err)
+	}
+	for i := 1; i <= cfg.Brokers; i++ {
+		b, err := c.addBroker(int32(i), cfg.Props)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c.Brokers = append(c.Brokers, b)
+	}
+	errs := make(chan error, len(c.Brokers))
+	for _, b := range c.Brokers {
+		go func() { errs <- b.Start() }()
+	}
+	var first error
+	for range c.Brokers {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first != nil {
+		c.Close()
+		return nil, first
+	}
+	return c, nil
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func (c *Cluster) addBroker(id int32, props map[string]string) (*Broker, error) {
+	listen, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	px, err := NewProxy(listen, true)
+	if err != nil {
+		return nil, err
+	}
+	zpx, err := NewProxy(c.zkAddr, false)
+	if err != nil {
+		px.Close()
+		return nil, err
+	}
+	dir := filepath.Join(c.dir, fmt.Sprintf("broker-%d", id))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	b := &Broker{ID: id, Listen: listen, Proxy: px, ZKProxy: zpx, Dir: dir,
+		DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "broker.log"), c: c}
+	b.Props = map[string]string{
+		"broker.id":                        strconv.Itoa(int(id)),
+		"listeners":                        "PLAINTEXT://" + listen,
+		"advertised.listeners":             "PLAINTEXT://" + px.Addr,
+		"zookeeper.connect":                zpx.Addr + c.Chroot,
+		"zookeeper.session.timeout.ms":     strconv.Itoa(int(SessionTimeout / time.Millisecond)),
+		"log.dirs":                         b.DataDir,
+		"replica.lag.time.max.ms":          strconv.Itoa(int(LagTime / time.Millisecond)),
+		"replica.fetch.wait.max.ms":        "500",
+		"auto.leader.rebalance.enable":     "false",
+		"auto.create.topics.enable":        "false",
+		"default.replication.factor":       "3",
+		"offsets.topic.replication.factor": "3",
+	}
+	for k, v := range props {
+		b.Props[k] = v
+	}
+	return b, nil
+}
+
+// Seeds are the proxies' addresses: what clients bootstrap from.
+func (c *Cluster) Seeds() []string {
+	out := make([]string, len(c.Brokers))
+	for i, b := range c.Brokers {
+		out[i] = b.Proxy.Addr
+	}
+	return out
+}
+
+// Broker returns the broker with id, or nil.
+func (c *Cluster) Broker(id int32) *Broker {
+	for _, b := range c.Brokers {
+		if b.ID == id {
+			return b
+		}
+	}
+	return nil
+}
+
+// Path prefixes a Kafka znode path with the chroot.
+func (c *Cluster) Path(p string) string { return c.Chroot + p }
+
+// HealNetwork lets every proxy forward everything again.
+func (c *Cluster) HealNetwork() {
+	for _, b := range c.Brokers {
+		b.Proxy.Heal()
+		b.ZKProxy.Heal()
+	}
+}
+
+// Close kills every broker and closes the proxies.
+func (c *Cluster) Close() {
+	for _, b := range c.Brokers {
+		b.Kill()
+		b.Proxy.Close()
+		b.ZKProxy.Close()
+	}
+}
+
+// StopAll stops every broker with SIGTERM (SIGKILL after 15 s each), in
+// parallel, after healing the network.
+func (c *Cluster) StopAll() {
+	c.HealNetwork()
+	var wg sync.WaitGroup
+	for _, b := range c.Brokers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.Term(15 * time.Second); err != nil {
+				c.logf("broker %d: %v", b.ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Running reports whether the process is started and has not exited.
+func (b *Broker) Running() bool {
+	b.mu.Lock()
+	done := b.done
+	b.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Paused reports whether the process is stopped by SIGSTOP.
+func (b *Broker) Paused() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.paused
+}
+
+// Start waits for an earlier session's registration to vanish, starts the
+// process and waits until it is registered and answers Metadata naming
+// itself.
+func (b *Broker) Start() error {
+	if b.Running() {
+		return nil
+	}
+	path := b.c.Path(fmt.Sprintf("/brokers/ids/%d", b.ID))
+	if err := waitFor(SessionTimeout+30*time.Second, func() error {
+		ok, _, err := b.c.ZK.Exists(path)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return fmt.Errorf("%s still held by an earlier session", path)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("broker %d: %w", b.ID, err)
+	}
+	if err := writeProps(filepath.Join(b.Dir, "server.properties"), b.Props); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(b.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logf, "==== chaos: start of broker %d at %s ====\n", b.ID, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(b.c.bin, filepath.Join(b.Dir, "server.properties"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), "BROKER_LOG_LEVEL=info")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start broker %d: %w", b.ID, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
+	b.mu.Lock()
+	b.cmd, b.done, b.paused = cmd, done, false
+	b.mu.Unlock()
+	return b.waitReady(60*time.Second, path, done)
+}
+
+func (b *Broker) waitReady(timeout time.Duration, path string, done chan struct{}) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Listen), kgo.RequestRetries(0), kgo.DialTimeout(time.Second), kgo.ClientID("chaos-ready"))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return waitFor(timeout, func() error {
+		select {
+		case <-done:
+			return &permanentError{fmt.Errorf("broker %d exited while starting; see %s", b.ID, b.LogPath)}
+		default:
+		}
+		ok, _, err := b.c.ZK.Exists(path)
+		if err != nil || !ok {
+			return fmt.Errorf("broker %d: %s not registered (%v)", b.ID, path, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return err
+		}
+		for _, mb := range resp.Brokers {
+			if mb.NodeID == b.ID {
+				return nil
+			}
+		}
+		return fmt.Errorf("broker %d: metadata does not list itself", b.ID)
+	})
+}
+
+func (b *Broker) signal(sig syscall.Signal) (chan struct{}, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil || b.done == nil {
+		return nil, false
+	}
+	select {
+	case <-b.done:
+		return b.done, false
+	default:
+	}
+	_ = syscall.Kill(-b.cmd.Process.Pid, sig)
+	switch sig {
+	case syscall.SIGSTOP:
+		b.paused = true
+	case syscall.SIGCONT, syscall.SIGKILL:
+		b.paused = false
+	}
+	return b.done, true
+}
+
+// Kill sends SIGKILL and waits for the exit.
+func (b *Broker) Kill() {
+	if done, ok := b.signal(syscall.SIGKILL); ok {
+		<-done
+	}
+}
+
+// Pause sends SIGSTOP.
+func (b *Broker) Pause() { b.signal(syscall.SIGSTOP) }
+
+// Resume sends SIGCONT.
+func (b *Broker) Resume() { b.signal(syscall.SIGCONT) }
+
+// Term sends SIGTERM (after SIGCONT if paused) and waits up to timeout,
+// then SIGKILLs and reports it.
+func (b *Broker) Term(timeout time.Duration) error {
+	b.Resume()
+	done, ok := b.signal(syscall.SIGTERM)
+	if !ok {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+		b.Kill()
+		return fmt.Errorf("still running %s after SIGTERM; killed", timeout)
+	}
+}
+
+// Pid is the process id, 0 when not running.
+func (b *Broker) Pid() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
+
+// LogContains reports whether the broker's log holds s.
+func (b *Broker) LogContains(s string) bool {
+	data, _ := os.ReadFile(b.LogPath)
+	return bytes.Contains(data, []byte(s))
+}
+
+type permanentError struct{ error }
+
+// waitFor polls fn every 100 ms until it returns nil or a permanent error,
+// or timeout passes.
+func waitFor(timeout time.Duration, fn func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		var pe *permanentError
+		if errors.As(err, &pe) {
+			return pe.error
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s: %w", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func writeProps(path string, props map[string]string) error {
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var buf strings.Builder
+	buf.WriteString("# generated by chaos\n")
+	for _, k := range keys {
+		fmt.Fprintf(&buf, "%s=%s\n", k, props[k])
+	}
+	return os.WriteFile(path, []byte(buf.String()), 0o644)
+}
+
+// PartState is a partition state znode in Kafka's JSON.
+type PartState struct {
+	ControllerEpoch int32   `json:"controller_epoch"`
+	Leader          int32   `json:"leader"`
+	LeaderEpoch     int32   `json:"leader_epoch"`
+	ISR             []int32 `json:"isr"`
+	ZkVersion       int32   `json:"-"`
+}
+
+// State reads /brokers/topics/<topic>/partitions/<p>/state.
+func (c *Cluster) State(topic string, p int32) (PartState, error) {
+	path := c.Path(fmt.Sprintf("/brokers/topics/%s/partitions/%d/state", topic, p))
+	data, st, err := c.ZK.Get(path)
+	if err != nil {
+		return PartState{}, fmt.Errorf("get %s: %w", path, err)
+	}
+	var s PartState
+	if err := json.Unmarshal(data, &s); err != nil {
+		return PartState{}, fmt.Errorf("%s: %w", path, err)
+	}
+	s.ZkVersion = st.Version
+	return s, nil
+}
+
+// Controller reads /controller's brokerid (-1 if none).
+func (c *Cluster) Controller() int32 {
+	data, _, err := c.ZK.Get(c.Path("/controller"))
+	if err != nil {
+		return -1
+	}
+	var v struct {
+		BrokerID *int32 `json:"brokerid"`
+	}
+	if json.Unmarshal(data, &v) != nil || v.BrokerID == nil {
+		return -1
+	}
+	return *v.BrokerID
+}
+
+// CreateTopic creates topic with partitions and RF 3 and waits until every
+// partition has a leader and a full ISR.
+func (c *Cluster) CreateTopic(topic string, partitions int32, configs map[string]string) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-admin"))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, partitions, int16(len(c.Brokers))
+	for k, v := range configs {
+		cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+		cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, cfg)
+	}
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	for _, r := range resp.Topics {
+		if r.ErrorCode != 0 {
+			return fmt.Errorf("create topic %s: error code %d", topic, r.ErrorCode)
+		}
+	}
+	return c.WaitFullISR(topic, partitions, 45*time.Second)
+}
+
+// WaitFullISR waits until every partition has a leader and every broker in
+// its ISR.
+func (c *Cluster) WaitFullISR(topic string, partitions int32, timeout time.Duration) error {
+	return waitFor(timeout, func() error {
+		for p := int32(0); p < partitions; p++ {
+			s, err := c.State(topic, p)
+			if err != nil {
+				return err
+			}
+			if s.Leader < 0 || len(s.ISR) != len(c.Brokers) {
+				return fmt.Errorf("%s-%d: leader %d isr %v", topic, p, s.Leader, s.ISR)
+			}
+		}
+		return nil
+	})
+}

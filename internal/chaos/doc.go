@@ -1,0 +1,22 @@
+// Package chaos is the fault-injection harness of issue 6: a workload that
+// records every write attempt and every consumer poll, a nemesis that kills,
+// pauses, partitions and isolates broker processes and cuts ZooKeeper, a
+// checker implementing reliability.md §6, the figures of §6.3 and a
+// Markdown report. cmd/chaos runs the whole matrix; test/chaos_test.go runs
+// a short subset.
+//
+// Cluster shape: three broker processes on loopback, each behind a Kafka
+// Proxy that is its advertised listener (so clients and the other brokers
+// reach it only through the proxy) and a ZooKeeper Proxy that is its
+// zookeeper.connect. A Kafka proxy names each connection's source by the
+// client id of its first request ("broker-<id>" for the inter-broker
+// client), so a broker can be cut from its peers while clients and
+// ZooKeeper still reach it. A cut holds bytes rather than dropping or
+// resetting connections, as an iptables DROP does.
+//
+// Times in a History are monotonic durations since the run started. The
+// final read stops every broker and reads each replica's segment files,
+// replication-offset-checkpoint and leader-epoch-checkpoint.
+//
+// The package writes nothing to stdout: callers pass a Logf.
+package chaos

@@ -1,0 +1,101 @@
+package chaos
+
+import (
+	"sync"
+	"time"
+)
+
+// Outcome is a write's result in Jepsen's terms.
+type Outcome string
+
+const (
+	// OK: acknowledged, with an offset.
+	OK Outcome = "ok"
+	// Fail: definitely not written (a pre-append refusal on the only
+	// attempt).
+	Fail Outcome = "fail"
+	// Info: indeterminate (timeouts, disconnects, retried sends that
+	// failed, NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+	Info Outcome = "info"
+)
+
+// Write is one write attempt. Invoke and Complete are monotonic times since
+// the run started.
+type Write struct {
+	Producer  string
+	Seq       int64
+	Partition int32
+	Value     string
+	Invoke    time.Duration
+	Complete  time.Duration
+	Outcome   Outcome
+	Offset    int64
+	Err       string
+}
+
+// Poll is what one consumer fetch returned for one partition.
+type Poll struct {
+	Consumer  string
+	Partition int32
+	At        time.Duration
+	Offsets   []int64
+	Values    []string
+	HW        int64
+}
+
+// FaultEvent is one fault of the nemesis.
+type FaultEvent struct {
+	Kind   string
+	Target int32 // broker id, -1 for all
+	Start  time.Duration
+	End    time.Duration
+	// Led are the partitions the target led at Start.
+	Led []int32
+}
+
+// History is everything a run recorded, safe for concurrent appends.
+type History struct {
+	start  time.Time
+	mu     sync.Mutex
+	Writes []Write
+	Polls  []Poll
+	Faults []FaultEvent
+}
+
+// NewHistory starts the run's monotonic clock.
+func NewHistory() *History { return &History{start: time.Now()} }
+
+// Now is the monotonic time since the run started.
+func (h *History) Now() time.Duration { return time.Since(h.start) }
+
+func (h *History) addWrite(w Write) {
+	h.mu.Lock()
+	h.Writes = append(h.Writes, w)
+	h.mu.Unlock()
+}
+
+func (h *History) addPoll(p Poll) {
+	h.mu.Lock()
+	h.Polls = append(h.Polls, p)
+	h.mu.Unlock()
+}
+
+// Fault records the start of a fault and returns a func recording its end.
+func (h *History) Fault(kind string, target int32, led []int32) func() {
+	h.mu.Lock()
+	i := len(h.Faults)
+	h.Faults = append(h.Faults, FaultEvent{Kind: kind, Target: target, Start: h.Now(), Led: led})
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		h.Faults[i].End = h.Now()
+		h.mu.Unlock()
+	}
+}
+
+// lastOKBefore etc. are used by the figures; a snapshot keeps them simple.
+func (h *History) snapshot() ([]Write, []Poll, []FaultEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Write(nil), h.Writes...), append([]Poll(nil), h.Polls...), append([]FaultEvent(nil), h.Faults...)
+}

@@ -1,0 +1,71 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+func ms(d time.Duration) string { return fmt.Sprintf("%d", d.Milliseconds()) }
+
+// WriteReport writes the Markdown report of a set of results.
+func WriteReport(out io.Writer, results []Result, header string) {
+	fmt.Fprintf(out, "# Chaos report\n\n%s\n\n", header)
+	fmt.Fprintf(out, "Verdicts: SAFE scenarios PASS with zero anomalies; negative controls (ACK1, UNCLEAN) are CAUGHT when the checker reports lost writes.\n\n")
+	fmt.Fprintln(out, "| scenario | profile | verdict | attempted | ok | fail | info (seen) | lost | incons. offset | dup | nonmono poll/send | poll-skip | read-then-vanished | above HW | failed-visible | divergent | epoch/ctrl/unclean | unavail p50/p99/max ms | detect/elect/first-ack ms | ISR -/+ | elections | ack p50/p99 ms | time s |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		a := r.Check.Anomalies
+		f := r.Figures
+		tl := "-"
+		if f.Timelines > 0 {
+			tl = fmt.Sprintf("%s/%s/%s", ms(f.Detect), ms(f.Elect), ms(f.FirstAck))
+		}
+		fmt.Fprintf(out, "| %s | %s | **%s** | %d | %d | %d | %d (%d) | %d | %d | %d | %d/%d | %d | %d | %d | %d | %d | %d/%d/%d | %s/%s/%s | %s | %d/%d | %d | %s/%s | %.0f |\n",
+			r.Scenario, r.Profile, r.Verdict(), r.Check.Attempted, r.Check.OKs, r.Check.Fails, r.Check.Infos, r.Check.InfoSeen,
+			a.Lost, a.InconsistentOffset, a.Duplicate, a.NonmonotonicPoll, a.NonmonotonicSend, a.PollSkip, a.ReadThenVanished,
+			a.AboveHW, a.FailedVisible, a.Divergent+a.EpochCheckpoint, a.EpochViolation, a.ControllerEpoch, a.UncleanLeader,
+			ms(f.UnavailP50), ms(f.UnavailP99), ms(f.UnavailMax), tl, f.ISRShrinks, f.ISRExpands, f.Elections,
+			ms(f.LatencyP50), ms(f.LatencyP99), r.Duration.Seconds())
+	}
+	fmt.Fprint(out, "\n## Scenarios\n\n")
+	for _, r := range results {
+		fmt.Fprintf(out, "- **%s / %s**: %s.", r.Scenario, r.Profile, r.Desc)
+		if r.Err != nil {
+			fmt.Fprintf(out, " Error: %v.", r.Err)
+		}
+		fmt.Fprintln(out)
+		for _, n := range r.Notes {
+			fmt.Fprintf(out, "  - note: %s\n", n)
+		}
+		names := make([]string, 0, len(r.Check.Examples))
+		for n := range r.Check.Examples {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			for _, e := range r.Check.Examples[n] {
+				fmt.Fprintf(out, "  - %s: %s\n", n, strings.ReplaceAll(e, "|", "/"))
+			}
+		}
+	}
+	fmt.Fprint(out, `
+## Columns
+
+- attempted/ok/fail/info: write attempts of the idempotent (SAFE, UNCLEAN) or acks=1 (ACK1) kgo producer and of the
+  single-attempt raw writers; fail = definitely not written, info = indeterminate; (seen) = info writes found in the
+  final log.
+- lost ... divergent: the checks of reliability.md §6.2, from the acknowledgements, every consumer poll, and each
+  replica's segment files read after the brokers stopped (divergent = offsets below the minimum checkpointed HW where
+  replicas disagree, plus non-increasing leader-epoch checkpoints).
+- epoch/ctrl/unclean: ZooKeeper samples every 100 ms: leader_epoch decreasing or two leaders in one epoch; controller
+  epoch decreasing; with unclean election off, a new leader that was not in the previously sampled ISR.
+- unavail: per (fault, partition), the longest gap between acknowledgements from the last one before the fault to the
+  next fault (or the end of writes).
+- detect/elect/first-ack: medians over faults aimed at a broker that led partitions: fault to its /brokers/ids znode
+  gone, to a new leader in a state znode, to the first acknowledgement on that partition after it.
+- ISR -/+ and elections: shrinks, expands and leader_epoch increments seen in the samples.
+`)
+}

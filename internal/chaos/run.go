@@ -1,0 +1,154 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// RunConfig is shared by every scenario of a run.
+type RunConfig struct {
+	Binary string   // broker binary
+	ZKAddr string   // ZooKeeper host:port
+	ZK     *zk.Conn // a session to it
+	Dir    string   // scratch directory
+	Seed   int64
+	Logf   func(string, ...any)
+}
+
+// Result is one scenario's outcome.
+type Result struct {
+	Scenario string
+	Profile  string
+	Safe     bool
+	Desc     string
+	Check    CheckResult
+	Figures  Figures
+	Notes    []string
+	Duration time.Duration
+	Err      error
+}
+
+// Topic and Partitions of every scenario.
+const (
+	Topic      = "chaos"
+	Partitions = 3
+)
+
+// Passed is the verdict: a SAFE scenario passes with zero anomalies; a
+// negative control passes when the checker caught loss.
+func (r Result) Passed() bool {
+	if r.Err != nil {
+		return false
+	}
+	if r.Safe {
+		return r.Check.Total() == 0
+	}
+	return r.Check.Lost > 0
+}
+
+// Verdict is a one-word verdict for the report.
+func (r Result) Verdict() string {
+	switch {
+	case r.Err != nil:
+		return "ERROR"
+	case r.Safe && r.Passed():
+		return "PASS"
+	case r.Safe:
+		return "FAIL"
+	case r.Passed():
+		return "CAUGHT"
+	default:
+		return "NOT CAUGHT"
+	}
+}
+
+// Run runs one scenario on a fresh cluster: start three brokers and the
+// topic, start the ZooKeeper sampler and the workload, warm up, run the
+// nemesis, heal, let the writers finish, wait for full ISRs, stop every
+// broker and read each replica's files, then check.
+func Run(cfg RunConfig, sc Scenario) (res Result) {
+	began := time.Now()
+	res = Result{Scenario: sc.Name, Profile: sc.Profile.Name, Safe: sc.Profile.Safe, Desc: sc.Desc}
+	defer func() { res.Duration = time.Since(began) }()
+	logf := func(format string, args ...any) {
+		cfg.Logf("[%s/%s] "+format, append([]any{sc.Name, sc.Profile.Name}, args...)...)
+	}
+	dir := filepath.Join(cfg.Dir, sc.Name+"-"+sc.Profile.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		res.Err = err
+		return res
+	}
+	c, err := StartCluster(ClusterConfig{Binary: cfg.Binary, ZKAddr: cfg.ZKAddr, ZK: cfg.ZK, Dir: dir, Brokers: 3,
+		Props: sc.Profile.BrokerProps, Logf: logf})
+	if err != nil {
+		res.Err = fmt.Errorf("start cluster: %w", err)
+		return res
+	}
+	defer c.Close()
+	if err := c.CreateTopic(Topic, Partitions, nil); err != nil {
+		res.Err = err
+		return res
+	}
+	h := NewHistory()
+	s := StartSampler(c, h, Topic, Partitions, 100*time.Millisecond)
+	defer s.Stop()
+	w, err := StartWorkload(h, c, Topic, Partitions, sc.Profile, s.Leader, logf)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	env := &Env{C: c, H: h, Topic: Topic, Parts: Partitions, Rand: rand.New(rand.NewSource(cfg.Seed)), Logf: logf}
+	time.Sleep(3 * time.Second) // warm up: writes flowing before the first fault
+	logf("nemesis: %s", sc.Desc)
+	sc.Nemesis(env)
+	env.Recover()
+	time.Sleep(3 * time.Second)
+	w.StopWriters(40 * time.Second)
+	writesEnd := h.Now()
+	if err := c.WaitFullISR(Topic, Partitions, 60*time.Second); err != nil {
+		env.note("ISR not full within 60 s of the end of writes: %v", err)
+	}
+	time.Sleep(3 * time.Second) // the consumer reads up to the HW
+	w.StopConsumer()
+	final := map[int32]int32{}
+	for p := int32(0); p < Partitions; p++ {
+		final[p] = env.Leader(p)
+	}
+	samples := s.Stop()
+	c.StopAll()
+	for _, b := range c.Brokers {
+		data, _ := os.ReadFile(b.LogPath)
+		if strings.Contains(string(data), "panic") {
+			env.note("broker %d's log mentions a panic (%s)", b.ID, b.LogPath)
+		}
+	}
+	reps := map[int32][]Replica{}
+	for p := int32(0); p < Partitions; p++ {
+		for _, b := range c.Brokers {
+			r := ReadReplica(b.ID, b.DataDir, Topic, p)
+			if r.Err != "" {
+				env.note("broker %d p%d: %s", b.ID, p, r.Err)
+			}
+			reps[p] = append(reps[p], r)
+		}
+	}
+	writes, polls, faults := h.snapshot()
+	res.Check = Check(CheckInput{Writes: writes, Polls: polls, Samples: samples, Replicas: reps,
+		FinalLeader: final, UncleanAllowed: sc.Profile.BrokerProps["unclean.leader.election.enable"] == "true"})
+	res.Figures = ComputeFigures(writes, faults, samples, Partitions, writesEnd)
+	res.Notes = env.Notes
+	logf("done in %s: %s; attempted=%d ok=%d fail=%d info=%d anomalies=%+v", time.Since(began).Round(time.Second),
+		res.Verdict(), res.Check.Attempted, res.Check.OKs, res.Check.Fails, res.Check.Infos, res.Check.Anomalies)
+	for name, ex := range res.Check.Examples {
+		for _, e := range ex {
+			logf("  %s: %s", name, e)
+		}
+	}
+	return res
+}

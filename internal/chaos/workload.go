@@ -1,0 +1,294 @@
+package chaos
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Profile is a client and topic configuration from reliability.md §5.
+type Profile struct {
+	Name string
+	// Acks is -1 (all) or 1.
+	Acks int16
+	// Idempotent selects franz-go's default idempotent producer.
+	Idempotent bool
+	// BrokerProps are server.properties overrides.
+	BrokerProps map[string]string
+	// Safe says the profile is covered by Kafka's promise: every anomaly
+	// is a failure. Otherwise it is a negative control.
+	Safe bool
+}
+
+// Profiles by name.
+var (
+	SAFE = Profile{Name: "SAFE", Acks: -1, Idempotent: true, Safe: true,
+		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
+	ACK1 = Profile{Name: "ACK1", Acks: 1, Idempotent: false,
+		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
+	UNCLEAN = Profile{Name: "UNCLEAN", Acks: -1, Idempotent: true,
+		BrokerProps: map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}}
+)
+
+// Workload is the producers, raw writers and consumer of one run.
+type Workload struct {
+	h       *History
+	c       *Cluster
+	topic   string
+	parts   int32
+	profile Profile
+	leaders func(p int32) int32
+	logf    func(string, ...any)
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	prodWG sync.WaitGroup
+	cons   context.CancelFunc
+	consWG sync.WaitGroup
+	pcl    *kgo.Client
+}
+
+// StartWorkload starts one kgo producer writing round-robin to every
+// partition (one record every 4 ms), one raw writer per partition (a
+// single-attempt, single-record acks=all Produce to the leader named by the
+// latest ZooKeeper sample, every 50 ms; its outcome is exact, so failed
+// writes are known) and one assigned kgo consumer reading every partition
+// from offset 0.
+func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Profile, leaders func(int32) int32, logf func(string, ...any)) (*Workload, error) {
+	w := &Workload{h: h, c: c, topic: topic, parts: parts, profile: profile, leaders: leaders, logf: logf}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-producer"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MetadataMinAge(250 * time.Millisecond),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
+		kgo.RecordDeliveryTimeout(30 * time.Second),
+		kgo.ProduceRequestTimeout(10 * time.Second),
+		kgo.RequestTimeoutOverhead(5 * time.Second),
+		kgo.MaxBufferedRecords(5000),
+	}
+	if profile.Acks == 1 {
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()))
+	}
+	if !profile.Idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	pcl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	w.pcl = pcl
+	w.prodWG.Add(1)
+	go w.produce()
+	for p := int32(0); p < parts; p++ {
+		w.prodWG.Add(1)
+		go w.rawWriter(p)
+	}
+	offsets := map[int32]kgo.Offset{}
+	for p := int32(0); p < parts; p++ {
+		offsets[p] = kgo.NewOffset().At(0)
+	}
+	ccl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-consumer"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchMaxWait(500*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		pcl.Close()
+		return nil, err
+	}
+	cctx, ccancel := context.WithCancel(context.Background())
+	w.cons = ccancel
+	w.consWG.Add(1)
+	go w.consume(cctx, ccl)
+	return w, nil
+}
+
+func (w *Workload) produce() {
+	defer w.prodWG.Done()
+	tick := time.NewTicker(4 * time.Millisecond)
+	defer tick.Stop()
+	for seq := int64(0); ; seq++ {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p := int32(seq) % w.parts
+		val := fmt.Sprintf("k-%d-%08d", p, seq)
+		inv := w.h.Now()
+		r := &kgo.Record{Topic: w.topic, Partition: p, Value: []byte(val)}
+		w.pcl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			wr := Write{Producer: "kgo", Seq: seq, Partition: p, Value: val, Invoke: inv, Complete: w.h.Now(), Offset: -1}
+			switch {
+			case err == nil:
+				wr.Outcome, wr.Offset = OK, r.Offset
+			case isPreAppend(err):
+				wr.Outcome, wr.Err = Fail, err.Error()
+			default:
+				wr.Outcome, wr.Err = Info, err.Error()
+			}
+			w.h.addWrite(wr)
+		})
+	}
+}
+
+// isPreAppend reports whether a kgo produce error proves that no attempt
+// was appended: only non-retriable validation refusals qualify, because
+// kgo retries everything else, and an earlier attempt may have landed.
+func isPreAppend(err error) bool {
+	for _, e := range []error{kerr.MessageTooLarge, kerr.InvalidRecord, kerr.CorruptMessage, kerr.InvalidRequiredAcks, kerr.TopicAuthorizationFailed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// rawWriter sends one single-record Produce at a time for partition p to
+// the current leader, with no retry, so each attempt's outcome is exact:
+// NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER and other refusals before
+// the append are fail; NOT_ENOUGH_REPLICAS_AFTER_APPEND, timeouts and
+// broken connections are info.
+func (w *Workload) rawWriter(p int32) {
+	defer w.prodWG.Done()
+	clients := map[int32]*kgo.Client{}
+	defer func() {
+		for _, cl := range clients {
+			cl.Close()
+		}
+	}()
+	for seq := int64(0); ; seq++ {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		leader := w.leaders(p)
+		b := w.c.Broker(leader)
+		val := fmt.Sprintf("r-%d-%08d", p, seq)
+		wr := Write{Producer: fmt.Sprintf("raw-%d", p), Seq: seq, Partition: p, Value: val, Invoke: w.h.Now(), Offset: -1}
+		if b == nil {
+			wr.Outcome, wr.Err, wr.Complete = Fail, "no leader", w.h.Now()
+			w.h.addWrite(wr)
+			continue
+		}
+		cl := clients[leader]
+		if cl == nil {
+			var err error
+			cl, err = kgo.NewClient(kgo.SeedBrokers(b.Proxy.Addr), kgo.RequestRetries(0),
+				kgo.DialTimeout(2*time.Second), kgo.ClientID("chaos-raw"))
+			if err != nil {
+				continue
+			}
+			clients[leader] = cl
+		}
+		code, off, err := rawProduce(cl, w.topic, p, w.profile.Acks, []byte(val))
+		wr.Complete = w.h.Now()
+		switch {
+		case err != nil:
+			wr.Outcome, wr.Err = Info, err.Error()
+		case code == 0:
+			wr.Outcome, wr.Offset = OK, off
+		case code == kerr.NotEnoughReplicas.Code, code == kerr.NotLeaderForPartition.Code,
+			code == kerr.UnknownTopicOrPartition.Code, code == kerr.LeaderNotAvailable.Code,
+			code == kerr.FencedLeaderEpoch.Code, code == kerr.KafkaStorageError.Code:
+			wr.Outcome, wr.Err = Fail, kerr.ErrorForCode(code).Error()
+		default:
+			wr.Outcome, wr.Err = Info, kerr.ErrorForCode(code).Error()
+		}
+		w.h.addWrite(wr)
+	}
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// BuildBatch encodes values as one uncompressed v2 record batch without a
+// producer id.
+func BuildBatch(values ...[]byte) []byte {
+	now := time.Now().UnixMilli()
+	var records []byte
+	for i, v := range values {
+		kr := kmsg.Record{OffsetDelta: int32(i), Value: v}
+		kr.Length = int32(len(kr.AppendTo(nil)) - 1)
+		records = kr.AppendTo(records)
+	}
+	batch := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(len(values) - 1), FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(values)), Records: records}
+	out := batch.AppendTo(nil)
+	binary.BigEndian.PutUint32(out[8:12], uint32(len(out)-12))
+	binary.BigEndian.PutUint32(out[17:21], crc32.Checksum(out[21:], castagnoli))
+	return out
+}
+
+func rawProduce(cl *kgo.Client, topic string, p int32, acks int16, val []byte) (int16, int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks = acks
+	req.TimeoutMillis = 4000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition = p
+	rp.Records = BuildBatch(val)
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	r, err := cl.SeedBrokers()[0].Request(ctx, req)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp := r.(*kmsg.ProduceResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return 0, 0, fmt.Errorf("produce response without the partition")
+	}
+	pr := resp.Topics[0].Partitions[0]
+	return pr.ErrorCode, pr.BaseOffset, nil
+}
+
+func (w *Workload) consume(ctx context.Context, cl *kgo.Client) {
+	defer w.consWG.Done()
+	defer cl.Close()
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		at := w.h.Now()
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			pl := Poll{Consumer: "c0", Partition: fp.Partition, At: at, HW: fp.HighWatermark}
+			for _, r := range fp.Records {
+				pl.Offsets = append(pl.Offsets, r.Offset)
+				pl.Values = append(pl.Values, string(r.Value))
+			}
+			w.h.addPoll(pl)
+		})
+	}
+}
+
+// StopWriters ends production and waits (up to flush) for every
+// outstanding kgo record; records still unresolved then are info.
+func (w *Workload) StopWriters(flush time.Duration) {
+	w.cancel()
+	w.prodWG.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), flush)
+	defer cancel()
+	if err := w.pcl.Flush(ctx); err != nil {
+		w.logf("producer flush: %v (%d records outstanding; they end as info)", err, w.pcl.BufferedProduceRecords())
+	}
+	w.pcl.Close() // fails what is left (callbacks record info)
+}
+
+// StopConsumer ends the consumer.
+func (w *Workload) StopConsumer() {
+	w.cons()
+	w.consWG.Wait()
+}
