@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kafkazk/broker/internal/kbench"
+)
+
+// TestSmokeKfake runs every scenario briefly against an in-process kfake
+// cluster and checks the report: one JSON line per scenario, then the table.
+// It asserts no speed.
+func TestSmokeKfake(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{
+		"--kfake", "--reps=1", "--warmup=100ms", "--duration=300ms", "--partitions=2",
+		"--sizes=100", "--acks=all,1", "--e2e-rate=500", "--e2e-duration=300ms", "--consume-mib=2",
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var results []kbench.Result
+	sc := bufio.NewScanner(&stdout)
+	var table []string
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "{") {
+			var r kbench.Result
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("bad JSON line %q: %v", line, err)
+			}
+			results = append(results, r)
+		} else if strings.HasPrefix(line, "|") {
+			table = append(table, line)
+		}
+	}
+	if len(results) != 4 {
+		t.Fatalf("got %d JSON lines, want 4 (2 produce, e2e, consume):\n%s", len(results), stdout.String())
+	}
+	if len(table) != 2+len(results) {
+		t.Errorf("table has %d lines, want %d:\n%s", len(table), 2+len(results), stdout.String())
+	}
+	for _, r := range results {
+		if len(r.Targets) != 1 || r.Targets[0].Target != "kfake" || r.Targets[0].Err != "" {
+			t.Fatalf("%s: targets %+v", r.Name, r.Targets)
+		}
+		tr := r.Targets[0]
+		if len(tr.Runs) != 1 || tr.Runs[0].Records <= 0 || tr.Median.RecPerSec <= 0 {
+			t.Errorf("%s: runs %+v", r.Name, tr.Runs)
+		}
+		if tr.ReplicationFactor != 3 || tr.MinInsync != 2 {
+			t.Errorf("%s: rf %d min.insync %d, want 3 and 2", r.Name, tr.ReplicationFactor, tr.MinInsync)
+		}
+		if r.Scenario.Kind == kbench.KindE2E {
+			if l := tr.Runs[0].Latency; l == nil || l.Samples != 150 || l.P50Ms <= 0 || l.P999Ms < l.P50Ms {
+				t.Errorf("e2e latency %+v", l)
+			}
+		}
+	}
+}
+
+func TestArgs(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"--kfake", "--brokers=127.0.0.1:1"},
+		{"--kfake", "--acks=2"},
+		{"--kfake", "--sizes=0"},
+		{"--kfake", "--scenarios=nope"},
+		{"--kfake", "extra"},
+	} {
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), args, &out, &errOut); err == nil {
+			t.Errorf("run(%q) succeeded", args)
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package kbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Target is a cluster to benchmark: a bootstrap list and an admin client.
+type Target struct {
+	Name      string
+	Bootstrap []string
+	// RF is min(3, brokers); MinInsync is min(2, RF).
+	RF, MinInsync int
+
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+// NewTarget connects to a cluster and counts its brokers.
+func NewTarget(ctx context.Context, name string, bootstrap []string) (*Target, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...))
+	if err != nil {
+		return nil, err
+	}
+	t := &Target{Name: name, Bootstrap: bootstrap, cl: cl, adm: kadm.NewClient(cl)}
+	var md kadm.Metadata
+	for attempt := 0; ; attempt++ {
+		md, err = t.adm.BrokerMetadata(ctx)
+		if err == nil && len(md.Brokers) > 0 {
+			break
+		}
+		if attempt == 20 || ctx.Err() != nil {
+			cl.Close()
+			return nil, fmt.Errorf("%s: metadata from %s: %v", name, strings.Join(bootstrap, ","), err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.RF = min(3, len(md.Brokers))
+	t.MinInsync = min(2, t.RF)
+	return t, nil
+}
+
+// Close closes the admin client.
+func (t *Target) Close() { t.cl.Close() }
+
+// CreateTopic creates a topic with RF replicas and min.insync.replicas, and
+// waits until every partition has a leader and a full ISR.
+func (t *Target) CreateTopic(ctx context.Context, topic string, partitions int) error {
+	minISR := strconv.Itoa(t.MinInsync)
+	resp, err := t.adm.CreateTopic(ctx, int32(partitions), int16(t.RF),
+		map[string]*string{"min.insync.replicas": &minISR}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("%s: create topic %s: %w", t.Name, topic, err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		why := t.notReady(ctx, topic, partitions)
+		if why == "" {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("%s: topic %s not ready: %s", t.Name, topic, why)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// notReady says why topic is not ready, or "" when it is.
+func (t *Target) notReady(ctx context.Context, topic string, partitions int) string {
+	md, err := t.adm.Metadata(ctx, topic)
+	if err != nil {
+		return err.Error()
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil {
+		return fmt.Sprintf("topic: %v", td.Err)
+	}
+	if len(td.Partitions) != partitions {
+		return fmt.Sprintf("%d of %d partitions", len(td.Partitions), partitions)
+	}
+	for _, p := range td.Partitions {
+		if p.Err != nil || p.Leader < 0 || len(p.ISR) < t.RF {
+			return fmt.Sprintf("partition %d: leader %d, isr %v, err %v", p.Partition, p.Leader, p.ISR, p.Err)
+		}
+	}
+	return ""
+}
+
+// DeleteTopic deletes topic; failures are returned but are not fatal to a run.
+func (t *Target) DeleteTopic(ctx context.Context, topic string) error {
+	resp, err := t.adm.DeleteTopics(ctx, topic)
+	if err != nil {
+		return err
+	}
+	for _, r := range resp {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+// endOffsets returns each partition's end offset.
+func (t *Target) endOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	listed, err := t.adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	if err := listed.Error(); err != nil {
+		return nil, err
+	}
+	out := map[int32]int64{}
+	listed.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	if len(out) == 0 {
+		return nil, errors.New("no partitions listed")
+	}
+	return out, nil
+}
