@@ -12,9 +12,9 @@ package protocol
 //     broker answers for a transactional id whose coordinator it is not,
 //     and here no broker coordinates transactions. A client following the
 //     protocol then looks the coordinator up with FindCoordinator, which
-//     this broker does not advertise, so it fails with an "unsupported"
-//     error instead of retrying forever (as COORDINATOR_NOT_AVAILABLE would
-//     make it). An empty, non-null id is INVALID_REQUEST, as in Kafka.
+//     answers INVALID_REQUEST for a transactional id (10_find_coordinator.go),
+//     so it fails instead of retrying forever (as COORDINATOR_NOT_AVAILABLE
+//     would make it). An empty, non-null id is INVALID_REQUEST, as in Kafka.
 //   - A ProducerIDs failure maps through the error table; ProducerID is -1
 //     on any error.
 

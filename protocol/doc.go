@@ -45,7 +45,9 @@
 // UNSUPPORTED_VERSION in a v0 body listing the table so that clients
 // retry lower. Trailing bytes after a decoded body are ignored.
 // Transactions, fetch sessions (every Fetch response has session id 0),
-// topic ids, consumer groups, SASL and broker configs are not served.
+// topic ids, SASL and broker configs are not served. The consumer group
+// keys are served when Config.Groups (the group coordinator, package
+// group) is set; FindCoordinator creates __consumer_offsets on first use.
 //
 // # Ordering and concurrency
 //
