@@ -38,7 +38,7 @@ type CommitRequest struct {
 // map holds each partition's result (nil: committed).
 func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (map[cluster.TopicPartition]error, error) {
 	c.mu.Lock()
-	g, token, wait, out, err := c.commitLocked(req)
+	g, token, wait, written, out, err := c.commitLocked(req)
 	c.mu.Unlock()
 	if err != nil || wait == nil {
 		return out, err
@@ -58,12 +58,9 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (map
 	if werr != nil || !c.stillOwnedLocked(g.partition, token) || c.groups[g.id] != g {
 		return out, nil
 	}
-	now := c.cfg.Now()
-	for tp, o := range req.Offsets {
-		if out[tp] != nil {
-			continue
-		}
-		g.offsets[tp] = committed(o, req.Retention, now)
+	// The cache holds exactly what was written.
+	for tp, o := range written {
+		g.offsets[tp] = o
 	}
 	return out, nil
 }
@@ -76,37 +73,39 @@ func committed(o CommitOffset, retention time.Duration, now time.Time) Offset {
 	return off
 }
 
-func (c *Coordinator) commitLocked(req CommitRequest) (*group, uint64, func(context.Context) error, map[cluster.TopicPartition]error, error) {
+func (c *Coordinator) commitLocked(req CommitRequest) (g *group, token uint64, wait func(context.Context) error,
+	written map[cluster.TopicPartition]Offset, out map[cluster.TopicPartition]error, err error) {
 	ps, err := c.checkLocked(req.Group)
 	if err != nil {
-		return nil, 0, nil, nil, err
+		return nil, 0, nil, nil, nil, err
 	}
 	now := c.cfg.Now()
-	g := c.groups[req.Group]
+	g = c.groups[req.Group]
 	if g == nil {
 		if req.Generation >= 0 {
 			// A member of a generation of a group that is gone.
-			return nil, 0, nil, nil, ErrIllegalGeneration
+			return nil, 0, nil, nil, nil, ErrIllegalGeneration
 		}
 		g = newGroup(req.Group, c.PartitionFor(req.Group), now)
 		c.groups[req.Group] = g
 	}
 	switch {
 	case g.isFenced(req.MemberID, req.InstanceID):
-		return nil, 0, nil, nil, ErrFencedInstanceID
+		return nil, 0, nil, nil, nil, ErrFencedInstanceID
 	case req.Generation < 0 && g.state == stateEmpty:
 		// Only storing offsets: no member or generation to check.
 	case g.members[req.MemberID] == nil:
-		return nil, 0, nil, nil, ErrUnknownMemberID
+		return nil, 0, nil, nil, nil, ErrUnknownMemberID
 	case req.Generation != g.generation:
-		return nil, 0, nil, nil, ErrIllegalGeneration
+		return nil, 0, nil, nil, nil, ErrIllegalGeneration
 	case g.state == stateCompletingRebalance:
-		return nil, 0, nil, nil, ErrRebalanceInProgress
+		return nil, 0, nil, nil, nil, ErrRebalanceInProgress
 	default:
 		m := g.members[req.MemberID]
 		m.heartbeatDeadline = now.Add(m.sessionTimeout)
 	}
-	out := make(map[cluster.TopicPartition]error, len(req.Offsets))
+	out = make(map[cluster.TopicPartition]error, len(req.Offsets))
+	written = make(map[cluster.TopicPartition]Offset, len(req.Offsets))
 	tps := make([]cluster.TopicPartition, 0, len(req.Offsets))
 	for tp := range req.Offsets {
 		tps = append(tps, tp)
@@ -120,13 +119,14 @@ func (c *Coordinator) commitLocked(req CommitRequest) (*group, uint64, func(cont
 			continue
 		}
 		out[tp] = nil
-		records = append(records, kv{offsetKey(g.id, tp.Topic, tp.Partition), offsetValue(committed(o, req.Retention, now))})
+		written[tp] = committed(o, req.Retention, now)
+		records = append(records, kv{offsetKey(g.id, tp.Topic, tp.Partition), offsetValue(written[tp])})
 	}
 	if len(records) == 0 {
-		return g, ps.token, nil, out, nil
+		return g, ps.token, nil, written, out, nil
 	}
 	g.pendingWrites++
-	return g, ps.token, c.writeLocked(g.partition, records), out, nil
+	return g, ps.token, c.writeLocked(g.partition, records), written, out, nil
 }
 
 func sortTPs(tps []cluster.TopicPartition) {
