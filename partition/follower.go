@@ -185,6 +185,7 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 	// Kafka's follower takes the leader's HW as it is, clamped into
 	// [log start, LEO]; only a leader's HW is monotonic.
 	r.hw = max(min(res.HighWatermark, leo), r.log.LogStartOffset())
+	r.leaderHW = res.HighWatermark
 	if r.hw != oldHW || leo != oldLEO {
 		r.signalLocked()
 	}

@@ -159,6 +159,7 @@ func (m *Manager) writeIsrChange(r *Replica, ch *isrChange) {
 	v, err := sw.WriteLeaderAndIsr(ctx, r.tp, ch.state)
 	cancel()
 	if r.completeIsrChange(ch, v, err, m.cfg.Now()) {
+		m.cfg.Metrics.IsrChanged(r.tp, ch.expand)
 		sw.NotifyIsrChange(r.tp)
 	}
 }

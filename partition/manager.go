@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -62,12 +63,17 @@ type Config struct {
 	// StateWriter publishes ISR changes. Nil means the ISR never changes
 	// (a leader must not change it without ZooKeeper knowing).
 	StateWriter StateWriter
+	// Metrics receives ISR changes and bytes in and out; nil discards them.
+	Metrics Metrics
 }
 
 // withDefaults fills zero replication settings with Kafka's defaults.
 func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Metrics == nil {
+		c.Metrics = noMetrics{}
 	}
 	if c.ReplicaLagTimeMax <= 0 {
 		c.ReplicaLagTimeMax = 30 * time.Second
@@ -117,6 +123,9 @@ type Manager struct {
 	fetchers    map[int32]*fetcher
 	started     bool
 	fetchClosed bool
+
+	// produceWaits counts the WaitCommitted calls in progress.
+	produceWaits atomic.Int64
 
 	ctx    context.Context // cancelled by Close: ends fetches and ISR writes
 	cancel context.CancelFunc
@@ -455,7 +464,11 @@ func (m *Manager) Append(tp cluster.TopicPartition, records []byte, acks int16) 
 	if err != nil {
 		return AppendResult{}, err
 	}
-	return r.appendAsLeader(records, acks, m.cfg.Now())
+	res, err := r.appendAsLeader(records, acks, m.cfg.Now())
+	if err == nil {
+		m.cfg.Metrics.BytesIn(tp.Topic, int64(len(records)), res.LastOffset-res.BaseOffset+1)
+	}
+	return res, err
 }
 
 // WaitCommitted blocks until the HW of tp passes lastOffset; see protocol.Replicas.
@@ -464,6 +477,8 @@ func (m *Manager) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, 
 	if err != nil {
 		return err
 	}
+	m.produceWaits.Add(1)
+	defer m.produceWaits.Add(-1)
 	return r.waitCommitted(ctx, lastOffset)
 }
 
@@ -477,6 +492,9 @@ func (m *Manager) Read(tp cluster.TopicPartition, req ReadRequest) (ReadResult, 
 	}
 	res, change, err := r.read(req, m.cfg.Now())
 	m.writeIsrChange(r, change)
+	if n := len(res.Records); n > 0 {
+		m.cfg.Metrics.BytesOut(tp.Topic, int64(n), req.ReplicaID >= 0)
+	}
 	return res, err
 }
 

@@ -55,6 +55,9 @@ type Replica struct {
 	// changes, waking acks=all waiters.
 	stateCh chan struct{}
 	closed  bool
+	// leaderHW is, on a follower, the HW of the leader's last fetch
+	// response in this epoch (-1 before one), for the fetcher lag metric.
+	leaderHW int64
 }
 
 func logstoreConfig(c cluster.LogConfig, log zerolog.Logger) logstore.Config {
@@ -90,7 +93,7 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 	}
 	r := &Replica{
 		tp: tp, dir: dir, brokerID: brokerID, log: l, logger: logger, notify: notify,
-		cfg: cfg, leader: cluster.NoLeader, leaderEpoch: -1, zkVersion: -1,
+		cfg: cfg, leader: cluster.NoLeader, leaderEpoch: -1, zkVersion: -1, leaderHW: -1,
 		followers: map[int32]*followerState{},
 		producers: map[int64]*producerState{},
 		stateCh:   make(chan struct{}),
@@ -200,6 +203,7 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 	}
 	r.leader = lai.Leader
 	r.leaderEpoch = lai.LeaderEpoch
+	r.leaderHW = -1
 	if lai.Leader == r.brokerID {
 		r.makeLeaderLocked(now)
 	} else {

@@ -41,6 +41,11 @@ type ReplicaStatus struct {
 	LogStartOffset int64
 	// Followers is set on a leader only, in broker id order.
 	Followers []FollowerStatus
+	// LeaderHighWatermark is set on a follower only: the leader's HW in
+	// its last fetch response of this epoch, -1 before one. Kafka's
+	// follower lag (FetcherLagMetrics ConsumerLag) is this minus
+	// LogEndOffset.
+	LeaderHighWatermark int64
 }
 
 // status snapshots the replica.
@@ -51,6 +56,7 @@ func (r *Replica) status() ReplicaStatus {
 		TopicPartition: r.tp, Role: RoleFollower, Leader: r.leader, LeaderEpoch: r.leaderEpoch,
 		ZkVersion: r.zkVersion, Replicas: slices.Clone(r.replicas), Isr: slices.Clone(r.isr),
 		LogEndOffset: r.log.LogEndOffset(), HighWatermark: r.hw, LogStartOffset: r.log.LogStartOffset(),
+		LeaderHighWatermark: -1,
 	}
 	if r.isLeaderLocked() {
 		st.Role = RoleLeader
@@ -59,6 +65,8 @@ func (r *Replica) status() ReplicaStatus {
 				LastCaughtUpTime: f.lastCaughtUpTime})
 		}
 		slices.SortFunc(st.Followers, func(a, b FollowerStatus) int { return int(a.BrokerID - b.BrokerID) })
+	} else {
+		st.LeaderHighWatermark = r.leaderHW
 	}
 	return st
 }

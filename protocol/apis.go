@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -153,6 +154,10 @@ type reqContext struct {
 // means no response is sent (acks=0 produce); an error closes the
 // connection.
 func (s *Server) dispatch(ctx context.Context, rc *reqContext, req kmsg.Request) (kmsg.Response, error) {
+	if o := s.cfg.RequestObserver; o != nil {
+		o.RequestStart(req.Key())
+		defer observeEnd(o, req.Key(), time.Now())
+	}
 	switch r := req.(type) {
 	case *kmsg.ProduceRequest:
 		return s.handleProduce(ctx, rc, r)

@@ -50,6 +50,9 @@ type Config struct {
 	// registration znode). A controller request carrying an older one is
 	// refused with STALE_BROKER_EPOCH. Nil skips the check.
 	BrokerEpoch func() int64
+	// RequestObserver, when set, is told of every dispatched request
+	// (request counts and latency per API key).
+	RequestObserver RequestObserver
 
 	// Log is the server's logger; the zero value discards.
 	Log zerolog.Logger

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -105,6 +106,13 @@ type controller struct {
 	states       map[cluster.TopicPartition]cluster.LeaderAndIsr
 	queues       map[int32]*brokerQueue
 	fenced       bool
+	// elected counts the partitions given a new live leader by the event
+	// being handled (see afterEvent).
+	elected int
+
+	// offline is the offline partitions count, written by the loop and
+	// read by Session.OfflinePartitionsCount.
+	offline atomic.Int32
 }
 
 func newController(s *Session, epoch, epochZkVersion int32) *controller {
@@ -183,7 +191,9 @@ func (c *controller) run() {
 		}
 	}()
 	for {
+		start := time.Now()
 		err := c.failover()
+		c.afterEvent(start)
 		if err == nil {
 			break
 		}
@@ -213,13 +223,19 @@ func (c *controller) run() {
 		case <-c.s.done:
 			return
 		case <-c.wake:
+			start := time.Now()
 			c.processPending()
+			c.afterEvent(start)
 		case call := <-c.calls:
+			start := time.Now()
 			call()
+			c.afterEvent(start)
 		case <-rebalance:
+			start := time.Now()
 			if err := c.checkRebalance(); err != nil && !c.checkFenced(err) {
 				c.log.Warn().Err(err).Msg("auto leader rebalance failed")
 			}
+			c.afterEvent(start)
 			timer.Reset(c.s.cfg.LeaderImbalanceCheckInterval)
 		}
 	}
@@ -579,6 +595,9 @@ func (c *controller) updateState(tp cluster.TopicPartition,
 		case err == nil:
 			next.ZkVersion = res[1].Stat.Version
 			c.states[tp] = next
+			if next.Leader >= 0 && next.Leader != cur.Leader {
+				c.elected++
+			}
 			c.log.Info().Str("topic", tp.Topic).Int32("partition", tp.Partition).Int32("leader", next.Leader).
 				Int32("leader_epoch", next.LeaderEpoch).Ints32("isr", next.Isr).Int32("zk_version", next.ZkVersion).
 				Msg("partition state changed")
@@ -756,6 +775,7 @@ func (c *controller) reconcile(tps []cluster.TopicPartition) ([]cluster.TopicPar
 		if replicas == nil {
 			continue
 		}
+		lastUnclean := false
 		_, ch, _, err := c.updateState(tp, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 			leaderGone := st.Leader < 0 || !slices.Contains(alive, st.Leader)
 			u, known := unclean[tp.Topic]
@@ -764,6 +784,7 @@ func (c *controller) reconcile(tps []cluster.TopicPartition) ([]cluster.TopicPar
 				unclean[tp.Topic] = u
 			}
 			next, ch, wasUnclean := offlineTransition(replicas, st, alive, electable, u)
+			lastUnclean = wasUnclean
 			if wasUnclean {
 				c.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Int32("leader", next.Leader).
 					Ints32("old_isr", st.Isr).Msg("unclean leader election: records may be lost")
@@ -781,6 +802,9 @@ func (c *controller) reconcile(tps []cluster.TopicPartition) ([]cluster.TopicPar
 		}
 		if ch {
 			changed = append(changed, tp)
+			if lastUnclean {
+				c.s.metrics().UncleanLeaderElection(tp)
+			}
 		}
 	}
 	if len(changed) > 0 {

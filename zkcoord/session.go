@@ -77,6 +77,8 @@ type Config struct {
 	// LeaderImbalancePerBrokerPercentage is
 	// leader.imbalance.per.broker.percentage (DefaultLeaderImbalancePerBrokerPercentage if 0).
 	LeaderImbalancePerBrokerPercentage int
+	// Metrics receives the controller's leader elections; nil discards them.
+	Metrics Metrics
 }
 
 // Session is one broker's ZooKeeper session: registration, controller

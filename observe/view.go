@@ -1,0 +1,136 @@
+package observe
+
+import (
+	"slices"
+	"time"
+
+	"github.com/kafkazk/broker/partition"
+)
+
+// View is what /v1/partitions serves: this broker's picture of every
+// replica it holds, in the seed documents' terms (AR, ISR, OSR, LEO, HW).
+type View struct {
+	BrokerID   int32 `json:"broker_id"`
+	Controller bool  `json:"controller"`
+	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms.
+	ReplicaLagTimeMaxMs int64           `json:"replica_lag_time_max_ms"`
+	Time                time.Time       `json:"time"`
+	Partitions          []PartitionView `json:"partitions"`
+}
+
+// PartitionView is one replica on this broker.
+type PartitionView struct {
+	Topic       string `json:"topic"`
+	Partition   int32  `json:"partition"`
+	Role        string `json:"role"` // "leader" or "follower"
+	Leader      int32  `json:"leader"`
+	LeaderEpoch int32  `json:"leader_epoch"`
+	// Replicas is the assignment (AR), ISR the in-sync replicas, OSR the
+	// out-of-sync ones: AR - ISR, in assignment order.
+	Replicas       []int32 `json:"replicas"`
+	ISR            []int32 `json:"isr"`
+	OSR            []int32 `json:"osr"`
+	LogStartOffset int64   `json:"log_start_offset"`
+	LogEndOffset   int64   `json:"log_end_offset"`
+	HighWatermark  int64   `json:"high_watermark"`
+	// UnderReplicated: this broker leads and the ISR is smaller than AR.
+	UnderReplicated bool `json:"under_replicated"`
+	// Followers is set on a leader: what it knows of each follower.
+	Followers []FollowerView `json:"followers,omitempty"`
+	// LeaderHighWatermark is set on a follower that has fetched in this
+	// epoch: the leader's HW in its last fetch response.
+	LeaderHighWatermark *int64 `json:"leader_high_watermark,omitempty"`
+}
+
+// FollowerView is one follower as its leader sees it.
+type FollowerView struct {
+	BrokerID int32 `json:"broker_id"`
+	InISR    bool  `json:"in_isr"`
+	// LogEndOffset is the follower's last fetch offset in this leader
+	// epoch, -1 before its first fetch.
+	LogEndOffset int64 `json:"log_end_offset"`
+	// RecordsBehind is the leader's LEO minus the follower's; nil before
+	// its first fetch.
+	RecordsBehind *int64 `json:"records_behind"`
+	// CaughtUpMsAgo is how long ago the follower last reached the
+	// leader's LEO; nil if it has not in this epoch.
+	CaughtUpMsAgo *int64 `json:"caught_up_ms_ago"`
+	// MsUntilISRRemoval is, for an ISR follower, how long it may stay
+	// behind before replica.lag.time.max.ms makes it out of sync (the
+	// leader checks every replica.lag.time.max.ms / 2, so the removal
+	// follows within that); 0 means it is due. A follower at the
+	// leader's LEO is never removed: it has the full lag time. Nil for
+	// a follower outside the ISR.
+	MsUntilISRRemoval *int64 `json:"ms_until_isr_removal"`
+}
+
+// BuildView turns a status snapshot into the view at now.
+func BuildView(brokerID int32, controller bool, lag time.Duration, sts []partition.ReplicaStatus, now time.Time) View {
+	v := View{BrokerID: brokerID, Controller: controller, ReplicaLagTimeMaxMs: lag.Milliseconds(), Time: now,
+		Partitions: make([]PartitionView, 0, len(sts))}
+	for _, st := range sts {
+		v.Partitions = append(v.Partitions, partitionView(st, lag, now))
+	}
+	return v
+}
+
+func partitionView(st partition.ReplicaStatus, lag time.Duration, now time.Time) PartitionView {
+	p := PartitionView{
+		Topic: st.TopicPartition.Topic, Partition: st.TopicPartition.Partition, Role: string(st.Role),
+		Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
+		Replicas: nonNil(st.Replicas), ISR: nonNil(st.Isr), OSR: osr(st.Replicas, st.Isr),
+		LogStartOffset: st.LogStartOffset, LogEndOffset: st.LogEndOffset, HighWatermark: st.HighWatermark,
+		UnderReplicated: underReplicated(st),
+	}
+	if st.Role != partition.RoleLeader {
+		if st.LeaderHighWatermark >= 0 {
+			p.LeaderHighWatermark = ptr(st.LeaderHighWatermark)
+		}
+		return p
+	}
+	for _, f := range st.Followers {
+		fv := FollowerView{BrokerID: f.BrokerID, InISR: slices.Contains(st.Isr, f.BrokerID), LogEndOffset: f.LogEndOffset}
+		if f.LogEndOffset >= 0 {
+			fv.RecordsBehind = ptr(st.LogEndOffset - f.LogEndOffset)
+		}
+		if !f.LastCaughtUpTime.IsZero() {
+			fv.CaughtUpMsAgo = ptr(max(0, now.Sub(f.LastCaughtUpTime).Milliseconds()))
+		}
+		if fv.InISR {
+			left := lag.Milliseconds()
+			if f.LogEndOffset != st.LogEndOffset {
+				// partition's rule: out of sync once its LEO differs from
+				// the leader's and it has not caught up for longer than lag.
+				left = max(0, (lag - now.Sub(f.LastCaughtUpTime)).Milliseconds())
+			}
+			fv.MsUntilISRRemoval = ptr(left)
+		}
+		p.Followers = append(p.Followers, fv)
+	}
+	return p
+}
+
+// underReplicated is Kafka's rule: this broker leads and ISR < AR.
+func underReplicated(st partition.ReplicaStatus) bool {
+	return st.Role == partition.RoleLeader && len(st.Isr) < len(st.Replicas)
+}
+
+// osr is AR - ISR in assignment order, never nil.
+func osr(ar, isr []int32) []int32 {
+	out := []int32{}
+	for _, id := range ar {
+		if !slices.Contains(isr, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func nonNil(s []int32) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return slices.Clone(s)
+}
+
+func ptr[T any](v T) *T { return &v }
