@@ -7,6 +7,14 @@ import (
 	"github.com/kafkazk/broker/cluster"
 )
 
+// ControllerVerifier is implemented by a ControlPlane that can tell
+// whether a controller id and epoch are the current controller's (zkcoord
+// reads /controller and /controller_epoch). It returns an error wrapping
+// cluster.ErrStaleControllerEpoch when they are not.
+type ControllerVerifier interface {
+	VerifyController(controllerID, controllerEpoch int32) error
+}
+
 // admitControl fences a controller request (LeaderAndIsr, StopReplica,
 // UpdateMetadata) as Kafka does, and on success returns with controlSem
 // held; the caller runs the request and then calls release.
@@ -27,6 +35,16 @@ func (s *Server) admitControl(ctx context.Context, rc *reqContext, controllerID,
 				Int64("broker_epoch", brokerEpoch).Int64("current_broker_epoch", cur).
 				Msg("refusing controller request for an older broker epoch")
 			return nil, fmt.Errorf("broker epoch %d, current %d: %w", brokerEpoch, cur, cluster.ErrStaleBrokerEpoch)
+		}
+	}
+	// A ControlPlane that can check the sender against ZooKeeper does so
+	// before the epoch is adopted: an invented, higher epoch from a plain
+	// client would otherwise fence the real controller out.
+	if v, ok := s.cfg.ControlPlane.(ControllerVerifier); ok {
+		if err := v.VerifyController(controllerID, controllerEpoch); err != nil {
+			s.log.Warn().Err(err).Str("remote_addr", rc.remoteAddr).Int32("controller_id", controllerID).
+				Int32("controller_epoch", controllerEpoch).Msg("refusing controller request not from the current controller")
+			return nil, err
 		}
 	}
 	select {

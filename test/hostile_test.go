@@ -709,54 +709,61 @@ func TestHostileRequestBytesBudget(t *testing.T) {
 	}
 }
 
-// TestHostileClusterActions (rows 27, 28): without an authorizer Kafka
-// would serve these; the broker should at least refuse them from a client
-// (CLUSTER_AUTHORIZATION_FAILED, 31), or serve them only on the
-// inter-broker listener.
-func TestHostileClusterActions(t *testing.T) {
-	knownGap(t, "no authorizer and no separate inter-broker listener: a client's follower Fetch (replica_id >= 0) and LeaderAndIsr are not refused with CLUSTER_AUTHORIZATION_FAILED")
+// TestHostileFollowerFetchFromClient (row 27): without an authorizer Kafka
+// serves a Fetch that claims a replica id; the broker should at least
+// refuse it from a client (CLUSTER_AUTHORIZATION_FAILED, 31) or serve it
+// only on an inter-broker listener.
+func TestHostileFollowerFetchFromClient(t *testing.T) {
+	knownGap(t, "no authorizer and no separate inter-broker listener: a client's follower Fetch (replica_id >= 0) is not refused with CLUSTER_AUTHORIZATION_FAILED")
 	h := oneBroker(t, nil)
-	t.Run("27-follower-fetch", func(t *testing.T) {
-		req := kmsg.NewPtrFetchRequest()
-		req.SetVersion(11)
-		req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = 2, 10, 1<<20
-		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic = hostileTopic
-		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 1<<20, -1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		resp := dialRaw(t, h.b.Addr()).roundTrip(req).(*kmsg.FetchResponse)
-		code := resp.ErrorCode
-		if code == 0 && len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 {
-			code = resp.Topics[0].Partitions[0].ErrorCode
-		}
-		expectCode(t, "follower fetch with replica_id 2 from a client", code, kerr.ClusterAuthorizationFailed.Code)
-	})
-	t.Run("28-leader-and-isr", func(t *testing.T) {
-		req := kmsg.NewPtrLeaderAndISRRequest()
-		req.SetVersion(1)
-		req.ControllerID, req.ControllerEpoch = 1, 1000
-		ps := kmsg.NewLeaderAndISRRequestTopicPartition()
-		ps.Topic, ps.Partition, ps.ControllerEpoch, ps.Leader, ps.LeaderEpoch = hostileTopic, 0, 1000, 99, 1000
-		ps.ISR, ps.Replicas = []int32{99}, []int32{1, 99}
-		req.PartitionStates = append(req.PartitionStates, ps)
-		lb := kmsg.NewLeaderAndISRRequestLiveLeader()
-		lb.BrokerID, lb.Host, lb.Port = 99, "127.0.0.1", 1
-		req.LiveLeaders = append(req.LiveLeaders, lb)
-		rc := dialRaw(t, h.b.Addr())
-		rc.write(reqFrame(req, 42))
-		b, err := rc.readFrame(5 * time.Second)
-		if err != nil {
-			t.Logf("LeaderAndIsr from a client: connection closed (%v)", err)
-			return
-		}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(11)
+	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = 2, 10, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = hostileTopic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := dialRaw(t, h.b.Addr()).roundTrip(req).(*kmsg.FetchResponse)
+	code := resp.ErrorCode
+	if code == 0 && len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 {
+		code = resp.Topics[0].Partitions[0].ErrorCode
+	}
+	expectCode(t, "follower fetch with replica_id 2 from a client", code, kerr.ClusterAuthorizationFailed.Code)
+	h.alive(t)
+}
+
+// TestHostileLeaderAndIsrFromClient (row 28): a LeaderAndIsr from a plain
+// client, with an invented controller epoch far above the real one, naming
+// a nonexistent broker leader. It must be refused (STALE_CONTROLLER_EPOCH
+// after checking /controller, or CLUSTER_AUTHORIZATION_FAILED, or the
+// connection closed), the broker must keep leading the partition, and the
+// invented epoch must not fence the real controller out.
+func TestHostileLeaderAndIsrFromClient(t *testing.T) {
+	h := oneBroker(t, nil)
+	req := kmsg.NewPtrLeaderAndISRRequest()
+	req.SetVersion(1)
+	req.ControllerID, req.ControllerEpoch = 1, 1000
+	ps := kmsg.NewLeaderAndISRRequestTopicPartition()
+	ps.Topic, ps.Partition, ps.ControllerEpoch, ps.Leader, ps.LeaderEpoch = hostileTopic, 0, 1000, 99, 1000
+	ps.ISR, ps.Replicas = []int32{99}, []int32{1, 99}
+	req.PartitionStates = append(req.PartitionStates, ps)
+	lb := kmsg.NewLeaderAndISRRequestLiveLeader()
+	lb.BrokerID, lb.Host, lb.Port = 99, "127.0.0.1", 1
+	req.LiveLeaders = append(req.LiveLeaders, lb)
+	rc := dialRaw(t, h.b.Addr())
+	rc.write(reqFrame(req, 42))
+	if b, err := rc.readFrame(5 * time.Second); err != nil {
+		t.Logf("LeaderAndIsr from a client: connection closed (%v)", err)
+	} else {
 		resp := kmsg.NewPtrLeaderAndISRResponse()
 		resp.SetVersion(1)
 		if err := resp.ReadFrom(b[4:]); err != nil {
 			t.Fatalf("decode: %v", err)
 		}
-		expectCode(t, "LeaderAndIsr from a client", resp.ErrorCode, kerr.ClusterAuthorizationFailed.Code)
-	})
+		expectCode(t, "LeaderAndIsr from a client", resp.ErrorCode, kerr.StaleControllerEpoch.Code, kerr.ClusterAuthorizationFailed.Code)
+	}
+	expectCode(t, "produce after the forged LeaderAndIsr", h.produceCode(t, -1, batch([][]byte{[]byte("x")}, 0, nil, true)), 0)
 	h.alive(t)
 }

@@ -97,3 +97,9 @@ func (c *controlPlane) UpdateMetadata(_ context.Context, req cluster.UpdateMetad
 func (c *controlPlane) ControlledShutdown(ctx context.Context, brokerID int32, brokerEpoch int64) ([]cluster.TopicPartition, error) {
 	return c.session.ControlledShutdown(ctx, brokerID, brokerEpoch)
 }
+
+// VerifyController checks a controller request's sender against
+// /controller and /controller_epoch (protocol.ControllerVerifier).
+func (c *controlPlane) VerifyController(controllerID, controllerEpoch int32) error {
+	return c.session.VerifyController(controllerID, controllerEpoch)
+}
