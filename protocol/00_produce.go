@@ -105,6 +105,9 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 		resp.Topics = append(resp.Topics, rt)
 	}
 
+	// Every append has copied its records to the log, and nothing below
+	// reads the request's records: the frame can go before the wait.
+	rc.releaseFrame()
 	if len(waits) > 0 {
 		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
 		for _, w := range waits {

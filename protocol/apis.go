@@ -148,6 +148,7 @@ type reqContext struct {
 	clientID      string
 	correlationID int32
 	remoteAddr    string
+	frame         *requestFrame // see releaseFrame
 }
 
 // dispatch runs the handler of req's key. A nil response with a nil error

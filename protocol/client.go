@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"sync"
@@ -130,6 +131,8 @@ type brokerConn struct {
 	br   *bufio.Reader
 	addr string
 	corr int32
+	// wbuf is the request encode buffer, reused for every request.
+	wbuf []byte
 }
 
 // NewBrokerClient returns a client that dials lazily.
@@ -513,7 +516,8 @@ func (c *BrokerClient) dialLocked(ctx context.Context, bc *brokerConn, addr stri
 func (c *BrokerClient) exchangeLocked(ctx context.Context, bc *brokerConn, req kmsg.Request, wait time.Duration) (kmsg.Response, error) {
 	bc.corr++
 	corr := bc.corr
-	frame := c.formatter.AppendRequest(nil, req, corr)
+	bc.wbuf = c.formatter.AppendRequest(bc.wbuf[:0], req, corr)
+	frame := bc.wbuf
 
 	deadline := time.Now().Add(c.cfg.RequestTimeout + wait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -527,27 +531,83 @@ func (c *BrokerClient) exchangeLocked(ctx context.Context, bc *brokerConn, req k
 	if _, err := nc.Write(frame); err != nil {
 		return nil, &connError{op: "write to", addr: bc.addr, err: err, dead: !isTimeout(err)}
 	}
-	body, err := readSized(bc.br, 4, c.cfg.MaxResponseBytes)
+	frameBuf, err := readResponse(bc.br, c.cfg.MaxResponseBytes)
 	if err != nil {
 		if errors.Is(err, errFrameSize) {
 			return nil, fmt.Errorf("response from %s: %w", bc.addr, err)
 		}
 		return nil, &connError{op: "read from", addr: bc.addr, err: err, dead: !isTimeout(err)}
 	}
-	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
-		return nil, fmt.Errorf("response from %s: correlation id %d, want %d", bc.addr, got, corr)
+	resp, err := decodeResponse(frameBuf, req, corr)
+	if err != nil || !aliasesFrame(resp) {
+		putBuf(frameBuf)
 	}
-	body = body[4:]
+	if err != nil {
+		return nil, fmt.Errorf("response from %s: %w", bc.addr, err)
+	}
+	return resp, nil
+}
+
+// readResponse reads one size-prefixed response. Unlike a request frame,
+// it is read into a buffer of its whole size at once (pooled if one is
+// free): the peer is a broker of this cluster answering our request, the
+// size is bounded by MaxResponseBytes, and the buffer usually goes to the
+// caller (a Fetch's records), so growing it by doubling would only copy.
+func readResponse(r io.Reader, maxBytes int32) ([]byte, error) {
+	size, err := readFrameSize(r, 4, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	body := pooledBuf(size)
+	if body == nil {
+		body = make([]byte, size)
+	}
+	body = body[:size]
+	if _, err := io.ReadFull(r, body); err != nil {
+		putBuf(body)
+		return nil, err
+	}
+	return body, nil
+}
+
+// decodeResponse checks the correlation id of a response frame and
+// decodes its body as req's response.
+func decodeResponse(frame []byte, req kmsg.Request, corr int32) (kmsg.Response, error) {
+	if got := int32(binary.BigEndian.Uint32(frame)); got != corr {
+		return nil, fmt.Errorf("correlation id %d, want %d", got, corr)
+	}
+	body := frame[4:]
 	resp := req.ResponseKind()
 	if resp.IsFlexible() && req.Key() != apiVersionsKey {
+		var err error
 		if body, err = skipTags(body); err != nil {
-			return nil, fmt.Errorf("response from %s: header: %w", bc.addr, err)
+			return nil, fmt.Errorf("header: %w", err)
 		}
 	}
 	if err := resp.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("response from %s: key %d v%d: %w", bc.addr, req.Key(), req.GetVersion(), err)
+		return nil, fmt.Errorf("key %d v%d: %w", req.Key(), req.GetVersion(), err)
 	}
 	return resp, nil
+}
+
+// aliasesFrame reports whether resp holds bytes of the frame it was
+// decoded from that its caller keeps: a Fetch's record batches, which go
+// to the caller as FetchPartitionResult.Records. Every other response the
+// client reads is copied out field by field (kmsg copies strings), so its
+// frame goes back to the pool.
+func aliasesFrame(resp kmsg.Response) bool {
+	f, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return false
+	}
+	for _, t := range f.Topics {
+		for _, p := range t.Partitions {
+			if len(p.RecordBatches) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isTimeout(err error) bool {

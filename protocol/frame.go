@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -47,36 +46,58 @@ type request struct {
 // arrive; larger frames grow as data comes in.
 const frameChunkBytes = 64 << 10
 
-// readFrame reads one size-prefixed request frame from r. The size is
-// checked against maxBytes before anything is allocated, and even a valid
-// size is not trusted with memory: beyond the first 64 KiB the buffer
-// grows (doubling) only as bytes arrive, so a peer that announces 100 MB
-// and stalls holds 64 KiB, not 100 MB. The body is allocated fresh for
-// each frame because decoded byte fields (records) alias it.
+// readFrame reads one size-prefixed request frame from r: readFrameSize,
+// then readFrameBody.
 func readFrame(r io.Reader, maxBytes int32) ([]byte, error) {
-	return readSized(r, minHeaderBytes, maxBytes)
+	size, err := readFrameSize(r, minHeaderBytes, maxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return readFrameBody(r, size)
 }
 
-// readSized reads an int32 size in [minBytes, maxBytes] and that many
-// bytes, as readFrame describes. The inter-broker client reads responses
-// with it.
-func readSized(r io.Reader, minBytes int, maxBytes int32) ([]byte, error) {
+// readFrameSize reads an int32 size prefix and checks that it is in
+// [minBytes, maxBytes], before anything is allocated for the frame.
+func readFrameSize(r io.Reader, minBytes int, maxBytes int32) (int, error) {
 	var sizeBuf [4]byte
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-		return nil, err
+		return 0, err
 	}
 	size := int(int32(binary.BigEndian.Uint32(sizeBuf[:])))
 	if size < minBytes || size > int(maxBytes) {
-		return nil, fmt.Errorf("%w: %d (limit %d)", errFrameSize, size, maxBytes)
+		return 0, fmt.Errorf("%w: %d (limit %d)", errFrameSize, size, maxBytes)
 	}
-	body := make([]byte, 0, min(size, frameChunkBytes))
+	return size, nil
+}
+
+// readFrameBody reads a frame body of size bytes (already checked). A
+// valid size is still not trusted with new memory: a pooled buffer of the
+// size's class is used whole when one is free (that memory exists
+// already), but otherwise the buffer starts at 64 KiB and grows (doubling,
+// through the pools) only as bytes arrive, so a peer that announces 100 MB
+// and stalls holds 64 KiB, not 100 MB. The caller owns the result and may
+// give it back with putBuf once nothing aliases it (decoded byte fields,
+// such as a Produce's records, do).
+func readFrameBody(r io.Reader, size int) ([]byte, error) {
+	body := pooledBuf(size)
+	if body == nil {
+		body = getBuf(min(size, frameChunkBytes))
+	}
 	for len(body) < size {
 		if len(body) == cap(body) {
-			body = slices.Grow(body, min(cap(body), size-len(body)))
+			want := min(2*cap(body), size)
+			grown := pooledBuf(want)
+			if grown == nil {
+				grown = make([]byte, 0, want)
+			}
+			grown = append(grown, body...)
+			putBuf(body)
+			body = grown
 		}
 		n, err := r.Read(body[len(body):min(cap(body), size)])
 		body = body[:len(body)+n]
 		if err != nil && len(body) < size {
+			putBuf(body)
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}

@@ -3,10 +3,12 @@ package protocol
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -22,6 +24,30 @@ type Config struct {
 	// prefix is larger closes the connection before anything is allocated.
 	// Zero means Kafka's default, 104857600.
 	MaxRequestBytes int32
+	// ConnectionsMaxIdle is connections.max.idle.ms: a connection that
+	// starts no request for this long is closed (idle clients, and
+	// half-open ones that connect and never send), and so is one that
+	// sends a size prefix but not the whole frame within this long of it
+	// (slowloris). Zero means Kafka's default, 10 minutes.
+	ConnectionsMaxIdle time.Duration
+	// QueuedMaxRequestBytes is queued.max.request.bytes: the most bytes of
+	// request frames being read or handled at once, over all connections.
+	// A connection that reads a size prefix waits, reading nothing more,
+	// until the frame's size fits (a frame larger than the whole budget
+	// waits for all of it). Zero or negative means unbounded (Kafka's -1).
+	QueuedMaxRequestBytes int64
+	// MaxConnections is max.connections: past this many connections the
+	// server stops accepting on every listener but InterBrokerListener
+	// until one closes (Kafka blocks its acceptor the same way, KIP-402).
+	// Zero or negative means unbounded (Kafka's Int.MaxValue).
+	MaxConnections int
+	// MaxConnectionsPerIP is max.connections.per.ip: a new connection from
+	// an address that already has this many is closed at once. Zero or
+	// negative means unbounded (Kafka's Int.MaxValue).
+	MaxConnectionsPerIP int
+	// InterBrokerListener is inter.broker.listener.name, exempt from
+	// MaxConnections so that brokers can always reach each other.
+	InterBrokerListener string
 	// AutoCreateTopics is auto.create.topics.enable.
 	AutoCreateTopics bool
 	// DefaultPartitions is num.partitions, for auto-created topics and
@@ -61,6 +87,9 @@ type Config struct {
 // DefaultMaxRequestBytes is Kafka's socket.request.max.bytes default.
 const DefaultMaxRequestBytes int32 = 100 * 1024 * 1024
 
+// DefaultConnectionsMaxIdle is Kafka's connections.max.idle.ms default.
+const DefaultConnectionsMaxIdle = 10 * time.Minute
+
 // ErrServerClosed is returned by Serve after Close.
 var ErrServerClosed = errors.New("protocol: server closed")
 
@@ -80,7 +109,14 @@ type Server struct {
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
+	connsByIP map[string]int // open connections per remote address
+	// connClosed is closed and replaced whenever a connection ends, to
+	// wake listeners waiting for a slot under MaxConnections.
+	connClosed chan struct{}
 	wg        sync.WaitGroup // every goroutine the server starts, and Serve
+
+	// budget is QueuedMaxRequestBytes.
+	budget *byteBudget
 
 	// controlSem (capacity 1) serializes the controller's requests
 	// (LeaderAndIsr, StopReplica, UpdateMetadata) from the controller
@@ -99,6 +135,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
+	if cfg.ConnectionsMaxIdle <= 0 {
+		cfg.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
 		cfg:        cfg,
@@ -109,6 +148,9 @@ func NewServer(cfg Config) *Server {
 		cancel:     cancel,
 		listeners:  make(map[net.Listener]struct{}),
 		conns:      make(map[*conn]struct{}),
+		connsByIP:  make(map[string]int),
+		connClosed: make(chan struct{}),
+		budget:     newByteBudget(cfg.QueuedMaxRequestBytes),
 	}
 }
 
@@ -150,6 +192,9 @@ func (s *Server) Serve(l net.Listener, listenerName string) error {
 	s.log.Info().Str("listener", listenerName).Str("addr", l.Addr().String()).Msg("serving")
 	var backoff time.Duration
 	for {
+		if !s.waitForSlot(listenerName) {
+			return ErrServerClosed
+		}
 		nc, err := l.Accept()
 		if err != nil {
 			if s.isClosed() {
@@ -181,11 +226,54 @@ func (s *Server) Serve(l net.Listener, listenerName string) error {
 			nc.Close()
 			return ErrServerClosed
 		}
+		if limit := s.cfg.MaxConnectionsPerIP; limit > 0 && s.connsByIP[c.ip] >= limit {
+			s.mu.Unlock()
+			nc.Close()
+			// Kafka logs this at INFO too (TooManyConnectionsException).
+			s.log.Info().Str("remote_addr", c.remote).Int("max_connections_per_ip", limit).
+				Msg("rejected connection: address has the maximum number of connections")
+			continue
+		}
 		s.conns[c] = struct{}{}
+		s.connsByIP[c.ip]++
 		s.goFuncLocked(c.readLoop)
 		s.goFuncLocked(c.writeLoop)
 		s.mu.Unlock()
 	}
+}
+
+// waitForSlot blocks while MaxConnections connections are open, unless
+// listener is the inter-broker listener; false means the server closed.
+func (s *Server) waitForSlot(listener string) bool {
+	limit := s.cfg.MaxConnections
+	if limit <= 0 || listener == s.cfg.InterBrokerListener {
+		return true
+	}
+	for {
+		s.mu.Lock()
+		n, wake := len(s.conns), s.connClosed
+		s.mu.Unlock()
+		if n < limit {
+			return true
+		}
+		select {
+		case <-wake:
+		case <-s.ctx.Done():
+			return false
+		}
+	}
+}
+
+// removeConn forgets c and wakes listeners waiting for a slot.
+func (s *Server) removeConn(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	if s.connsByIP[c.ip]--; s.connsByIP[c.ip] <= 0 {
+		delete(s.connsByIP, c.ip)
+	}
+	close(s.connClosed)
+	s.connClosed = make(chan struct{})
 }
 
 func (s *Server) isClosed() bool {
@@ -221,11 +309,16 @@ type conn struct {
 	nc       net.Conn
 	listener string
 	remote   string
+	ip       string // remote without the port, for MaxConnectionsPerIP
 	log      zerolog.Logger
 
 	// out carries encoded responses, in request order, to writeLoop. Its
-	// small capacity pushes back on a client that stops reading.
+	// small capacity pushes back on a client that stops reading. Their
+	// buffers come from the pools, and writeLoop gives them back.
 	out        chan []byte
+	// respHint is the size of the last response, to pick a response
+	// buffer that will not need to grow.
+	respHint   int
 	writerDone chan struct{} // closed when writeLoop returns
 	ctx        context.Context
 	cancel     context.CancelFunc
@@ -234,11 +327,16 @@ type conn struct {
 func (s *Server) newConn(nc net.Conn, listener string) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
 	remote := nc.RemoteAddr().String()
+	ip, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		ip = remote
+	}
 	return &conn{
 		s:          s,
 		nc:         nc,
 		listener:   listener,
 		remote:     remote,
+		ip:         ip,
 		log:        s.log.With().Str("remote_addr", remote).Logger(),
 		out:        make(chan []byte, 2),
 		writerDone: make(chan struct{}),
@@ -251,21 +349,43 @@ func (c *conn) readLoop() {
 	defer func() {
 		c.cancel()
 		close(c.out) // writeLoop flushes what is queued, then closes the socket
-		c.s.mu.Lock()
-		delete(c.s.conns, c)
-		c.s.mu.Unlock()
+		c.s.removeConn(c)
 	}()
 	br := bufio.NewReaderSize(c.nc, 32<<10)
+	idle := c.s.cfg.ConnectionsMaxIdle
 	for {
-		frame, err := readFrame(br, c.s.cfg.MaxRequestBytes)
+		// connections.max.idle.ms: the next request must start in time.
+		// No deadline runs while a request is handled (a long-polling
+		// Fetch or an acks=all Produce is not idle).
+		c.nc.SetReadDeadline(time.Now().Add(idle))
+		size, err := readFrameSize(br, minHeaderBytes, c.s.cfg.MaxRequestBytes)
 		if err != nil {
 			c.logReadError(err)
 			return
 		}
-		resp, err := c.handleFrame(frame)
+		// queued.max.request.bytes: wait for the frame's bytes before
+		// reading (and allocating) any of them.
+		held, err := c.s.budget.acquire(c.ctx, int64(size))
 		if err != nil {
-			return // already logged
+			return // the server or the writer closed
 		}
+		// The whole frame must arrive within the idle time of its size
+		// prefix, however slowly it trickles: a stalled frame holds
+		// budget, so it must not hold it for longer.
+		c.nc.SetReadDeadline(time.Now().Add(idle))
+		frame, err := readFrameBody(br, size)
+		if err != nil {
+			c.s.budget.release(held)
+			c.logReadError(err)
+			return
+		}
+		rf := &requestFrame{budget: c.s.budget, held: held, buf: frame}
+		resp, err := c.handleFrame(frame, rf)
+		if err != nil {
+			rf.release(false) // after a panic, trust nothing about the frame
+			return            // already logged
+		}
+		rf.release(frameReusable(frame))
 		if resp == nil {
 			continue
 		}
@@ -277,9 +397,53 @@ func (c *conn) readLoop() {
 	}
 }
 
+// requestFrame is one request frame's hold on memory: its buffer and its
+// share of the request budget, given back by release.
+type requestFrame struct {
+	budget *byteBudget
+	held   int64
+	buf    []byte
+	done   bool
+}
+
+// release gives back the frame's budget and, if reuse, its buffer to the
+// pools; only its first call does anything. A handler may call it early
+// (through reqContext) once nothing it still uses aliases the frame, as
+// Produce does before waiting for acks=all, so that waiting requests hold
+// neither budget nor buffers.
+func (f *requestFrame) release(reuse bool) {
+	if f == nil || f.done {
+		return
+	}
+	f.done = true
+	f.budget.release(f.held)
+	if reuse {
+		putBuf(f.buf)
+	}
+	f.buf = nil
+}
+
+// frameReusable reports whether a frame's buffer may be reused once its
+// request was handled: true for the keys whose decoded requests hold no
+// bytes of the frame afterwards (kmsg copies strings; byte fields alias
+// the frame). Produce's records are appended (copied to the log) before
+// its handler returns. JoinGroup's protocol metadata and SyncGroup's
+// assignments are byte fields the group coordinator keeps, so their
+// frames, like those of any key not listed, are left to the GC.
+func frameReusable(frame []byte) bool {
+	switch int16(binary.BigEndian.Uint16(frame)) {
+	case 0, 1, 2, 3, 8, 9, 10, 12, 18, 23: // Produce, Fetch, ListOffsets, Metadata, OffsetCommit, OffsetFetch, FindCoordinator, Heartbeat, ApiVersions, OffsetForLeaderEpoch
+		return true
+	}
+	return false
+}
+
 func (c *conn) logReadError(err error) {
 	switch {
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		c.log.Debug().Dur("connections_max_idle", c.s.cfg.ConnectionsMaxIdle).
+			Msg("closing connection: idle, or a request frame not received in time")
 	case errors.Is(err, errFrameSize):
 		// A TLS ClientHello on a plaintext listener reads as ~369 MB.
 		c.log.Warn().Err(err).Msg("closing connection: bad request size (a TLS client on a plaintext listener?)")
@@ -290,7 +454,7 @@ func (c *conn) logReadError(err error) {
 
 // handleFrame decodes and handles one frame, returning the framed
 // response (nil for none) or an error that closes the connection.
-func (c *conn) handleFrame(frame []byte) (out []byte, err error) {
+func (c *conn) handleFrame(frame []byte, rf *requestFrame) (out []byte, err error) {
 	req, err := parseRequest(frame, c.s.apis)
 	if err != nil {
 		ev := c.log.Warn().Err(err)
@@ -320,7 +484,7 @@ func (c *conn) handleFrame(frame []byte) (out []byte, err error) {
 		// ApiVersions above our range.
 		resp = unsupportedApiVersionsResponse(c.s.apis)
 	} else {
-		rc := &reqContext{listener: c.listener, clientID: req.clientID, correlationID: req.correlationID, remoteAddr: c.remote}
+		rc := &reqContext{listener: c.listener, clientID: req.clientID, correlationID: req.correlationID, remoteAddr: c.remote, frame: rf}
 		resp, err = c.s.dispatch(c.ctx, rc, req.kreq)
 		if err != nil {
 			c.log.Info().Err(err).Int16("api_key", req.key).Int32("correlation_id", req.correlationID).
@@ -331,7 +495,9 @@ func (c *conn) handleFrame(frame []byte) (out []byte, err error) {
 			return nil, nil
 		}
 	}
-	return appendResponse(nil, req.correlationID, resp), nil
+	out = appendResponse(getBuf(c.respHint), req.correlationID, resp)
+	c.respHint = len(out)
+	return out, nil
 }
 
 func (c *conn) writeLoop() {
@@ -348,5 +514,14 @@ func (c *conn) writeLoop() {
 			}
 			return
 		}
+		putBuf(b)
 	}
 }
+
+// releaseFrame gives back the request frame's budget and buffer before
+// the handler returns. The handler promises that nothing it still uses,
+// and nothing it passed on, aliases the frame (byte fields of the decoded
+// request do). Produce calls it before waiting for acks=all: a request
+// parked for up to its timeout must not keep follower fetches, which
+// move the high watermark it waits for, out of the budget.
+func (rc *reqContext) releaseFrame() { rc.frame.release(true) }

@@ -1,0 +1,247 @@
+package protocol
+
+// Benchmarks of the request hot paths (STYLE.md §6): produce decode+append
+// through a real partition.Manager (RF 1, a log on disk), fetch response
+// encoding, whole requests over a loopback connection (framing, buffers,
+// the writer goroutine), and the inter-broker client's Fetch.
+//
+//	go test -run='^$' -bench=. -benchmem -count=5 ./protocol/
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+)
+
+var benchTP = cluster.TopicPartition{Topic: "bench", Partition: 0}
+
+// benchManager is a real replica manager leading benchTP alone.
+func benchManager(b *testing.B) *partition.Manager {
+	b.Helper()
+	m, err := partition.NewManager(partition.Config{
+		BrokerID: 1, LogDirs: []string{filepath.Join(b.TempDir(), "logs")},
+		HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
+		RetentionCheckInterval: time.Hour, Log: zerolog.Nop(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = m.Close() })
+	cfg := cluster.DefaultLogConfig()
+	cfg.SegmentBytes = 256 << 20
+	errs := m.BecomeLeaderOrFollower([]partition.PartitionState{{TopicPartition: benchTP, Replicas: []int32{1}, Config: cfg,
+		LeaderAndIsr: cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 1, Isr: []int32{1}}}})
+	if err := errs[benchTP]; err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// fixedReplicas answers every Read with the same records and accepts
+// every Append without looking at it: it isolates protocol's own costs.
+type fixedReplicas struct {
+	records []byte
+	changed chan struct{}
+}
+
+func (f *fixedReplicas) Append(cluster.TopicPartition, []byte, int16) (partition.AppendResult, error) {
+	return partition.AppendResult{LogAppendTime: -1}, nil
+}
+func (f *fixedReplicas) WaitCommitted(context.Context, cluster.TopicPartition, int64) error {
+	return nil
+}
+func (f *fixedReplicas) Read(cluster.TopicPartition, partition.ReadRequest) (partition.ReadResult, error) {
+	return partition.ReadResult{Records: f.records, HighWatermark: 1 << 40, LastStableOffset: 1 << 40}, nil
+}
+func (f *fixedReplicas) ListOffset(cluster.TopicPartition, int64, int32) (int64, int64, int32, error) {
+	return 0, -1, 0, nil
+}
+func (f *fixedReplicas) Changed() <-chan struct{} { return f.changed }
+
+func benchServer(r Replicas) *Server {
+	fr := newFakeReplicas()
+	c := newFakeCluster(fr, cluster.Broker{ID: 1, Endpoints: []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
+	return NewServer(Config{BrokerID: 1, Replicas: r, Metadata: c, Admin: c, ProducerIDs: c, Log: zerolog.Nop()})
+}
+
+// benchValues returns n values of size bytes.
+func benchValues(n, size int) []string {
+	v := strings.Repeat("x", size)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = v
+	}
+	return out
+}
+
+// benchFrame is req framed as a client sends it, without the size prefix.
+func benchFrame(req kmsg.Request) []byte { return encodeRequest(1, "bench", req)[4:] }
+
+// fetchRecords is about n bytes of whole batches of 100-byte records.
+func fetchRecords(n int) []byte {
+	batch := makeBatch(1, benchValues(100, 100)...)
+	var out []byte
+	for len(out)+len(batch) <= n || len(out) == 0 {
+		out = append(out, batch...)
+	}
+	return out
+}
+
+// BenchmarkProduce decodes a Produce v9 frame holding one batch of 100-byte
+// records and appends it through a real partition.Manager (acks=1), then
+// encodes the response: what the connection goroutine does per request,
+// without the socket.
+func BenchmarkProduce(b *testing.B) {
+	for _, records := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("records=%d", records), func(b *testing.B) {
+			s := benchServer(benchManager(b))
+			defer s.Close()
+			p1, p2 := net.Pipe()
+			defer p1.Close()
+			defer p2.Close()
+			c := s.newConn(p1, "PLAINTEXT")
+			frame := benchFrame(produceRequest(9, 1, 30000, benchTP.Topic, 0, makeBatch(1, benchValues(records, 100)...)))
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := benchHandle(c, frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkFetchEncode decodes a consumer Fetch v11 and encodes a response
+// carrying size bytes of batches for one partition (the records come from
+// a fixed slice, so this is protocol's encoding cost alone).
+func BenchmarkFetchEncode(b *testing.B) {
+	for _, size := range []int{16 << 10, 1 << 20} {
+		b.Run("bytes="+strconv.Itoa(size), func(b *testing.B) {
+			r := &fixedReplicas{records: fetchRecords(size), changed: make(chan struct{})}
+			s := benchServer(r)
+			defer s.Close()
+			p1, p2 := net.Pipe()
+			defer p1.Close()
+			defer p2.Close()
+			c := s.newConn(p1, "PLAINTEXT")
+			frame := benchFrame(fetchRequest(11, 0, 1, benchTP.Topic, 0, 0))
+			b.SetBytes(int64(len(r.records)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := benchHandle(c, frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkServerConn sends requests one at a time over loopback TCP and
+// reads each response: framing, the per-connection buffers and the writer
+// goroutine, with Replicas that do no work.
+func BenchmarkServerConn(b *testing.B) {
+	cases := []struct {
+		name    string
+		records []byte // what Read answers
+		req     kmsg.Request
+	}{
+		{"produce=1KiB", nil, produceRequest(9, 1, 30000, benchTP.Topic, 0, makeBatch(1, benchValues(10, 100)...))},
+		{"produce=100KiB", nil, produceRequest(9, 1, 30000, benchTP.Topic, 0, makeBatch(1, benchValues(1000, 100)...))},
+		{"fetch=1MiB", fetchRecords(1 << 20), fetchRequest(11, 0, 1, benchTP.Topic, 0, 0)},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			r := &fixedReplicas{records: tc.records, changed: make(chan struct{})}
+			s := benchServer(r)
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			go s.Serve(l, "PLAINTEXT")
+			defer s.Close()
+			nc, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			frame := encodeRequest(1, "bench", tc.req)
+			var size [4]byte
+			resp := make([]byte, 0, 2<<20)
+			roundTrip := func() int {
+				if _, err := nc.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := io.ReadFull(nc, size[:]); err != nil {
+					b.Fatal(err)
+				}
+				n := int(size[0])<<24 | int(size[1])<<16 | int(size[2])<<8 | int(size[3])
+				if _, err := io.ReadFull(nc, resp[:n]); err != nil {
+					b.Fatal(err)
+				}
+				return n
+			}
+			n := roundTrip()
+			b.SetBytes(int64(len(frame) + 4 + n))
+			b.ReportAllocs()
+			for b.Loop() {
+				roundTrip()
+			}
+		})
+	}
+}
+
+// BenchmarkClientFetch is the follower's side: BrokerClient.Fetch of one
+// partition answered with 1 MiB of batches, over loopback.
+func BenchmarkClientFetch(b *testing.B) {
+	r := &fixedReplicas{records: fetchRecords(1 << 20), changed: make(chan struct{})}
+	s := benchServer(r)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(l, "PLAINTEXT")
+	defer s.Close()
+	host, portStr, _ := net.SplitHostPort(l.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+	broker := cluster.Broker{ID: 1, Endpoints: []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: host, Port: int32(port)}}}
+	cl := NewBrokerClient(ClientConfig{BrokerID: 2, ListenerName: "PLAINTEXT",
+		Resolve: func(int32) (cluster.Broker, bool) { return broker, true }})
+	defer cl.Close()
+	req := partition.FetchRequest{ReplicaID: 2, MaxBytes: 10 << 20, MinBytes: 1, Partitions: []partition.FetchPartition{
+		{TopicPartition: benchTP, FetchOffset: 0, CurrentLeaderEpoch: -1, MaxBytes: 2 << 20}}}
+	b.SetBytes(int64(len(r.records)))
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := cl.Fetch(context.Background(), 1, req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := len(resp.Partitions[benchTP].Records); got != len(r.records) {
+			b.Fatalf("fetched %d bytes, want %d", got, len(r.records))
+		}
+	}
+}
+
+// benchHandle runs one frame through the connection's handler, as
+// readLoop does, and returns the framed response.
+func benchHandle(c *conn, frame []byte) ([]byte, error) {
+	rf := &requestFrame{done: true} // the frame is the benchmark's, never pooled
+	resp, err := c.handleFrame(frame, rf)
+	if err == nil {
+		putBuf(resp) // as writeLoop does once written
+	}
+	return resp, err
+}
