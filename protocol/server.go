@@ -113,7 +113,7 @@ type Server struct {
 	// connClosed is closed and replaced whenever a connection ends, to
 	// wake listeners waiting for a slot under MaxConnections.
 	connClosed chan struct{}
-	wg        sync.WaitGroup // every goroutine the server starts, and Serve
+	wg         sync.WaitGroup // every goroutine the server starts, and Serve
 
 	// budget is QueuedMaxRequestBytes.
 	budget *byteBudget
@@ -315,7 +315,7 @@ type conn struct {
 	// out carries encoded responses, in request order, to writeLoop. Its
 	// small capacity pushes back on a client that stops reading. Their
 	// buffers come from the pools, and writeLoop gives them back.
-	out        chan []byte
+	out chan []byte
 	// respHint is the size of the last response, to pick a response
 	// buffer that will not need to grow.
 	respHint   int
