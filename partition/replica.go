@@ -275,9 +275,10 @@ func (r *Replica) checkLeaderEpochLocked(current int32) error {
 // appendAsLeader validates one produced batch and appends it.
 func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (AppendResult, error) {
 	var h logstore.BatchHeader
+	var raw []byte
 	n := 0
-	err := forEachBatch(records, func(bh logstore.BatchHeader, _ []byte) error {
-		h = bh
+	err := forEachBatch(records, func(bh logstore.BatchHeader, b []byte) error {
+		h, raw = bh, b
 		n++
 		return nil
 	})
@@ -286,6 +287,9 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	}
 	if n != 1 {
 		return AppendResult{}, fmt.Errorf("%w: produce carries %d batches, want exactly 1", ErrInvalidRecord, n)
+	}
+	if err := validateProduced(raw, h); err != nil {
+		return AppendResult{}, err
 	}
 
 	r.mu.Lock()

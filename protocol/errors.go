@@ -49,6 +49,7 @@ var errorCodes = []struct {
 	{partition.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{partition.ErrCorruptMessage, kerr.CorruptMessage},
 	{partition.ErrInvalidRecord, kerr.InvalidRecord},
+	{partition.ErrUnsupportedCompressionType, kerr.UnsupportedCompressionType},
 	{partition.ErrMessageTooLarge, kerr.MessageTooLarge},
 	{partition.ErrRecordListTooLarge, kerr.RecordListTooLarge},
 	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
