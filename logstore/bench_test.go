@@ -85,3 +85,39 @@ func BenchmarkRead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAppendRead is BenchmarkRead reusing one destination buffer, as
+// a caller of AppendRead can.
+func BenchmarkAppendRead(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Log = zerolog.Nop()
+	cfg.SegmentBytes = 4 << 20
+	l, err := Open(b.TempDir(), cfg, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	for range 10_000 {
+		if _, err := l.AppendAsLeader(makeBatch(batchSpec{records: 10, valueSize: 100, firstTs: 1}), 1, -1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	leo := l.LogEndOffset()
+	for _, maxBytes := range []int32{1, 64 << 10} {
+		b.Run(fmt.Sprintf("maxBytes=%d", maxBytes), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			b.ReportAllocs()
+			var n int64
+			var buf []byte
+			for b.Loop() {
+				out, err := l.AppendRead(buf[:0], rng.Int64N(leo), maxBytes, leo)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n += int64(len(out))
+				buf = out
+			}
+			b.SetBytes(n / int64(b.N))
+		})
+	}
+}

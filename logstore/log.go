@@ -565,55 +565,81 @@ func (l *Log) isClosed() bool {
 // batch that fails its framing check returns ErrCorrupt. The returned slice
 // is the caller's; it is the only allocation.
 func (l *Log) Read(offset int64, maxBytes int32, maxOffset int64) ([]byte, error) {
+	out, err := l.AppendRead(nil, offset, maxBytes, maxOffset)
+	if err == nil && out == nil {
+		out = []byte{}
+	}
+	return out, err
+}
+
+// readChunkBytes is how much of a segment Read scans at a time to find
+// the batch holding an offset: one pread covers the headers between two
+// offset index entries (log.index.interval.bytes, 4 KiB by default) and,
+// for small reads, the batches returned as well.
+const readChunkBytes = 16 << 10
+
+var chunkPool = sync.Pool{New: func() any { return new([readChunkBytes]byte) }}
+
+// AppendRead is Read appending the batches to dst, so that a caller can
+// reuse one buffer across reads; it allocates only if dst lacks the
+// capacity. The result is the caller's, as with Read; on an error or an
+// empty read it is dst unchanged.
+func (l *Log) AppendRead(dst []byte, offset int64, maxBytes int32, maxOffset int64) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
-		return nil, ErrClosed
+		return dst, ErrClosed
 	}
 	lso, leo := l.logStartOffset.Load(), l.logEndOffset.Load()
 	if offset < lso || offset > leo {
-		return nil, fmt.Errorf("read %s at %d, log offsets [%d, %d]: %w", l.dir, offset, lso, leo, ErrOffsetOutOfRange)
+		return dst, fmt.Errorf("read %s at %d, log offsets [%d, %d]: %w", l.dir, offset, lso, leo, ErrOffsetOutOfRange)
 	}
 	if offset == leo || offset >= maxOffset {
-		return []byte{}, nil
+		return dst, nil
 	}
-	scratch := hdrPool.Get().(*[BatchHeaderSize]byte)
-	defer hdrPool.Put(scratch)
+	chunk := chunkPool.Get().(*[readChunkBytes]byte)
+	defer chunkPool.Put(chunk)
 	for i := l.segmentFor(offset); i < len(l.segments); i++ {
 		s := l.segments[i]
-		pos, h, found, err := s.findBatch(offset, scratch)
+		pos, h, buffered, found, err := s.findBatchChunked(offset, chunk[:])
 		if err != nil {
-			return nil, fmt.Errorf("read %s at %d: %w", l.dir, offset, err)
+			return dst, fmt.Errorf("read %s at %d: %w", l.dir, offset, err)
 		}
 		if !found {
 			continue
 		}
 		if h.LastOffset() >= maxOffset {
-			return []byte{}, nil
+			return dst, nil
 		}
 		want := min(s.size, max(s.upperBound(maxOffset), pos+int64(h.Size()))) - pos
 		if want > int64(maxBytes) {
 			want = max(int64(maxBytes), int64(h.Size()))
 		}
-		buf := make([]byte, want)
-		if _, err := s.logFile.ReadAt(buf, pos); err != nil {
-			return nil, fmt.Errorf("read %s at %d: segment %d position %d: %w", l.dir, offset, s.baseOffset, pos, err)
+		start := len(dst)
+		dst = slices.Grow(dst, int(want))[:start+int(want)]
+		buf := dst[start:]
+		// The scan chunk may already hold the batches: copy them instead
+		// of reading them again.
+		if n := copy(buf, buffered); n < len(buf) {
+			if _, err := s.logFile.ReadAt(buf[n:], pos+int64(n)); err != nil {
+				return dst[:start], fmt.Errorf("read %s at %d: segment %d position %d: %w", l.dir, offset, s.baseOffset, pos, err)
+			}
 		}
 		// Keep the whole batches below maxOffset; the first one qualifies.
 		cut := h.Size()
 		for len(buf)-cut >= BatchHeaderSize {
 			bh, err := ParseBatchHeader(buf[cut:])
 			if err != nil || bh.LastOffsetDelta < 0 {
-				return nil, fmt.Errorf("read %s at %d: segment %d position %d: %w", l.dir, offset, s.baseOffset, pos+int64(cut), ErrCorrupt)
+				return dst[:start], fmt.Errorf("read %s at %d: segment %d position %d: %w", l.dir, offset, s.baseOffset, pos+int64(cut), ErrCorrupt)
 			}
 			if bh.Size() > len(buf)-cut || bh.LastOffset() >= maxOffset {
 				break
 			}
 			cut += bh.Size()
 		}
-		return buf[:cut], nil
+		return dst[:start+cut], nil
 	}
-	return []byte{}, nil
+	return dst, nil
 }
 
 // segmentFor is the index of the last segment whose base offset is <=

@@ -467,6 +467,42 @@ func (s *segment) findBatch(offset int64, scratch *[BatchHeaderSize]byte) (pos i
 	return 0, h, false, nil
 }
 
+// findBatchChunked is findBatch reading the segment in chunks of
+// len(chunk) bytes rather than one pread per header: the headers between
+// two index entries usually come from one read. buffered is the part of
+// chunk that holds the segment's bytes from pos on (possibly empty), so
+// that the caller need not read them again. Caller holds Log.mu or
+// Log.wmu.
+func (s *segment) findBatchChunked(offset int64, chunk []byte) (pos int64, h BatchHeader, buffered []byte, found bool, err error) {
+	var (
+		chunkPos int64 = -1 // segment position of chunk[0]
+		chunkLen int
+	)
+	for pos = s.lookup(offset); pos < s.size; pos += int64(h.Size()) {
+		if pos+BatchHeaderSize > s.size {
+			return 0, h, nil, false, fmt.Errorf("segment %d position %d: header past the end at %d: %w", s.baseOffset, pos, s.size, ErrCorrupt)
+		}
+		if chunkPos < 0 || pos+BatchHeaderSize > chunkPos+int64(chunkLen) {
+			chunkPos, chunkLen = pos, int(min(int64(len(chunk)), s.size-pos))
+			if _, err := s.logFile.ReadAt(chunk[:chunkLen], pos); err != nil {
+				return 0, h, nil, false, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+			}
+		}
+		at := chunk[pos-chunkPos : chunkLen]
+		h, err = ParseBatchHeader(at)
+		if err == nil && (int64(h.Size()) > s.size-pos || h.LastOffsetDelta < 0) {
+			err = errors.New("batch runs past the end")
+		}
+		if err != nil {
+			return 0, h, nil, false, fmt.Errorf("segment %d position %d: %v: %w", s.baseOffset, pos, err, ErrCorrupt)
+		}
+		if h.LastOffset() >= offset {
+			return pos, h, at, true, nil
+		}
+	}
+	return 0, h, nil, false, nil
+}
+
 // largestTimestampMs is what time retention compares: the largest batch
 // timestamp, or the file's modification time when no batch has one.
 func (s *segment) largestTimestampMs() int64 {
