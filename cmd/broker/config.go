@@ -38,6 +38,10 @@ type Config struct {
 	AutoCreateTopics                bool
 	DeleteTopicEnable               bool
 	SocketRequestMaxBytes           int32
+	ConnectionsMaxIdle              time.Duration
+	QueuedMaxRequestBytes           int64
+	MaxConnections                  int
+	MaxConnectionsPerIP             int
 	LogRetentionCheckInterval       time.Duration
 	FlushOffsetCheckpointInterval   time.Duration
 	HighWatermarkCheckpointInterval time.Duration
@@ -79,6 +83,10 @@ var keyDefaults = map[string]string{
 	"delete.topic.enable":                           "true",
 	"message.max.bytes":                             "1048588",
 	"socket.request.max.bytes":                      "104857600",
+	"connections.max.idle.ms":                       "600000",
+	"queued.max.request.bytes":                      "104857600", // Kafka: -1 (unbounded); README "Connection limits"
+	"max.connections":                               "2147483647",
+	"max.connections.per.ip":                        "2147483647",
 	"log.segment.bytes":                             "1073741824",
 	"log.roll.ms":                                   "",
 	"log.roll.hours":                                "168",
@@ -211,6 +219,13 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.AutoCreateTopics = p.bool("auto.create.topics.enable")
 	c.DeleteTopicEnable = p.bool("delete.topic.enable")
 	c.SocketRequestMaxBytes = int32(p.int("socket.request.max.bytes", 1, math.MaxInt32))
+	c.ConnectionsMaxIdle = p.ms("connections.max.idle.ms", 1)
+	c.QueuedMaxRequestBytes = p.int("queued.max.request.bytes", -1, math.MaxInt64)
+	if p.err == nil && c.QueuedMaxRequestBytes == 0 {
+		p.fail("queued.max.request.bytes", "must be -1 (unbounded) or positive")
+	}
+	c.MaxConnections = int(p.int("max.connections", 1, math.MaxInt32))
+	c.MaxConnectionsPerIP = int(p.int("max.connections.per.ip", 1, math.MaxInt32))
 	c.LogRetentionCheckInterval = p.ms("log.retention.check.interval.ms", 1)
 	c.FlushOffsetCheckpointInterval = p.ms("log.flush.offset.checkpoint.interval.ms", 0)
 	c.HighWatermarkCheckpointInterval = p.ms("replica.high.watermark.checkpoint.interval.ms", 1)

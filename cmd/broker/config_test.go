@@ -132,3 +132,29 @@ func TestConfigPropertiesSyntax(t *testing.T) {
 		t.Fatal("a missing file should fail")
 	}
 }
+
+func TestConfigConnectionLimits(t *testing.T) {
+	cfg, err := loadConfig([]string{writeProps(t, minimal)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ConnectionsMaxIdle != 10*time.Minute || cfg.QueuedMaxRequestBytes != 104857600 ||
+		cfg.MaxConnections != 2147483647 || cfg.MaxConnectionsPerIP != 2147483647 {
+		t.Fatalf("defaults: idle %v, queued %d, max %d, per ip %d", cfg.ConnectionsMaxIdle,
+			cfg.QueuedMaxRequestBytes, cfg.MaxConnections, cfg.MaxConnectionsPerIP)
+	}
+	cfg, err = loadConfig([]string{writeProps(t, minimal+"connections.max.idle.ms=2000\nqueued.max.request.bytes=-1\nmax.connections.per.ip=5\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ConnectionsMaxIdle != 2*time.Second || cfg.QueuedMaxRequestBytes != -1 || cfg.MaxConnectionsPerIP != 5 {
+		t.Fatalf("overrides: idle %v, queued %d, per ip %d", cfg.ConnectionsMaxIdle, cfg.QueuedMaxRequestBytes, cfg.MaxConnectionsPerIP)
+	}
+	for _, bad := range []string{"queued.max.request.bytes=0", "max.connections.per.ip=0", "connections.max.idle.ms=0"} {
+		_, err := loadConfig([]string{writeProps(t, minimal+bad+"\n")})
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Key != strings.Split(bad, "=")[0] {
+			t.Errorf("%s: error %v, want one naming the key", bad, err)
+		}
+	}
+}

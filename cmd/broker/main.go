@@ -195,6 +195,11 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	srv := protocol.NewServer(protocol.Config{
 		BrokerID:                 cfg.BrokerID,
 		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
+		ConnectionsMaxIdle:       cfg.ConnectionsMaxIdle,
+		QueuedMaxRequestBytes:    cfg.QueuedMaxRequestBytes,
+		MaxConnections:           cfg.MaxConnections,
+		MaxConnectionsPerIP:      cfg.MaxConnectionsPerIP,
+		InterBrokerListener:      cfg.InterBrokerListenerName,
 		AutoCreateTopics:         cfg.AutoCreateTopics,
 		DefaultPartitions:        cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
