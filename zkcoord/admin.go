@@ -149,6 +149,9 @@ func (s *Session) CreateTopic(ctx context.Context, spec TopicSpec) error {
 			return fmt.Errorf("%w: replication factor %d, must be between 1 and the %d live brokers",
 				cluster.ErrInvalidReplicationFactor, spec.ReplicationFactor, len(live))
 		}
+		if err := checkAssignmentFits(spec.NumPartitions, int(spec.ReplicationFactor)); err != nil {
+			return err
+		}
 		n := len(live)
 		assignment = AssignReplicas(live, spec.NumPartitions, spec.ReplicationFactor, rand.IntN(n), rand.IntN(n))
 	}
@@ -232,5 +235,21 @@ func (s *Session) DeleteTopic(ctx context.Context, name string) error {
 		return fmt.Errorf("delete topic: create %s: %w", dp, err)
 	}
 	s.log.Info().Str("topic", name).Msg("topic marked for deletion")
+	return nil
+}
+
+// maxAssignmentBytes is ZooKeeper's default jute.maxbuffer: a znode's data
+// cannot be larger, so a topic's assignment must fit in it.
+const maxAssignmentBytes = 1 << 20
+
+// checkAssignmentFits refuses a partition count whose assignment JSON
+// could not be stored in /brokers/topics/<t> (about 10 bytes a partition
+// plus 6 a replica), before any work is done for it: a request for a
+// billion partitions must fail at once, not assign them first.
+func checkAssignmentFits(partitions int32, rf int) error {
+	if est := int64(partitions) * int64(10+6*rf); est > maxAssignmentBytes {
+		return fmt.Errorf("%w: %d partitions with %d replicas would need about %d bytes in /brokers/topics, over ZooKeeper's %d-byte znode limit",
+			cluster.ErrInvalidPartitions, partitions, rf, est, maxAssignmentBytes)
+	}
 	return nil
 }

@@ -107,6 +107,9 @@ func planPartitions(existing map[int32][]int32, spec PartitionSpec, live []int32
 		return nil, fmt.Errorf("%w: topic %s has no replicas for partition 0", cluster.ErrInvalidReplicaAssignment, spec.Topic)
 	}
 	rf := len(p0)
+	if err := checkAssignmentFits(spec.Count, rf); err != nil {
+		return nil, err
+	}
 	add := spec.Count - old
 	if spec.Assignment != nil {
 		if int32(len(spec.Assignment)) != add {
