@@ -26,7 +26,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -102,38 +101,10 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 // wait the topic would look unknown for a moment. Topics not ready by the
 // request's timeout answer REQUEST_TIMED_OUT (the topic still exists).
 func (s *Server) awaitTopicLeaders(ctx context.Context, resp *kmsg.CreateTopicsResponse, created map[int]int32) {
-	ready := func(name string, partitions int32) bool {
-		t, ok := s.cfg.Metadata.Topic(name)
-		if !ok || int32(len(t.Partitions)) < partitions {
-			return false
-		}
-		for _, p := range t.Partitions {
-			if p.State.Leader < 0 {
-				return false
-			}
-		}
-		return true
-	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		for i, n := range created {
-			if ready(resp.Topics[i].Topic, n) {
-				delete(created, i)
-			}
-		}
-		if len(created) == 0 {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			for i := range created {
-				resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
-			}
-			return
-		}
-	}
+	s.awaitLeaders(ctx,
+		func(i int) string { return resp.Topics[i].Topic },
+		func(i int) { resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code },
+		created)
 }
 
 // createTopicRequest turns one request topic into an Admin request with
