@@ -8,6 +8,7 @@
 #   python3-confluent-kafka   librdkafka's Python client used by tests
 #   default-jre-headless      only when no `java` is on PATH
 #   gcc, libc6-dev            only when no `gcc` is on PATH: `go test -race` needs cgo
+#   chromium                  headless browser the status page test loads / with
 #
 # It also checks that Go is present (it cannot install Go: Debian's is too old).
 # Quiet when everything is there. As root it runs `apt-get update` once, then
@@ -39,6 +40,9 @@ if ! command -v java >/dev/null 2>&1; then
 fi
 if ! command -v gcc >/dev/null 2>&1; then
 	missing+=(gcc libc6-dev)
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+	missing+=(chromium)
 fi
 
 status=0

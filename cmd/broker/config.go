@@ -60,6 +60,9 @@ type Config struct {
 	GroupMaxSessionTimeout     time.Duration
 	OffsetsRetention           time.Duration
 	OffsetsCommitTimeout       time.Duration
+	// HTTPListener is http.listener (host:port, "" for none): where
+	// /metrics, /v1/partitions and the status page are served.
+	HTTPListener string
 	// LogDefaults are the topic-level defaults (log.segment.bytes, ...).
 	LogDefaults cluster.LogConfig
 }
@@ -117,6 +120,10 @@ var keyDefaults = map[string]string{
 	"group.initial.rebalance.delay.ms":              "3000",
 	"group.min.session.timeout.ms":                  "6000",
 	"group.max.session.timeout.ms":                  "1800000",
+	// Not a Kafka key (Kafka exports JMX): host:port of this broker's
+	// HTTP listener for /metrics (Prometheus), /v1/partitions (JSON) and
+	// the status page at /. Unset: no HTTP listener.
+	"http.listener": "",
 }
 
 // ConfigError names the key and what is wrong with it.
@@ -243,6 +250,12 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.GroupInitialRebalanceDelay = p.ms("group.initial.rebalance.delay.ms", 0)
 	c.GroupMinSessionTimeout = p.ms("group.min.session.timeout.ms", 0)
 	c.GroupMaxSessionTimeout = p.ms("group.max.session.timeout.ms", 0)
+	c.HTTPListener = p.str("http.listener")
+	if c.HTTPListener != "" {
+		if _, port, err := net.SplitHostPort(c.HTTPListener); err != nil || port == "" {
+			p.fail("http.listener", "%q is not host:port", c.HTTPListener)
+		}
+	}
 
 	d := &c.LogDefaults
 	d.SegmentBytes = p.int("log.segment.bytes", 14, math.MaxInt32)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/observe"
 	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/protocol"
 	"github.com/kafkazk/broker/zkcoord"
@@ -113,6 +114,30 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		return err
 	}
 
+	// The HTTP side (http.listener): bound now, served once the replicas,
+	// the session and the groups it reads exist. Its Observer is the
+	// metrics hook of partition, zkcoord and protocol.
+	var (
+		obs         *observe.Observer
+		httpLn      net.Listener
+		partMetrics partition.Metrics
+		ctrlMetrics zkcoord.Metrics
+		reqObserver protocol.RequestObserver
+	)
+	if cfg.HTTPListener != "" {
+		httpLn, err = net.Listen("tcp", cfg.HTTPListener)
+		if err != nil {
+			return fmt.Errorf("listen http.listener %s: %w", cfg.HTTPListener, err)
+		}
+		defer func() {
+			if httpLn != nil {
+				_ = httpLn.Close()
+			}
+		}()
+		obs = observe.New(observe.Config{BrokerID: cfg.BrokerID, ReplicaLagTimeMax: cfg.ReplicaLagTimeMax})
+		partMetrics, ctrlMetrics, reqObserver = obs, obs, obs
+	}
+
 	// The inter-broker client resolves broker ids through the session's
 	// view of /brokers/ids; it is used only after the session exists.
 	var session *zkcoord.Session
@@ -147,6 +172,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		UncleanLeaderElection: cfg.LogDefaults.UncleanLeaderElection,
 		AutoLeaderRebalance:   cfg.AutoLeaderRebalanceEnable,
 		OnTopicConfigChange:   configs.changed,
+		Metrics:               ctrlMetrics,
 		Log:                   log.With().Str("component", "zkcoord").Logger(),
 	})
 	cancel()
@@ -167,6 +193,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		ReplicaFetchMaxBytes:            cfg.ReplicaFetchMaxBytes,
 		LeaderClient:                    client,
 		StateWriter:                     session,
+		Metrics:                         partMetrics,
 		Log:                             log.With().Str("component", "replicas").Logger(),
 	})
 	if err != nil {
@@ -212,9 +239,10 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		Groups: groups,
 		OffsetsTopic: protocol.OffsetsTopicConfig{Partitions: cfg.OffsetsTopicNumPartitions,
 			ReplicationFactor: cfg.OffsetsTopicReplicationFactor, SegmentBytes: cfg.OffsetsTopicSegmentBytes},
-		LeaderEpochs: replicas,
-		BrokerEpoch:  session.BrokerEpoch,
-		Log:          log.With().Str("component", "protocol").Logger(),
+		LeaderEpochs:    replicas,
+		BrokerEpoch:     session.BrokerEpoch,
+		RequestObserver: reqObserver,
+		Log:             log.With().Str("component", "protocol").Logger(),
 	})
 	serveErr := make(chan error, len(listeners))
 	for i, ln := range listeners {
@@ -224,6 +252,14 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	}
 	listeners = nil // the server owns them now
 	defer func() { _ = srv.Close() }()
+	if obs != nil {
+		obs.SetSources(observe.Sources{Partitions: replicas, Controller: session, Groups: groups,
+			ProduceWaits: replicas.PendingProduceWaits})
+		httpSrv := obs.Serve(httpLn)
+		log.Info().Str("addr", httpLn.Addr().String()).Msg("serving http: /metrics, /v1/partitions, /")
+		httpLn = nil // the server owns it now
+		defer func() { _ = httpSrv.Close() }()
+	}
 
 	// Register last: the controller reacts by sending this broker its
 	// metadata and partition states, which need the server running.
