@@ -616,7 +616,14 @@ func (l *Log) AppendRead(dst []byte, offset int64, maxBytes int32, maxOffset int
 			want = max(int64(maxBytes), int64(h.Size()))
 		}
 		start := len(dst)
-		dst = slices.Grow(dst, int(want))[:start+int(want)]
+		if cap(dst)-start < int(want) {
+			// One allocation of exactly what is needed (slices.Grow makes
+			// two under -race).
+			grown := make([]byte, start, start+int(want))
+			copy(grown, dst)
+			dst = grown
+		}
+		dst = dst[:start+int(want)]
 		buf := dst[start:]
 		// The scan chunk may already hold the batches: copy them instead
 		// of reading them again.
