@@ -7,8 +7,11 @@
 #                                    until every broker is registered and answers
 #   scripts/cluster.sh down          SIGTERM the brokers, then ZooKeeper; wait;
 #                                    SIGKILL whatever outlives STOP_TIMEOUT
-#   scripts/cluster.sh status        ZooKeeper, each broker, the controller, and
-#                                    every partition's leader, leader_epoch, replicas and ISR
+#   scripts/cluster.sh status        ZooKeeper, each broker, the controller, and one
+#                                    line per partition: leader, leader_epoch, replicas
+#                                    (AR), ISR, OSR, HW and each replica's LEO, from every
+#                                    broker's /v1/partitions (bin/kzstat); from ZooKeeper
+#                                    (no HW/LEO) when no broker answers HTTP
 #   scripts/cluster.sh start ID      start one broker and wait until it is ready
 #   scripts/cluster.sh stop ID       SIGTERM one broker and wait for it to exit
 #   scripts/cluster.sh kill ID       SIGKILL one broker
@@ -24,6 +27,8 @@
 #   BROKERS [3]         number of brokers; ids are 0..BROKERS-1. BROKERS=0 runs
 #                       ZooKeeper alone (for BROKER_TEST_ZK=127.0.0.1:$ZK_PORT)
 #   BASE_PORT [9092]    broker <id> listens on 127.0.0.1:BASE_PORT+id
+#   HTTP_BASE_PORT [8080]  broker <id> serves /metrics, /v1/partitions and its
+#                       status page at http://127.0.0.1:HTTP_BASE_PORT+id/ (http.listener)
 #   ZK_PORT [2181]      ZooKeeper's client port on 127.0.0.1; a server already
 #                       answering there is used and left alone
 #   ZK_CHROOT []        optional chroot for zookeeper.connect, e.g. /kafka
@@ -35,7 +40,7 @@
 #   STOP_TIMEOUT [30]   seconds `down`/`stop` wait before SIGKILL
 #   LOG_LINES [100]     lines shown by `logs`
 #
-# `up` records BROKERS, BASE_PORT, ZK_PORT and ZK_CHROOT in CLUSTER_DIR/cluster.env,
+# `up` records BROKERS, BASE_PORT, HTTP_BASE_PORT, ZK_PORT and ZK_CHROOT in CLUSTER_DIR/cluster.env,
 # so later commands on the same CLUSTER_DIR need not repeat them. Signals go only
 # to processes named in this cluster's pid files whose command line still
 # matches what was started.
@@ -76,6 +81,7 @@ setting() {
 }
 BROKERS=$(setting BROKERS 3)
 BASE_PORT=$(setting BASE_PORT 9092)
+HTTP_BASE_PORT=$(setting HTTP_BASE_PORT 8080)
 ZK_PORT=$(setting ZK_PORT 2181)
 ZK_CHROOT=$(setting ZK_CHROOT '')
 BROKER_BIN=${BROKER_BIN:-}
@@ -84,7 +90,7 @@ STOP_TIMEOUT=${STOP_TIMEOUT:-30}
 LOG_LINES=${LOG_LINES:-100}
 BROKER_OVERRIDES=${BROKER_OVERRIDES:-}
 
-for v in BROKERS BASE_PORT ZK_PORT READY_TIMEOUT STOP_TIMEOUT LOG_LINES; do
+for v in BROKERS BASE_PORT HTTP_BASE_PORT ZK_PORT READY_TIMEOUT STOP_TIMEOUT LOG_LINES; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, not '${!v}'"
 done
 [[ -z $ZK_CHROOT || $ZK_CHROOT =~ ^(/[A-Za-z0-9._-]+)+$ ]] ||
@@ -98,6 +104,7 @@ ZK_LOG=$ZK_DIR/zookeeper.log
 
 broker_dir() { printf '%s/broker-%s' "$CLUSTER_DIR" "$1"; }
 broker_port() { printf '%s' $((BASE_PORT + $1)); }
+broker_http_port() { printf '%s' $((HTTP_BASE_PORT + $1)); }
 broker_props() { printf '%s/server.properties' "$(broker_dir "$1")"; }
 broker_pidfile() { printf '%s/broker.pid' "$(broker_dir "$1")"; }
 broker_log() { printf '%s/broker.log' "$(broker_dir "$1")"; }
@@ -307,6 +314,28 @@ ensure_binary() {
 	fi
 }
 
+# ensure_kzstat: build bin/kzstat (the status table's HTTP reader) if stale;
+# fails quietly when it cannot, and status falls back to ZooKeeper.
+ensure_kzstat() {
+	KZSTAT=$ROOT/bin/kzstat
+	if needs_build "$KZSTAT"; then
+		(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o bin/kzstat ./cmd/kzstat) >/dev/null 2>&1 || return 1
+	fi
+}
+
+# http_table: the partition table from every broker's /v1/partitions; fails
+# when kzstat is missing or no broker answers.
+http_table() {
+	local id
+	local -a args=()
+	ensure_kzstat || return 1
+	while read -r id; do
+		args+=("$id=http://127.0.0.1:$(broker_http_port "$id")")
+	done < <(known_ids)
+	((${#args[@]} > 0)) || return 1
+	"$KZSTAT" "${args[@]}" 2>/dev/null
+}
+
 # write_props ID: CLUSTER_DIR/broker-ID/server.properties is config/server.properties
 # with the per-broker keys (and BROKER_OVERRIDES) replaced.
 write_props() {
@@ -322,6 +351,7 @@ write_props() {
 		"advertised.listeners=PLAINTEXT://127.0.0.1:$port"
 		"zookeeper.connect=$ZK_ADDR$ZK_CHROOT"
 		"log.dirs=$dir/data"
+		"http.listener=127.0.0.1:$(broker_http_port "$id")"
 		"offsets.topic.replication.factor=$rf"
 		"default.replication.factor=$rf"
 	)
@@ -442,8 +472,8 @@ lock() {
 }
 
 save_settings() {
-	printf 'BROKERS=%s\nBASE_PORT=%s\nZK_PORT=%s\nZK_CHROOT=%s\n' \
-		"$BROKERS" "$BASE_PORT" "$ZK_PORT" "$ZK_CHROOT" >"$ENV_FILE"
+	printf 'BROKERS=%s\nBASE_PORT=%s\nHTTP_BASE_PORT=%s\nZK_PORT=%s\nZK_CHROOT=%s\n' \
+		"$BROKERS" "$BASE_PORT" "$HTTP_BASE_PORT" "$ZK_PORT" "$ZK_CHROOT" >"$ENV_FILE"
 }
 
 # ---------------------------------------------------------------------------
@@ -473,6 +503,7 @@ cmd_up() {
 	say "  kcat -b $bs -L                        # metadata"
 	say "  kcat -b $bs -t demo -P                # produce: one record per line, Ctrl-D to end"
 	say "  kcat -b $bs -t demo -C -e             # consume from the start, exit at the end"
+	say "  http://127.0.0.1:$(broker_http_port 0)/  # broker 0's replicas (also /metrics, /v1/partitions)"
 	say "  scripts/cluster.sh status | logs 0 | down"
 }
 
@@ -544,15 +575,19 @@ cmd_status() {
 			reg="not registered"
 			if [[ " $ids " == *" $id "* ]]; then reg="registered"; fi
 		fi
-		printf 'broker %-3s 127.0.0.1:%-5s  %-22s %s\n' "$id" "$(broker_port "$id")" "$state" "$reg"
+		printf 'broker %-3s 127.0.0.1:%-5s  %-22s %-15s http://127.0.0.1:%s/\n' "$id" "$(broker_port "$id")" "$state" "$reg" "$(broker_http_port "$id")"
 	done < <(known_ids)
-	((zk_ok)) || return 0
+	if ! ((zk_ok)); then
+		http_table || true
+		return 0
+	fi
 	for id in $ids; do
 		[[ -d $(broker_dir "$id") ]] || say "broker $id   registered in ZooKeeper (not managed by this cluster.sh)"
 	done
 	ctrl=$(section 1 <<<"$out" | grep -oE '"brokerid":-?[0-9]+' | cut -d: -f2 || true)
 	epoch=$(section 2 <<<"$out" | grep -E '^[0-9]+$' || true)
 	say "controller ${ctrl:-none} (controller_epoch ${epoch:--})"
+	http_table && return 0
 	local -a states=()
 	mapfile -t states < <(section 3 <<<"$out" |
 		grep -E '^/brokers/topics/[^/]+/partitions/[0-9]+/state$' | sort -t/ -k4,4 -k6,6n || true)
