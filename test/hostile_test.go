@@ -318,7 +318,7 @@ func TestHostileInput(t *testing.T) {
 	})
 	na("04-plaintext-to-tls", "the broker has no SSL listener")
 	row("05-slowloris", func(t *testing.T) {
-		t.Skip("known gap: connections.max.idle.ms is not implemented; a stalled partial frame holds its connection forever (issue 6)")
+		t.Skip("covered by TestHostileIdleConnections, which runs its own broker with a short connections.max.idle.ms")
 	})
 	row("06-short-frame", func(t *testing.T) {
 		for n := 1; n <= 7; n++ {
@@ -686,7 +686,6 @@ func TestHostileAbsurdPartitions(t *testing.T) {
 // connection that stalls inside a frame (slowloris) and one that sends
 // nothing are both closed; others are served meanwhile.
 func TestHostileIdleConnections(t *testing.T) {
-	knownGap(t, "connections.max.idle.ms is not a known configuration key and nothing closes idle or stalled connections")
 	h := oneBroker(t, map[string]string{"connections.max.idle.ms": "2000"})
 	slow := dialRaw(t, h.b.Addr())
 	slow.write(append(binary.BigEndian.AppendUint32(nil, 1000), 0, 18, 0, 0, 0, 0))
@@ -699,22 +698,29 @@ func TestHostileIdleConnections(t *testing.T) {
 
 // TestHostileRequestBytesBudget (row 5, §7's global budget): with
 // queued.max.request.bytes, many connections announcing large frames and
-// sending part of them hold no more than the budget.
+// sending part of them hold no more than the budget. As in Kafka, a
+// stalled frame keeps its share until connections.max.idle.ms closes its
+// connection; after that the broker serves new connections again.
 func TestHostileRequestBytesBudget(t *testing.T) {
-	knownGap(t, "queued.max.request.bytes is not a known configuration key; in-flight request bytes across connections are unbounded (8 stalled 50 MB frames hold their bytes)")
-	h := oneBroker(t, map[string]string{"queued.max.request.bytes": "20000000"})
+	h := oneBroker(t, map[string]string{"queued.max.request.bytes": "20000000", "connections.max.idle.ms": "3000"})
 	before := h.rss(t)
 	chunk := make([]byte, 8<<20)
 	for range 8 {
 		rc := dialRaw(t, h.b.Addr())
 		rc.write(append(binary.BigEndian.AppendUint32(nil, 50<<20), header(3, 1, 1, "hostile", false)...))
-		_ = rc.nc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_ = rc.nc.SetWriteDeadline(time.Now().Add(2 * time.Second))
 		_, _ = rc.nc.Write(chunk) // may block once the broker stops reading: that is the budget working
 	}
-	h.alive(t)
+	if !h.b.Running() {
+		t.Fatalf("broker exited; log tail:\n%s", h.b.LogTail(50))
+	}
 	if after := h.rss(t); after-before > 40<<10 {
 		t.Errorf("broker RSS grew from %d KiB to %d KiB with 8 stalled 50 MB frames and a 20 MB budget", before, after)
 	}
+	// The stalled connections are closed at the idle timeout, releasing the
+	// budget; then a fresh connection is served.
+	time.Sleep(4 * time.Second)
+	h.alive(t)
 }
 
 // TestHostileFollowerFetchFromClient (row 27): without an authorizer Kafka
