@@ -68,7 +68,7 @@ func newTestObserver() *Observer {
 	return o
 }
 
-func TestBuildViewSeed000(t *testing.T) {
+func TestObserveViewSeed000(t *testing.T) {
 	v := BuildView(1, true, 10*time.Second, seed000(), now)
 	if len(v.Partitions) != 2 {
 		t.Fatalf("partitions: %d", len(v.Partitions))
@@ -113,7 +113,7 @@ func get(t *testing.T, h http.Handler, path string) string {
 	return string(b)
 }
 
-func TestMetricsNames(t *testing.T) {
+func TestObserveMetricNames(t *testing.T) {
 	o := newTestObserver()
 	o.IsrChanged(cluster.TopicPartition{Topic: "seed"}, false)
 	o.IsrChanged(cluster.TopicPartition{Topic: "seed"}, true)
@@ -162,7 +162,7 @@ func TestMetricsNames(t *testing.T) {
 	}
 }
 
-func TestPartitionsJSONAndPage(t *testing.T) {
+func TestObservePartitionsJSONAndPage(t *testing.T) {
 	o := newTestObserver()
 	var v View
 	if err := json.Unmarshal([]byte(get(t, o.Handler(), "/v1/partitions")), &v); err != nil {
