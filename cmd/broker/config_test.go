@@ -158,3 +158,15 @@ func TestConfigConnectionLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestShippedConfigParses: config/server.properties, the commented example
+// the README points to, names only keys the broker accepts, with valid values.
+func TestShippedConfigParses(t *testing.T) {
+	cfg, err := loadConfig([]string{filepath.Join("..", "..", "config", "server.properties")})
+	if err != nil {
+		t.Fatalf("config/server.properties: %v", err)
+	}
+	if cfg.Listeners[0].Port != 9092 || len(cfg.LogDirs) != 1 {
+		t.Fatalf("unexpected example config: listeners %+v log.dirs %v", cfg.Listeners, cfg.LogDirs)
+	}
+}

@@ -177,7 +177,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("connect to zookeeper %s: %w", cfg.ZooKeeperConnect, err)
+		return err // zkcoord names the servers
 	}
 	defer session.Close()
 
