@@ -12,6 +12,10 @@
 #   KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS [6000]
 #   NO_BUILD [0]    1: do not run scripts/images.sh before `up`
 #   READY_TIMEOUT [120]  seconds to wait for ZooKeeper and the brokers
+#   ZK_ENSEMBLE [0] 1: three ZooKeeper nodes (docker-compose.zk3.yml over
+#                   docker-compose.yml), as use_zk_ensemble sets
+#   ZOOKEEPER_HOST_PORT_2, _3 [22182, 22183]  zookeeper-2/3's client ports on
+#                   the host (ensemble only)
 
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-kafkazk}
@@ -30,6 +34,43 @@ BOOTSTRAP=127.0.0.1:$KAFKAZK_PORT_1,127.0.0.1:$KAFKAZK_PORT_2,127.0.0.1:$KAFKAZK
 ZK_HOST=127.0.0.1:$ZOOKEEPER_HOST_PORT
 NETWORK=${COMPOSE_PROJECT_NAME}_kafkazk
 COMPOSE_FILES=(-f "$ROOT/docker-compose.yml")
+export ZOOKEEPER_HOST_PORT_2=${ZOOKEEPER_HOST_PORT_2:-22182}
+export ZOOKEEPER_HOST_PORT_3=${ZOOKEEPER_HOST_PORT_3:-22183}
+ZK_SERVICES=(zookeeper) # the ZooKeeper services, and their client ports on the host
+ZK_PORTS=("$ZOOKEEPER_HOST_PORT")
+ZK_CONNECT_SAVED=${KAFKA_ZOOKEEPER_CONNECT-unset}
+
+# use_zk_ensemble: from now on, the cluster of docker-compose.yml with
+# docker-compose.zk3.yml over it: ZooKeeper servers zookeeper, zookeeper-2 and
+# zookeeper-3, and the brokers' zookeeper.connect naming all three.
+use_zk_ensemble() {
+	ZK_ENSEMBLE=1
+	COMPOSE_FILES=(-f "$ROOT/docker-compose.yml" -f "$ROOT/docker-compose.zk3.yml")
+	export KAFKA_ZOOKEEPER_CONNECT=zookeeper:2181,zookeeper-2:2181,zookeeper-3:2181
+	ZK_SERVICES=(zookeeper zookeeper-2 zookeeper-3)
+	ZK_PORTS=("$ZOOKEEPER_HOST_PORT" "$ZOOKEEPER_HOST_PORT_2" "$ZOOKEEPER_HOST_PORT_3")
+	ZK_HOST=127.0.0.1:$ZOOKEEPER_HOST_PORT,127.0.0.1:$ZOOKEEPER_HOST_PORT_2,127.0.0.1:$ZOOKEEPER_HOST_PORT_3
+}
+
+# use_single_zookeeper: back to docker-compose.yml alone (one ZooKeeper).
+# shellcheck disable=SC2034 # ZK_SERVICES, ZK_PORTS: for the scripts sourcing this
+use_single_zookeeper() {
+	ZK_ENSEMBLE=0
+	COMPOSE_FILES=(-f "$ROOT/docker-compose.yml")
+	if [[ $ZK_CONNECT_SAVED == unset ]]; then unset KAFKA_ZOOKEEPER_CONNECT; else export KAFKA_ZOOKEEPER_CONNECT=$ZK_CONNECT_SAVED; fi
+	ZK_SERVICES=(zookeeper)
+	ZK_PORTS=("$ZOOKEEPER_HOST_PORT")
+	ZK_HOST=127.0.0.1:$ZOOKEEPER_HOST_PORT
+}
+ZK_ENSEMBLE=${ZK_ENSEMBLE:-0}
+[[ $ZK_ENSEMBLE != 1 ]] || use_zk_ensemble
+
+# ensemble_present: the project has a zookeeper-2 container (running or not),
+# so it was brought up with docker-compose.zk3.yml.
+ensemble_present() {
+	[[ -n $(docker ps -aq --filter "label=com.docker.compose.project=$COMPOSE_PROJECT_NAME" \
+		--filter label=com.docker.compose.service=zookeeper-2 2>/dev/null) ]]
+}
 
 say() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() {

@@ -12,13 +12,23 @@
 #                --assert: a new leader and the producer acknowledged again within
 #                2 x zookeeper.session.timeout.ms + 10 s, no acknowledged record
 #                lost, the old leader back in an ISR of three
+#   5. zk-kill   the variant of VARIANTS on a fresh cluster with a three-node
+#                ZooKeeper ensemble (docker-compose.zk3.yml over
+#                docker-compose.yml, zookeeper.connect naming all three):
+#                docker/zk_failover.py --assert kills the ensemble leader while
+#                producing: no pause between acknowledgements longer than
+#                zookeeper.session.timeout.ms + 5 s, every broker registered
+#                with its old ZooKeeper session, the partition's ISR of three
+#                kept, a topic created during the outage, no acknowledged
+#                record lost, the node back as follower or leader after
+#                docker start (about 50 s with its cluster)
 #
 # Containers, the network and the volumes are removed at the end, whatever
 # happened (the images are kept). It prints one `ok`/`FAIL` line per step, the
 # way go test prints packages, which scripts/test.sh counts.
 #
 # Environment (defaults in brackets), besides docker/lib.sh's:
-#   VARIANTS [kill pause partition]  the faults to test
+#   VARIANTS [kill pause partition zk-kill]  the faults to test
 #   COMPOSE_PROJECT_NAME [kafkazk-test]
 #   STEP_TIMEOUT [300]  seconds one failover variant may take
 set -euo pipefail
@@ -27,7 +37,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-kafkazk-test}
 # shellcheck source=docker/lib.sh
 . "$ROOT/docker/lib.sh"
-VARIANTS=${VARIANTS:-kill pause partition}
+VARIANTS=${VARIANTS:-kill pause partition zk-kill}
 STEP_TIMEOUT=${STEP_TIMEOUT:-300}
 
 why=$(docker_usable) || die "$why"
@@ -49,8 +59,17 @@ result() {
 	fi
 }
 
+# ensemble_variant VARIANT: whether it runs on the three-node ZooKeeper ensemble.
+ensemble_variant() { [[ $1 == zk-* ]]; }
+any_ensemble=0
+for variant in $VARIANTS; do ensemble_variant "$variant" && any_ensemble=1; done
+# Teardowns name docker-compose.zk3.yml too when a variant uses it, so that its
+# containers and volumes go whichever cluster is up.
+((!any_ensemble)) || use_zk_ensemble
+
 finish() {
 	local rc=$?
+	((!any_ensemble)) || use_zk_ensemble
 	say "teardown: containers, network and volumes of project $COMPOSE_PROJECT_NAME"
 	cluster_down >/dev/null 2>&1 || cluster_down || true
 	rm -rf "$out"
@@ -62,7 +81,7 @@ finish() {
 trap finish EXIT
 
 # Ports the cluster publishes must be free (a `make compose-up` cluster holds them).
-for port in "$ZOOKEEPER_HOST_PORT" "$KAFKAZK_PORT_1" "$KAFKAZK_PORT_2" "$KAFKAZK_PORT_3"; do
+for port in "${ZK_PORTS[@]}" "$KAFKAZK_PORT_1" "$KAFKAZK_PORT_2" "$KAFKAZK_PORT_3"; do
 	# shellcheck disable=SC2016 # expanded by the inner bash
 	if timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$port" 2>/dev/null; then
 		result 0 preflight 0
@@ -72,6 +91,7 @@ done
 
 # A leftover cluster of this project from an interrupted run.
 cluster_down >/dev/null 2>&1 || true
+use_single_zookeeper
 
 step=$SECONDS
 deps
@@ -120,11 +140,25 @@ for variant in $VARIANTS; do
 	echo
 	say "=== failover --$variant"
 	ok=1
-	if ((!first)); then
-		{ cluster_down >/dev/null 2>&1 && (NO_BUILD=1 cluster_up); } || ok=0
+	want=0
+	ensemble_variant "$variant" && want=1
+	if ((!first || want != ZK_ENSEMBLE)); then
+		# Down with the files of the cluster that is up, then up with the other's.
+		cluster_down >/dev/null 2>&1 || ok=0
+		if ((want)); then use_zk_ensemble; else use_single_zookeeper; fi
+		((ok)) && (NO_BUILD=1 cluster_up) || ok=0
 	fi
 	first=0
-	if ((ok)); then
+	if ((ok)) && ensemble_variant "$variant"; then
+		args=()
+		for i in "${!ZK_SERVICES[@]}"; do
+			args+=(--zk-node "${ZK_SERVICES[$i]}=127.0.0.1:${ZK_PORTS[$i]}=$(container "${ZK_SERVICES[$i]}")")
+		done
+		timeout --foreground -k 10 "$STEP_TIMEOUT" "$PY" -u "$ROOT/docker/zk_failover.py" \
+			--bootstrap "$BOOTSTRAP" --topic "$variant-$(date +%s)" \
+			--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" \
+			--result "$out/$variant.json" --assert "${args[@]}" || ok=0
+	elif ((ok)); then
 		args=()
 		for id in "${BROKER_IDS[@]}"; do args+=(--container "$id=$(container "broker-$id")"); done
 		timeout --foreground -k 10 "$STEP_TIMEOUT" "$PY" -u "$ROOT/docker/failover.py" \
@@ -136,6 +170,9 @@ for variant in $VARIANTS; do
 	if ((!ok)); then
 		say "failover --$variant failed; the brokers' last log lines:"
 		for id in "${BROKER_IDS[@]}"; do compose logs --no-color --tail=8 "broker-$id" 2>&1 | cut -c1-300 || true; done
+		if ensemble_variant "$variant"; then
+			for svc in "${ZK_SERVICES[@]}"; do compose logs --no-color --tail=5 "$svc" 2>&1 | cut -c1-300 || true; done
+		fi
 	fi
 	result "$ok" "failover-$variant" $((SECONDS - step))
 done

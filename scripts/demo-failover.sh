@@ -2,8 +2,9 @@
 # demo-failover.sh: the docker-compose cluster (ZooKeeper and three brokers)
 # losing a partition leader, for a person watching (`make demo`).
 #
-#   scripts/demo-failover.sh [--kill|--pause|--partition] [--assert] [--down]
-#   scripts/demo-failover.sh up | down | status
+#   scripts/demo-failover.sh [--zk-ensemble] [--kill|--pause|--partition] [--assert] [--down]
+#   scripts/demo-failover.sh --kill-zookeeper [--assert] [--down]
+#   scripts/demo-failover.sh [--zk-ensemble] up | down | status
 #
 # It builds the images (scripts/images.sh), brings the cluster up, creates a
 # topic with one partition, replication factor 3 and min.insync.replicas=2,
@@ -21,6 +22,16 @@
 # back in the ISR. It ends with a tally: produced, acknowledged, consumed, lost
 # (must be 0), duplicated; and the checks compose-test.sh asserts.
 #
+#   --zk-ensemble     three ZooKeeper nodes instead of one: docker-compose.zk3.yml
+#                     over docker-compose.yml, the brokers' zookeeper.connect
+#                     naming all three (also ZK_ENSEMBLE=1); chosen by itself
+#                     when the project's cluster already has zookeeper-2
+#   --kill-zookeeper  on the ensemble (implies --zk-ensemble): docker kill the
+#                     ZooKeeper leader while producing and show the brokers carry
+#                     on (docker/zk_failover.py): the timeline of the election,
+#                     acknowledgements, a topic created during the outage, the
+#                     brokers' ZooKeeper sessions kept, docker start and the node
+#                     back in the ensemble; the tally as above
 #   --assert   exit non-zero when a check fails (compose-test.sh)
 #   --down     remove the cluster (containers, network, volumes) at the end;
 #              by default it stays up to look at (see the hints printed)
@@ -49,18 +60,24 @@ hints() {
 		  ${COMPOSE_CMD[*]} -p $COMPOSE_PROJECT_NAME exec zookeeper zkCli.sh get /brokers/topics/${TOPIC:-TOPIC}/partitions/0/state
 		  /usr/share/zookeeper/bin/zkCli.sh -server $ZK_HOST ls /brokers/ids
 		  ${COMPOSE_CMD[*]} -p $COMPOSE_PROJECT_NAME logs -f broker-1
+		  scripts/demo-failover.sh status                           # containers, ZooKeeper modes, brokers
 		  make compose-down                                         # remove it all
 	HINTS
 }
 
 cmd_status() {
+	local i
 	compose ps
+	for i in "${!ZK_SERVICES[@]}"; do
+		printf 'ZooKeeper %s: %s\n' "${ZK_SERVICES[$i]}" \
+			"$(ZOOKEEPER_HOST_PORT=${ZK_PORTS[$i]} zk_4lw srvr | grep -E '^Mode:' || echo 'no answer')"
+	done
 	printf 'registered brokers: %s\n' "$(registered)"
 	kcat -L -b "$BOOTSTRAP" -m 5 2>&1 || true
 }
 
 demo() {
-	local fault=$1 check=$2 down=$3 rc=0 id cid
+	local fault=$1 check=$2 down=$3 rc=0 id cid i
 	local -a args=()
 	cluster_up
 	cluster_repair
@@ -73,10 +90,24 @@ demo() {
 	((check)) && args+=(--assert)
 	[[ -z ${RESULT:-} ]] || args+=(--result "$RESULT")
 	echo
-	"$PY" -u "$ROOT/docker/failover.py" --bootstrap "$BOOTSTRAP" --zookeeper "$ZK_HOST" \
-		--topic "$TOPIC" --fault "$fault" --network "$NETWORK" \
-		--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" --rate "${RATE:-50}" \
-		"${args[@]}" || rc=$?
+	if [[ $fault == kill-zookeeper ]]; then
+		args=()
+		for i in "${!ZK_SERVICES[@]}"; do
+			cid=$(container "${ZK_SERVICES[$i]}")
+			[[ -n $cid ]] || die "no container for ${ZK_SERVICES[$i]}"
+			args+=(--zk-node "${ZK_SERVICES[$i]}=127.0.0.1:${ZK_PORTS[$i]}=$cid")
+		done
+		((check)) && args+=(--assert)
+		[[ -z ${RESULT:-} ]] || args+=(--result "$RESULT")
+		"$PY" -u "$ROOT/docker/zk_failover.py" --bootstrap "$BOOTSTRAP" --topic "$TOPIC" \
+			--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" --rate "${RATE:-50}" \
+			"${args[@]}" || rc=$?
+	else
+		"$PY" -u "$ROOT/docker/failover.py" --bootstrap "$BOOTSTRAP" --zookeeper "$ZK_HOST" \
+			--topic "$TOPIC" --fault "$fault" --network "$NETWORK" \
+			--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" --rate "${RATE:-50}" \
+			"${args[@]}" || rc=$?
+	fi
 	if ((down)); then
 		cluster_down
 	else
@@ -88,11 +119,20 @@ demo() {
 
 main() {
 	local fault=kill check=0 down=0
+	# An ensemble cluster that is up is run, shown and removed as one.
+	if ((ZK_ENSEMBLE != 1)) && command -v docker >/dev/null 2>&1 && ensemble_present; then
+		use_zk_ensemble
+	fi
 	while (($# > 0)); do
 		case $1 in
 		--kill) fault="kill" ;;
 		--pause) fault=pause ;;
 		--partition) fault=partition ;;
+		--zk-ensemble) use_zk_ensemble ;;
+		--kill-zookeeper)
+			fault=kill-zookeeper
+			use_zk_ensemble
+			;;
 		--assert) check=1 ;;
 		--down) down=1 ;;
 		up)
