@@ -45,6 +45,7 @@ func (r *Replica) truncateLocked(endOffset int64) error {
 		if err := r.log.TruncateTo(endOffset); err != nil {
 			return fmt.Errorf("truncate %s to %d: %w", r.tp, endOffset, mapLogError(err))
 		}
+		r.dropSnapshotsAbove(r.log.LogEndOffset())
 	}
 	if err := r.log.LeaderEpochs().TruncateFromEnd(r.log.LogEndOffset()); err != nil {
 		return fmt.Errorf("truncate leader epochs of %s at %d: %w", r.tp, endOffset, mapLogError(err))
@@ -169,6 +170,7 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 	if res.LogStartOffset > leo {
 		// Retention on the leader passed everything we hold. logstore can
 		// only raise the start of a log by emptying it.
+		r.dropSnapshotsAbove(-1)
 		if err := r.log.TruncateFullyAndStartAt(res.LogStartOffset); err != nil {
 			return fmt.Errorf("restart %s at leader log start %d: %w", r.tp, res.LogStartOffset, mapLogError(err))
 		}
@@ -212,6 +214,7 @@ func (r *Replica) resetOutOfRange(leaderEpoch int32, fetchOffset, leaderLEO, lea
 	case leaderLogStart > fetchOffset:
 		r.logger.Warn().Int64("leo", fetchOffset).Int64("leader_log_start_offset", leaderLogStart).
 			Msg("fetch offset below the leader's log start offset, restarting the log there")
+		r.dropSnapshotsAbove(-1)
 		if err := r.log.TruncateFullyAndStartAt(leaderLogStart); err != nil {
 			return fmt.Errorf("restart %s at %d: %w", r.tp, leaderLogStart, mapLogError(err))
 		}

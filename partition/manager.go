@@ -239,6 +239,21 @@ func (m *Manager) background() {
 func (m *Manager) writeCheckpoints(recovery bool) {
 	m.checkpointMu.Lock()
 	defer m.checkpointMu.Unlock()
+	if recovery {
+		// Producer state snapshots go with the recovery checkpoint: both
+		// bound how much of the log a restart must read.
+		for _, r := range m.all() {
+			r.mu.Lock()
+			var err error
+			if !r.closed {
+				err = r.writeProducerSnapshotLocked()
+			}
+			r.mu.Unlock()
+			if err != nil {
+				r.logger.Error().Err(err).Msg("producer state snapshot")
+			}
+		}
+	}
 	type entries struct{ hw, rp, ls []logstore.CheckpointEntry }
 	byDir := map[string]*entries{}
 	for _, dir := range m.cfg.LogDirs {

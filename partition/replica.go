@@ -106,10 +106,11 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 	return r, nil
 }
 
-// rebuildProducerState reads every batch header of the log to restore the
-// idempotent producers' sequence history.
+// rebuildProducerState restores the idempotent producers' sequence
+// history: from the newest producer snapshot at or below the LEO, then the
+// batch headers of the log after it (the whole log without a snapshot).
 func (r *Replica) rebuildProducerState() error {
-	off := r.log.LogStartOffset()
+	off := r.loadProducerSnapshot()
 	end := r.log.LogEndOffset()
 	for off < end {
 		data, err := r.log.Read(off, 4<<20, end)
