@@ -8,6 +8,10 @@ import (
 	"github.com/kafkazk/broker/logstore"
 )
 
+// ErrInvalidTimestamp: a produced batch claims the LogAppendTime timestamp
+// type, which only the broker may set.
+var ErrInvalidTimestamp = errors.New("partition: invalid timestamp")
+
 // ErrUnsupportedCompressionType: a batch names a compression codec Kafka
 // does not define (only none, gzip, snappy, lz4 and zstd exist).
 var ErrUnsupportedCompressionType = errors.New("partition: unsupported compression type")
@@ -24,6 +28,9 @@ const maxCompressionCodec = 4
 // Compressed batches are stored as sent: their records are not inflated
 // here.
 func validateProduced(raw []byte, h logstore.BatchHeader) error {
+	if h.TimestampType() == logstore.LogAppendTime {
+		return fmt.Errorf("%w: a producer may not set the LogAppendTime attribute", ErrInvalidTimestamp)
+	}
 	if codec := h.Compression(); codec > maxCompressionCodec {
 		return fmt.Errorf("%w: codec %d", ErrUnsupportedCompressionType, codec)
 	}

@@ -47,6 +47,7 @@ func TestValidateProduced(t *testing.T) {
 			b[61+k+int(l)-1] = 0x40
 			return recrc(b)
 		}, ErrInvalidRecord},
+		{"LogAppendTime from a producer", func(b []byte) []byte { b[22] |= 0x08; return recrc(b) }, ErrInvalidTimestamp},
 		{"unknown codec", func(b []byte) []byte { b[22] |= 0x07; return recrc(b) }, ErrUnsupportedCompressionType},
 		{"damaged, crc wrong", func(b []byte) []byte { b[61] = 0x7e; return b }, ErrCorruptMessage},
 	}

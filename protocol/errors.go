@@ -50,6 +50,7 @@ var errorCodes = []struct {
 	{partition.ErrCorruptMessage, kerr.CorruptMessage},
 	{partition.ErrInvalidRecord, kerr.InvalidRecord},
 	{partition.ErrUnsupportedCompressionType, kerr.UnsupportedCompressionType},
+	{partition.ErrInvalidTimestamp, kerr.InvalidTimestamp},
 	{partition.ErrMessageTooLarge, kerr.MessageTooLarge},
 	{partition.ErrRecordListTooLarge, kerr.RecordListTooLarge},
 	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},

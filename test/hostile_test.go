@@ -501,12 +501,11 @@ func TestHostileInput(t *testing.T) {
 		expectCode(t, "300 kB batch, message.max.bytes=200000", h.produceCode(t, -1, big), kerr.MessageTooLarge.Code)
 	})
 	row("26-log-append-time-from-client", func(t *testing.T) {
-		knownGap(t, "a batch with the LogAppendTime attribute from a client is appended as sent")
 		b := batch([][]byte{[]byte("x")}, 0x08, nil, true)
 		expectCode(t, "LogAppendTime set by the client", h.produceCode(t, -1, b), kerr.InvalidTimestamp.Code)
 	})
-	na("27-follower-fetch-from-client", "TestHostileClusterActions")
-	na("28-controller-request-from-client", "TestHostileClusterActions")
+	na("27-follower-fetch-from-client", "TestHostileFollowerFetchFromClient")
+	na("28-controller-request-from-client", "TestHostileLeaderAndIsrFromClient")
 	row("29-fetch-huge-or-negative-max-bytes", func(t *testing.T) {
 		for _, mb := range []int32{0x7fffffff, -1} {
 			req := kmsg.NewPtrFetchRequest()
