@@ -289,7 +289,10 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	if n != 1 {
 		return AppendResult{}, fmt.Errorf("%w: produce carries %d batches, want exactly 1", ErrInvalidRecord, n)
 	}
-	if err := validateProduced(raw, h); err != nil {
+	r.mu.Lock()
+	maxInflated := inflateFactor * r.cfg.MaxMessageBytes
+	r.mu.Unlock()
+	if err := validateProduced(raw, h, maxInflated); err != nil {
 		return AppendResult{}, err
 	}
 

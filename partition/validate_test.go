@@ -1,6 +1,8 @@
 package partition
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
@@ -29,7 +31,7 @@ func header(t *testing.T, b []byte) logstore.BatchHeader {
 // and unknown codecs, are refused; a damaged batch is corrupt, not invalid.
 func TestValidateProduced(t *testing.T) {
 	good := buildBatch(batchSpec{records: 3, valueSize: 8})
-	if err := validateProduced(good, header(t, good)); err != nil {
+	if err := validateProduced(good, header(t, good), 1<<20); err != nil {
 		t.Fatalf("valid batch refused: %v", err)
 	}
 	cases := []struct {
@@ -54,7 +56,7 @@ func TestValidateProduced(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b := c.edit(buildBatch(batchSpec{records: 3, valueSize: 8}))
-			if err := validateProduced(b, header(t, b)); !errors.Is(err, c.want) {
+			if err := validateProduced(b, header(t, b), 1<<20); !errors.Is(err, c.want) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
 		})
@@ -68,7 +70,7 @@ func BenchmarkValidateProduced(b *testing.B) {
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := validateProduced(batch, h); err != nil {
+		if err := validateProduced(batch, h, 1<<20); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -86,10 +88,43 @@ func FuzzValidateProduced(f *testing.F) {
 		if err != nil || h.Size() != len(b) {
 			return
 		}
-		err = validateProduced(b, h)
+		err = validateProduced(b, h, 1<<20)
 		if err != nil && !errors.Is(err, ErrInvalidRecord) && !errors.Is(err, ErrCorruptMessage) &&
 			!errors.Is(err, ErrUnsupportedCompressionType) && !errors.Is(err, ErrInvalidTimestamp) {
 			t.Fatalf("unexpected error class: %v", err)
 		}
 	})
+}
+
+// gzipBatch compresses the records of b with gzip, as a producer would,
+// and fixes up the batch length, codec bits and CRC.
+func gzipBatch(b []byte, records []byte) []byte {
+	var z bytes.Buffer
+	zw := gzip.NewWriter(&z)
+	_, _ = zw.Write(records)
+	_ = zw.Close()
+	out := append(append([]byte(nil), b[:61]...), z.Bytes()...)
+	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-12))
+	out[22] = out[22]&^0x07 | 1
+	return recrc(out)
+}
+
+// TestValidateCompressed: a gzip batch is inflated and its records walked;
+// a malformed one inside is refused, and a bomb is refused once it passes
+// the bound, having used bounded memory.
+func TestValidateCompressed(t *testing.T) {
+	plain := buildBatch(batchSpec{records: 50, valueSize: 100})
+	good := gzipBatch(plain, plain[61:])
+	if err := validateProduced(good, header(t, good), 1<<20); err != nil {
+		t.Fatalf("valid gzip batch refused: %v", err)
+	}
+	bad := append([]byte(nil), plain[61:]...)
+	bad[0] = 0x7e // first record's length runs past the data
+	if b := gzipBatch(plain, bad); !errors.Is(validateProduced(b, header(t, b), 1<<20), ErrInvalidRecord) {
+		t.Fatal("a malformed record inside a gzip batch must be refused")
+	}
+	bomb := gzipBatch(plain, make([]byte, 64<<20)) // 64 MiB of zeros, ~64 KiB compressed
+	if err := validateProduced(bomb, header(t, bomb), 8<<20); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("a gzip bomb past the bound: %v, want ErrInvalidRecord", err)
+	}
 }

@@ -1,0 +1,56 @@
+package recordcodec
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestRoundTrip: what franz-go's compressors produce (snappy in both
+// raw and xerial framing as franz-go writes it, gzip, lz4, zstd) inflates
+// back to the input, and a bound below the size fails with ErrTooLarge.
+func TestRoundTrip(t *testing.T) {
+	in := bytes.Repeat([]byte("kafka records "), 20000) // 280 KB
+	for _, c := range []struct {
+		name  string
+		codec kgo.CompressionCodec
+		id    int8
+	}{
+		{"gzip", kgo.GzipCompression(), Gzip},
+		{"snappy", kgo.SnappyCompression(), Snappy},
+		{"lz4", kgo.Lz4Compression(), LZ4},
+		{"zstd", kgo.ZstdCompression(), Zstd},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			comp, err := kgo.DefaultCompressor(c.codec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			data, _ := comp.Compress(&buf, in)
+			r, err := NewReader(c.id, data, int64(len(in)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := io.ReadAll(r)
+			r.Close()
+			if err != nil || !bytes.Equal(out, in) {
+				t.Fatalf("inflated %d bytes (err %v), want %d", len(out), err, len(in))
+			}
+			r, err = NewReader(c.id, data, int64(len(in))-1)
+			if err == nil {
+				_, err = io.ReadAll(r)
+				r.Close()
+			}
+			if !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("bound one below the size: %v, want ErrTooLarge", err)
+			}
+		})
+	}
+	if _, err := NewReader(5, []byte("x"), 10); !errors.Is(err, ErrUnknownCodec) {
+		t.Fatalf("codec 5: %v", err)
+	}
+}
