@@ -10,7 +10,7 @@ BENCH    ?= .
 
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: help build test test-race unit integ e2e lint verify fuzz bench run down status clean \
+.PHONY: help build test test-race unit integ e2e lint verify fuzz bench bench-go run down status clean \
 	images compose-up compose-down demo compose-test
 
 help:
@@ -23,7 +23,8 @@ help:
 	@echo "lint       gofmt, go vet, golangci-lint if installed"
 	@echo "verify     lint plus a go mod tidy check"
 	@echo "fuzz       each Fuzz* target for FUZZTIME (default 30s)"
-	@echo "bench      benchmarks of logstore, partition and protocol"
+	@echo "bench      kbench side by side: a 3-broker cluster vs in-memory kfake (bench-cluster)"
+	@echo "bench-go   go test benchmarks of logstore, partition and protocol"
 	@echo "run        scripts/cluster.sh up: ZooKeeper and BROKERS (default 1) brokers"
 	@echo "down       scripts/cluster.sh down"
 	@echo "status     scripts/cluster.sh status"
@@ -69,7 +70,9 @@ verify: lint
 fuzz:
 	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
-bench:
+bench: bench-cluster
+
+bench-go:
 	$(GO) test -run='^$$' -bench='$(BENCH)' -benchmem ./logstore/ ./partition/ ./protocol/
 
 run:
