@@ -29,7 +29,7 @@ func testConfig(t *testing.T, connect string, id int32) Config {
 	return Config{
 		Connect:           connect,
 		SessionTimeout:    testSessionTimeout,
-		ConnectionTimeout: 15 * time.Second,
+		ConnectionTimeout: 45 * time.Second, // a loaded 2-core machine can be slow to hand out a session
 		BrokerID:          id,
 		Endpoints: []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT",
 			Host: "localhost", Port: 9000 + id}},

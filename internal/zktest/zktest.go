@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // Jar is where Debian's zookeeper package installs the server.
@@ -86,6 +88,10 @@ func Launch(dir string) (*Server, error) {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		if Ruok(s.Addr) {
+			if err := warm(s.Addr, time.Until(deadline)); err != nil {
+				s.Stop()
+				return nil, err
+			}
 			return s, nil
 		}
 		select {
@@ -98,6 +104,38 @@ func Launch(dir string) (*Server, error) {
 	s.Stop()
 	return nil, fmt.Errorf("zookeeper at %s did not answer within 60s", s.Addr)
 }
+
+// warm opens one session and writes a znode before the server is handed
+// to a test. A freshly started JVM can take seconds over its first session
+// handshake on a loaded machine, longer than the short session timeouts
+// tests use, so a test's own first connect could time out; after one
+// session the server answers promptly.
+func warm(addr string, within time.Duration) error {
+	conn, events, err := zk.Connect([]string{addr}, 30*time.Second, zk.WithLogger(quiet{}))
+	if err != nil {
+		return fmt.Errorf("warm zookeeper at %s: %w", addr, err)
+	}
+	defer conn.Close()
+	timeout := time.After(within)
+	for conn.State() != zk.StateHasSession {
+		select {
+		case <-events:
+		case <-timeout:
+			return fmt.Errorf("warm zookeeper at %s: no session within %s", addr, within)
+		}
+	}
+	if _, err := conn.Create("/zktest-warm", nil, zk.FlagEphemeral, zk.WorldACL(zk.PermAll)); err != nil && err != zk.ErrNodeExists {
+		return fmt.Errorf("warm zookeeper at %s: %w", addr, err)
+	}
+	if err := conn.Delete("/zktest-warm", -1); err != nil {
+		return fmt.Errorf("warm zookeeper at %s: %w", addr, err)
+	}
+	return nil
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
 
 // Stop kills the server if Launch started it.
 func (s *Server) Stop() {
