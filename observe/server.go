@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -18,11 +19,18 @@ import (
 //	/metrics         Prometheus text format
 //	/v1/partitions   the View as JSON
 //	/                the View as an HTML page that reloads itself
+//	/debug/pprof/    Go's runtime profiles (CPU, heap, goroutines), for
+//	                 `go tool pprof http://host:port/debug/pprof/profile?seconds=10`
 func (o *Observer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /v1/partitions", o.servePartitions)
 	mux.HandleFunc("GET /{$}", o.servePage)
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
 }
 
