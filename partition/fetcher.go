@@ -262,6 +262,10 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 		}
 		return false
 	}
+	if resp.Release != nil {
+		// Appends copy the records to the log; nothing keeps them.
+		defer resp.Release()
+	}
 	for _, s := range sent {
 		res, ok := resp.Partitions[s.tp]
 		if !ok {

@@ -79,7 +79,7 @@ func (c *fakeClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
 var tp0 = cluster.TopicPartition{Topic: "t", Partition: 0}
 
 // newTestManager makes a Manager for broker id over a fresh log dir.
-func newTestManager(t *testing.T, id int32, dir string, clock *fakeClock) *Manager {
+func newTestManager(t testing.TB, id int32, dir string, clock *fakeClock) *Manager {
 	t.Helper()
 	if dir == "" {
 		dir = filepath.Join(t.TempDir(), "logs")

@@ -427,7 +427,7 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, 
 
 	// Records is never nil: a null record set means "no data" to old
 	// clients but librdkafka refuses it (invalid MessageSetSize -1).
-	res := ReadResult{Records: []byte{}, HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
+	res := ReadResult{Records: []byte{}, Buf: req.Buf, HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
 	if req.FetchOffset < start || req.FetchOffset > leo {
 		return res, change, fmt.Errorf("%w: fetch offset %d outside [%d, %d]", ErrOffsetOutOfRange, req.FetchOffset, start, leo)
 	}
@@ -438,12 +438,13 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, 
 	if req.FetchOffset >= maxOffset {
 		return res, change, nil
 	}
-	data, err := r.log.Read(req.FetchOffset, req.MaxBytes, maxOffset)
+	buf, err := r.log.AppendRead(req.Buf, req.FetchOffset, req.MaxBytes, maxOffset)
 	if err != nil {
 		return res, change, fmt.Errorf("read %s at %d: %w", r.tp, req.FetchOffset, mapLogError(err))
 	}
-	if data != nil {
-		res.Records = data
+	res.Buf = buf
+	if n := len(req.Buf); len(buf) > n {
+		res.Records = buf[n:len(buf):len(buf)]
 	}
 	return res, change, nil
 }

@@ -36,7 +36,8 @@ type FetchRequest struct {
 // FetchPartitionResult is the leader's answer for one partition. Err is one
 // of this package's sentinels (ErrNotLeader, ErrFencedLeaderEpoch,
 // ErrUnknownLeaderEpoch, ErrOffsetOutOfRange, ErrUnknownTopicOrPartition,
-// ...) or nil. Records are whole batches, owned by the caller.
+// ...) or nil. Records are whole batches, the caller's until the
+// response's Release.
 type FetchPartitionResult struct {
 	Err            error
 	HighWatermark  int64
@@ -47,6 +48,10 @@ type FetchPartitionResult struct {
 // FetchResponse holds the answer for every partition that was asked for.
 type FetchResponse struct {
 	Partitions map[cluster.TopicPartition]FetchPartitionResult
+	// Release, if not nil, gives back the memory the Records alias (the
+	// response frame, to the client's buffer pool). The fetcher calls it
+	// once it has appended them; nothing may use Records afterwards.
+	Release func()
 }
 
 // EpochQuery asks a leader where LeaderEpoch ends in its log

@@ -67,12 +67,21 @@ type ReadRequest struct {
 	// which the leader computes the low watermark DeleteRecords waits for;
 	// ignored for consumers.
 	LogStartOffset int64
+	// Buf, if not nil, is where Read puts the records: it appends them to
+	// Buf, growing it only if its capacity is short, and returns the
+	// extended slice as ReadResult.Buf. A caller that reads many
+	// partitions into one pooled buffer allocates nothing per read; the
+	// records then live only as long as the caller keeps the buffer.
+	Buf []byte
 }
 
 // ReadResult is what a Read returns. Records holds whole v2 batches as
 // stored; it may be empty and is owned by the caller.
 type ReadResult struct {
-	Records          []byte
+	Records []byte
+	// Buf is ReadRequest.Buf with Records appended (Records is its tail),
+	// or nil when the request had no Buf and nothing was read.
+	Buf              []byte
 	HighWatermark    int64
 	LastStableOffset int64
 	LogStartOffset   int64
