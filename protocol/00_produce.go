@@ -13,9 +13,11 @@ package protocol
 //     through Admin when auto.create.topics.enable is on (the producer
 //     retries, and finds it after its next Metadata).
 //   - acks=-1: after all appends, each successful partition waits in
-//     Replicas.WaitCommitted under one deadline of TimeoutMillis, parking
-//     only this connection. A timeout answers REQUEST_TIMED_OUT (the
-//     records may still commit later, as in Kafka).
+//     Replicas.WaitCommitted under one deadline of TimeoutMillis, off the
+//     connection's read loop: the connection appends the producer's next
+//     Produce meanwhile, and sends the responses in request order (see
+//     conn). A timeout answers REQUEST_TIMED_OUT (the records may still
+//     commit later, as in Kafka).
 //   - acks=0: no response at all; if any partition failed the connection
 //     is closed so the client refreshes its metadata, as Kafka does.
 //   - Internal topics (__consumer_offsets, __transaction_state) answer
@@ -109,19 +111,26 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 	// reads the request's records: the frame can go before the wait.
 	rc.releaseFrame()
 	if len(waits) > 0 {
-		wctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
-		for _, w := range waits {
-			if err := s.cfg.Replicas.WaitCommitted(wctx, w.tp, w.last); err != nil {
-				rp := &resp.Topics[w.ti].Partitions[w.pi]
-				// The records are in the leader's log; the error tells the
-				// client the outcome of replication, not of the write.
-				// Kafka keeps the base offset on a failed wait.
-				base := rp.BaseOffset
-				setErr(rp, produceErrorCode(&log, err), err)
-				rp.BaseOffset = base
+		// The wait for replication runs off the connection's read loop
+		// (rc.complete), so the producer's next request is appended
+		// meanwhile; the response still leaves in request order. The
+		// timeout runs from now, as it would inline.
+		deadline := time.Now().Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
+		rc.complete = func(ctx context.Context) {
+			wctx, cancel := context.WithDeadline(ctx, deadline)
+			defer cancel()
+			for _, w := range waits {
+				if err := s.cfg.Replicas.WaitCommitted(wctx, w.tp, w.last); err != nil {
+					rp := &resp.Topics[w.ti].Partitions[w.pi]
+					// The records are in the leader's log; the error tells
+					// the client the outcome of replication, not of the
+					// write. Kafka keeps the base offset on a failed wait.
+					base := rp.BaseOffset
+					setErr(rp, produceErrorCode(&log, err), err)
+					rp.BaseOffset = base
+				}
 			}
 		}
-		cancel()
 	}
 
 	if req.Acks == 0 {

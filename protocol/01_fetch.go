@@ -40,7 +40,13 @@ import (
 const fetchMaxBytesLimit int32 = 55 * 1024 * 1024
 
 func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest) (kmsg.Response, error) {
-	resp, n, failed := s.fetchOnce(ctx, rc, req)
+	// Every partition's records are read into one pooled buffer, sized by
+	// the connection's previous response (a follower's or a consumer's
+	// fetches are alike from one to the next); the response aliases it
+	// until it is encoded. A long poll re-reads into the same buffer.
+	buf := getBuf(rc.sizeHint)
+	defer func() { rc.keepUntilEncoded(buf) }()
+	resp, n, failed := s.fetchOnce(ctx, rc, req, &buf)
 	if req.MaxWaitMillis <= 0 || failed || n >= int64(req.MinBytes) || len(req.Topics) == 0 {
 		return resp, nil
 	}
@@ -50,14 +56,14 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 		// Take the channel before reading, so a change between the read
 		// and the wait is not missed.
 		changed := s.cfg.Replicas.Changed()
-		resp, n, failed = s.fetchOnce(ctx, rc, req)
+		resp, n, failed = s.fetchOnce(ctx, rc, req, &buf)
 		if failed || n >= int64(req.MinBytes) {
 			return resp, nil
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			resp, _, _ = s.fetchOnce(ctx, rc, req)
+			resp, _, _ = s.fetchOnce(ctx, rc, req, &buf)
 			return resp, nil
 		case <-ctx.Done():
 			return resp, nil
@@ -65,9 +71,11 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	}
 }
 
-// fetchOnce reads every requested partition once. It returns the
-// response, the record bytes in it, and whether any partition failed.
-func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest) (*kmsg.FetchResponse, int64, bool) {
+// fetchOnce reads every requested partition once, into *buf (emptied
+// first; grown if short). It returns the response, whose records alias
+// *buf, the record bytes in it, and whether any partition failed.
+func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest, buf *[]byte) (*kmsg.FetchResponse, int64, bool) {
+	*buf = (*buf)[:0]
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.SessionID = 0
 	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
@@ -108,6 +116,7 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 				ReplicaID:          replicaID,
 				CurrentLeaderEpoch: epoch,
 				LogStartOffset:     p.LogStartOffset,
+				Buf:                *buf,
 			})
 			if err != nil {
 				rp.ErrorCode = errorCode(&log, err)
@@ -129,6 +138,9 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 					rp.RecordBatches = res.Records
 					total += int64(n)
 					remaining = max(remaining-n, 0)
+					if res.Buf != nil {
+						*buf = res.Buf
+					}
 				}
 			}
 			rt.Partitions = append(rt.Partitions, rp)

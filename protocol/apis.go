@@ -9,6 +9,7 @@ import (
 )
 
 const (
+	produceKey            int16 = 0
 	apiVersionsKey        int16 = 18
 	controlledShutdownKey int16 = 7
 )
@@ -149,16 +150,58 @@ type reqContext struct {
 	correlationID int32
 	remoteAddr    string
 	frame         *requestFrame // see releaseFrame
+	// sizeHint is the size of the connection's previous response, for a
+	// handler sizing a buffer it fills (Fetch's records).
+	sizeHint int
+	// encodeBufs are pooled buffers the response aliases (Fetch's
+	// records); they go back to the pools once the response is encoded.
+	encodeBufs [][]byte
+	// complete, if a handler sets it, finishes the response the handler
+	// returned (an acks=all Produce's wait for replication); the
+	// connection runs it off its read loop and sends the response when it
+	// returns (see conn). It must give up when ctx ends.
+	complete func(ctx context.Context)
+}
+
+// keepUntilEncoded hands b to the pools once the response, which may alias
+// it, has been encoded.
+func (rc *reqContext) keepUntilEncoded(b []byte) { rc.encodeBufs = append(rc.encodeBufs, b) }
+
+// encoded gives back the buffers of keepUntilEncoded.
+func (rc *reqContext) encoded() {
+	for _, b := range rc.encodeBufs {
+		putBuf(b)
+	}
+	rc.encodeBufs = nil
 }
 
 // dispatch runs the handler of req's key. A nil response with a nil error
 // means no response is sent (acks=0 produce); an error closes the
 // connection.
+//
+// A handler that finishes its response later (acks=all Produce) sets
+// rc.complete; the request's observed latency then ends when complete does.
 func (s *Server) dispatch(ctx context.Context, rc *reqContext, req kmsg.Request) (kmsg.Response, error) {
-	if o := s.cfg.RequestObserver; o != nil {
-		o.RequestStart(req.Key())
-		defer observeEnd(o, req.Key(), time.Now())
+	o := s.cfg.RequestObserver
+	if o == nil {
+		return s.handle(ctx, rc, req)
 	}
+	o.RequestStart(req.Key())
+	start := time.Now()
+	resp, err := s.handle(ctx, rc, req)
+	if complete := rc.complete; complete != nil && err == nil && resp != nil {
+		rc.complete = func(ctx context.Context) {
+			complete(ctx)
+			observeEnd(o, req.Key(), start)
+		}
+	} else {
+		observeEnd(o, req.Key(), start)
+	}
+	return resp, err
+}
+
+// handle runs the handler of req's key.
+func (s *Server) handle(ctx context.Context, rc *reqContext, req kmsg.Request) (kmsg.Response, error) {
 	switch r := req.(type) {
 	case *kmsg.ProduceRequest:
 		return s.handleProduce(ctx, rc, r)

@@ -211,22 +211,28 @@ func (c *BrokerClient) Fetch(ctx context.Context, leader int32, req partition.Fe
 		}
 		kreq.Topics = append(kreq.Topics, kt)
 	}
-	kresp, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, max(req.MaxWait, 0))
+	kresp, frame, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, max(req.MaxWait, 0))
 	if err != nil {
 		return partition.FetchResponse{}, fmt.Errorf("fetch from broker %d: %w", leader, err)
 	}
 	resp := kresp.(*kmsg.FetchResponse)
 	if err := errorFromCode(resp.ErrorCode); err != nil {
+		putBuf(frame)
 		return partition.FetchResponse{}, fmt.Errorf("fetch from broker %d: %w", leader, err)
 	}
 	out := partition.FetchResponse{Partitions: make(map[cluster.TopicPartition]partition.FetchPartitionResult, len(req.Partitions))}
+	if frame != nil {
+		// The records alias the response frame: the fetcher gives it back
+		// to the pool once it has appended them.
+		out.Release = func() { putBuf(frame) }
+	}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			out.Partitions[cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}] = partition.FetchPartitionResult{
 				Err:            errorFromCode(p.ErrorCode),
 				HighWatermark:  p.HighWatermark,
 				LogStartOffset: p.LogStartOffset,
-				Records:        p.RecordBatches, // the response frame is not reused
+				Records:        p.RecordBatches, // aliases frame until out.Release
 			}
 		}
 	}
@@ -258,7 +264,8 @@ func (c *BrokerClient) OffsetsForLeaderEpoch(ctx context.Context, leader int32, 
 		}
 		kreq.Topics = append(kreq.Topics, kt)
 	}
-	kresp, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, 0)
+	kresp, frame, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, 0)
+	putBuf(frame) // nil: this response does not alias its frame
 	if err != nil {
 		return nil, fmt.Errorf("offsets for leader epoch from broker %d: %w", leader, err)
 	}
@@ -380,7 +387,10 @@ func (c *BrokerClient) control(ctx context.Context, to cluster.Broker, purpose c
 	if err != nil {
 		return nil, err
 	}
-	return c.roundTrip(ctx, connKey{to.ID, purpose}, addr, req, 0)
+	// A caller of this generic path keeps the response as long as it
+	// likes, so a frame the response aliases is left to the GC.
+	resp, _, err := c.roundTrip(ctx, connKey{to.ID, purpose}, addr, req, 0)
+	return resp, err
 }
 
 // resolve finds broker id's address through ClientConfig.Resolve.
@@ -437,10 +447,10 @@ func (e *connError) Unwrap() []error {
 // roundTrip sends req on key's connection to addr and returns the decoded
 // response. wait is how long the server may legitimately hold the request
 // (a Fetch's MaxWait), added to RequestTimeout.
-func (c *BrokerClient) roundTrip(ctx context.Context, key connKey, addr string, req kmsg.Request, wait time.Duration) (kmsg.Response, error) {
+func (c *BrokerClient) roundTrip(ctx context.Context, key connKey, addr string, req kmsg.Request, wait time.Duration) (kmsg.Response, []byte, error) {
 	bc, err := c.conn(key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -450,11 +460,11 @@ func (c *BrokerClient) roundTrip(ctx context.Context, key connKey, addr string, 
 	select {
 	case bc.sem <- struct{}{}:
 	case <-ctx.Done():
-		return nil, c.ctxErr(ctx)
+		return nil, nil, c.ctxErr(ctx)
 	}
 	defer func() { <-bc.sem }()
 	if ctx.Err() != nil {
-		return nil, c.ctxErr(ctx)
+		return nil, nil, c.ctxErr(ctx)
 	}
 	if bc.nc != nil && bc.addr != addr {
 		c.log.Debug().Int32("to_broker_id", key.broker).Str("old_addr", bc.addr).Str("addr", addr).Msg("broker moved, redialing")
@@ -465,25 +475,25 @@ func (c *BrokerClient) roundTrip(ctx context.Context, key connKey, addr string, 
 		if !reused {
 			if err := c.dialLocked(ctx, bc, addr); err != nil {
 				if ctx.Err() != nil {
-					return nil, c.ctxErr(ctx)
+					return nil, nil, c.ctxErr(ctx)
 				}
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		resp, err := c.exchangeLocked(ctx, bc, req, wait)
+		resp, frame, err := c.exchangeLocked(ctx, bc, req, wait)
 		if err == nil {
-			return resp, nil
+			return resp, frame, nil
 		}
 		bc.closeLocked()
 		if ctx.Err() != nil {
-			return nil, c.ctxErr(ctx)
+			return nil, nil, c.ctxErr(ctx)
 		}
 		var ce *connError
 		if reused && attempt == 0 && errors.As(err, &ce) && ce.dead {
 			c.log.Debug().Err(err).Int32("to_broker_id", key.broker).Msg("reused connection was dead, redialing once")
 			continue
 		}
-		return nil, err
+		return nil, nil, err
 	}
 }
 
@@ -511,9 +521,11 @@ func (c *BrokerClient) dialLocked(ctx context.Context, bc *brokerConn, addr stri
 	return nil
 }
 
-// exchangeLocked writes one request and reads its response. Caller holds
-// bc.sem.
-func (c *BrokerClient) exchangeLocked(ctx context.Context, bc *brokerConn, req kmsg.Request, wait time.Duration) (kmsg.Response, error) {
+// exchangeLocked writes one request and reads its response. If the
+// response aliases its frame (a Fetch's records), the frame is returned
+// too, for the caller to give back with putBuf once done; else it is nil.
+// Caller holds bc.sem.
+func (c *BrokerClient) exchangeLocked(ctx context.Context, bc *brokerConn, req kmsg.Request, wait time.Duration) (kmsg.Response, []byte, error) {
 	bc.corr++
 	corr := bc.corr
 	bc.wbuf = c.formatter.AppendRequest(bc.wbuf[:0], req, corr)
@@ -529,23 +541,25 @@ func (c *BrokerClient) exchangeLocked(ctx context.Context, bc *brokerConn, req k
 	defer stop()
 
 	if _, err := nc.Write(frame); err != nil {
-		return nil, &connError{op: "write to", addr: bc.addr, err: err, dead: !isTimeout(err)}
+		return nil, nil, &connError{op: "write to", addr: bc.addr, err: err, dead: !isTimeout(err)}
 	}
 	frameBuf, err := readResponse(bc.br, c.cfg.MaxResponseBytes)
 	if err != nil {
 		if errors.Is(err, errFrameSize) {
-			return nil, fmt.Errorf("response from %s: %w", bc.addr, err)
+			return nil, nil, fmt.Errorf("response from %s: %w", bc.addr, err)
 		}
-		return nil, &connError{op: "read from", addr: bc.addr, err: err, dead: !isTimeout(err)}
+		return nil, nil, &connError{op: "read from", addr: bc.addr, err: err, dead: !isTimeout(err)}
 	}
 	resp, err := decodeResponse(frameBuf, req, corr)
-	if err != nil || !aliasesFrame(resp) {
-		putBuf(frameBuf)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("response from %s: %w", bc.addr, err)
+		putBuf(frameBuf)
+		return nil, nil, fmt.Errorf("response from %s: %w", bc.addr, err)
 	}
-	return resp, nil
+	if !aliasesFrame(resp) {
+		putBuf(frameBuf)
+		frameBuf = nil
+	}
+	return resp, frameBuf, nil
 }
 
 // readResponse reads one size-prefixed response. Unlike a request frame,

@@ -302,8 +302,22 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// maxPendingProduces bounds the acks=all Produce requests of one
+// connection that wait for replication at once (see conn).
+const maxPendingProduces = 8
+
 // conn is one client connection: readLoop reads, decodes and handles one
 // request at a time; writeLoop is the only writer to the socket.
+//
+// Responses leave in request order. An acks=all Produce appends in
+// readLoop like every request, but waits for replication in a goroutine of
+// its own, so that the next Produce on the connection (a producer keeps
+// several in flight) is appended while the earlier one replicates, instead
+// of behind it: its response goes into out as a future that writeLoop
+// waits for. Only Produce overlaps this way. Any other request first waits
+// until every earlier response is complete, so it is handled after them,
+// as with Kafka's muted connection (a Fetch or OffsetCommit after a
+// Produce sees its outcome). At most maxPendingProduces wait at once.
 type conn struct {
 	s        *Server
 	nc       net.Conn
@@ -315,7 +329,11 @@ type conn struct {
 	// out carries encoded responses, in request order, to writeLoop. Its
 	// small capacity pushes back on a client that stops reading. Their
 	// buffers come from the pools, and writeLoop gives them back.
-	out chan []byte
+	out chan outFrame
+	// pending counts deferred responses (acks=all Produce) not yet
+	// encoded; pendingSlots bounds them.
+	pending      sync.WaitGroup
+	pendingSlots chan struct{}
 	// respHint is the size of the last response, to pick a response
 	// buffer that will not need to grow.
 	respHint   int
@@ -332,16 +350,17 @@ func (s *Server) newConn(nc net.Conn, listener string) *conn {
 		ip = remote
 	}
 	return &conn{
-		s:          s,
-		nc:         nc,
-		listener:   listener,
-		remote:     remote,
-		ip:         ip,
-		log:        s.log.With().Str("remote_addr", remote).Logger(),
-		out:        make(chan []byte, 2),
-		writerDone: make(chan struct{}),
-		ctx:        ctx,
-		cancel:     cancel,
+		s:            s,
+		nc:           nc,
+		listener:     listener,
+		remote:       remote,
+		ip:           ip,
+		log:          s.log.With().Str("remote_addr", remote).Logger(),
+		out:          make(chan outFrame, 2+maxPendingProduces),
+		pendingSlots: make(chan struct{}, maxPendingProduces),
+		writerDone:   make(chan struct{}),
+		ctx:          ctx,
+		cancel:       cancel,
 	}
 }
 
@@ -379,14 +398,21 @@ func (c *conn) readLoop() {
 			c.logReadError(err)
 			return
 		}
+		// The key is read now: a handler may give the frame back early
+		// (releaseFrame), and then it is not ours to read.
+		key := int16(binary.BigEndian.Uint16(frame))
+		if key != produceKey {
+			// Handled after every earlier response is complete.
+			c.pending.Wait()
+		}
 		rf := &requestFrame{budget: c.s.budget, held: held, buf: frame}
 		resp, err := c.handleFrame(frame, rf)
 		if err != nil {
 			rf.release(false) // after a panic, trust nothing about the frame
 			return            // already logged
 		}
-		rf.release(frameReusable(frame))
-		if resp == nil {
+		rf.release(frameReusable(key))
+		if resp.b == nil && resp.later == nil {
 			continue
 		}
 		select {
@@ -395,6 +421,13 @@ func (c *conn) readLoop() {
 			return
 		}
 	}
+}
+
+// outFrame is one response for writeLoop: the encoded bytes, or a future
+// delivering them (nil for none: the connection then closes).
+type outFrame struct {
+	b     []byte
+	later <-chan []byte
 }
 
 // requestFrame is one request frame's hold on memory: its buffer and its
@@ -423,15 +456,15 @@ func (f *requestFrame) release(reuse bool) {
 	f.buf = nil
 }
 
-// frameReusable reports whether a frame's buffer may be reused once its
-// request was handled: true for the keys whose decoded requests hold no
+// frameReusable reports whether the buffer of a frame with this API key
+// may be reused once its request was handled: true for the keys whose decoded requests hold no
 // bytes of the frame afterwards (kmsg copies strings; byte fields alias
 // the frame). Produce's records are appended (copied to the log) before
 // its handler returns. JoinGroup's protocol metadata and SyncGroup's
 // assignments are byte fields the group coordinator keeps, so their
 // frames, like those of any key not listed, are left to the GC.
-func frameReusable(frame []byte) bool {
-	switch int16(binary.BigEndian.Uint16(frame)) {
+func frameReusable(key int16) bool {
+	switch key {
 	case 0, 1, 2, 3, 8, 9, 10, 12, 18, 23: // Produce, Fetch, ListOffsets, Metadata, OffsetCommit, OffsetFetch, FindCoordinator, Heartbeat, ApiVersions, OffsetForLeaderEpoch
 		return true
 	}
@@ -453,8 +486,8 @@ func (c *conn) logReadError(err error) {
 }
 
 // handleFrame decodes and handles one frame, returning the framed
-// response (nil for none) or an error that closes the connection.
-func (c *conn) handleFrame(frame []byte, rf *requestFrame) (out []byte, err error) {
+// response (empty for none) or an error that closes the connection.
+func (c *conn) handleFrame(frame []byte, rf *requestFrame) (out outFrame, err error) {
 	req, err := parseRequest(frame, c.s.apis)
 	if err != nil {
 		ev := c.log.Warn().Err(err)
@@ -463,7 +496,7 @@ func (c *conn) handleFrame(frame []byte, rf *requestFrame) (out []byte, err erro
 				Int32("correlation_id", req.correlationID).Str("client_id", req.clientID)
 		}
 		ev.Msg("closing connection: bad request")
-		return nil, err
+		return outFrame{}, err
 	}
 	c.log.Debug().Int16("api_key", req.key).Int16("api_version", req.version).
 		Int32("correlation_id", req.correlationID).Str("client_id", req.clientID).
@@ -475,29 +508,68 @@ func (c *conn) handleFrame(frame []byte, rf *requestFrame) (out []byte, err erro
 				Int32("correlation_id", req.correlationID).Str("client_id", req.clientID).
 				Interface("panic", p).Bytes("stack", debug.Stack()).
 				Msg("closing connection: handler panicked")
-			out, err = nil, fmt.Errorf("panic in handler for key %d: %v", req.key, p)
+			out, err = outFrame{}, fmt.Errorf("panic in handler for key %d: %v", req.key, p)
 		}
 	}()
 
 	var resp kmsg.Response
+	var rc *reqContext
 	if req.kreq == nil {
 		// ApiVersions above our range.
 		resp = unsupportedApiVersionsResponse(c.s.apis)
 	} else {
-		rc := &reqContext{listener: c.listener, clientID: req.clientID, correlationID: req.correlationID, remoteAddr: c.remote, frame: rf}
+		rc = &reqContext{listener: c.listener, clientID: req.clientID, correlationID: req.correlationID, remoteAddr: c.remote,
+			frame: rf, sizeHint: c.respHint}
 		resp, err = c.s.dispatch(c.ctx, rc, req.kreq)
 		if err != nil {
 			c.log.Info().Err(err).Int16("api_key", req.key).Int32("correlation_id", req.correlationID).
 				Msg("closing connection")
-			return nil, err
+			return outFrame{}, err
 		}
 		if resp == nil {
-			return nil, nil
+			return outFrame{}, nil
+		}
+		if rc.complete != nil {
+			return c.deferResponse(rc, req, resp), nil
 		}
 	}
-	out = appendResponse(getBuf(c.respHint), req.correlationID, resp)
-	c.respHint = len(out)
-	return out, nil
+	b := appendResponse(getBuf(c.respHint), req.correlationID, resp)
+	c.respHint = len(b)
+	if rc != nil {
+		rc.encoded()
+	}
+	return outFrame{b: b}, nil
+}
+
+// deferResponse runs rc.complete, which finishes resp (an acks=all
+// Produce waiting for replication), in a goroutine of its own, and returns
+// the future of the encoded response. It waits for a free slot first.
+func (c *conn) deferResponse(rc *reqContext, req *request, resp kmsg.Response) outFrame {
+	later := make(chan []byte, 1)
+	select {
+	case c.pendingSlots <- struct{}{}:
+	case <-c.ctx.Done():
+		later <- nil
+		return outFrame{later: later}
+	}
+	c.pending.Add(1)
+	go func() {
+		var b []byte
+		defer func() {
+			if p := recover(); p != nil {
+				c.log.Error().Int16("api_key", req.key).Int32("correlation_id", req.correlationID).
+					Interface("panic", p).Bytes("stack", debug.Stack()).
+					Msg("closing connection: handler panicked")
+				b = nil
+			}
+			later <- b
+			<-c.pendingSlots
+			c.pending.Done()
+		}()
+		rc.complete(c.ctx)
+		b = appendResponse(getBuf(256), req.correlationID, resp)
+	}()
+	return outFrame{later: later}
 }
 
 func (c *conn) writeLoop() {
@@ -506,7 +578,13 @@ func (c *conn) writeLoop() {
 		close(c.writerDone)
 		c.nc.Close()
 	}()
-	for b := range c.out {
+	for f := range c.out {
+		b := f.b
+		if f.later != nil {
+			if b = <-f.later; b == nil {
+				return // the deferred handler failed: close
+			}
+		}
 		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
 		if _, err := c.nc.Write(b); err != nil {
 			if !errors.Is(err, net.ErrClosed) {
