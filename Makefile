@@ -103,24 +103,16 @@ demo:
 compose-test:
 	@scripts/compose-test.sh
 
-# bench-cluster: build the broker and cmd/kbench, start ZooKeeper and three
-# brokers in a private directory on their own ports, run kbench against them
-# side by side with an in-process kfake cluster (--compare-kfake), then remove
-# the cluster. A few minutes on 2 cores. KBENCH_ARGS adds kbench flags, e.g.
-# KBENCH_ARGS='--reps=5 --scenarios=produce'.
-KBENCH_ARGS       ?=
-BENCH_CLUSTER_DIR ?= $(or $(TMPDIR),/tmp)/kafkazk-bench-cluster
-BENCH_ZK_PORT     ?= 32181
-BENCH_BASE_PORT   ?= 39092
-
+# bench-cluster: scripts/bench.sh builds the broker and cmd/kbench, starts
+# ZooKeeper and three brokers in a private directory on their own ports
+# (each broker in a memory cgroup, see the script for why), runs kbench
+# against them side by side with an in-process kfake cluster
+# (--compare-kfake), then removes the cluster. A few minutes on 2 cores.
+# KBENCH_ARGS adds kbench flags, e.g. KBENCH_ARGS='--reps=5 --scenarios=produce';
+# BENCH_BROKER_MEM_MIB=0 runs the brokers unconfined.
 .PHONY: bench-cluster
 bench-cluster: build
-	$(GO) build -o bin/kbench ./cmd/kbench
-	@export CLUSTER_DIR='$(BENCH_CLUSTER_DIR)' ZK_PORT=$(BENCH_ZK_PORT) BASE_PORT=$(BENCH_BASE_PORT) BROKERS=3; \
-	scripts/cluster.sh up || { scripts/cluster.sh clean; exit 1; }; \
-	bin/kbench --compare-kfake $(KBENCH_ARGS) \
-		--brokers 127.0.0.1:$(BENCH_BASE_PORT),127.0.0.1:$$(($(BENCH_BASE_PORT)+1)),127.0.0.1:$$(($(BENCH_BASE_PORT)+2)); \
-	rc=$$?; scripts/cluster.sh clean; exit $$rc
+	@scripts/bench.sh
 
 # chaos: the fault-injection matrix of issue 6 (cmd/chaos, internal/chaos):
 # every scenario on fresh ZooKeeper-backed 3-broker clusters, a history
