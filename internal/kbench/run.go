@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -200,6 +201,7 @@ func runScenario(ctx context.Context, o Options, s Scenario, targets []*Target) 
 		if failed[i] {
 			continue
 		}
+		quiesce()
 		if _, err := run(ctx, t, topics[i], warm); err != nil {
 			fail(i, fmt.Errorf("warm-up: %w", err))
 		}
@@ -213,6 +215,7 @@ func runScenario(ctx context.Context, o Options, s Scenario, targets []*Target) 
 			if failed[i] || ctx.Err() != nil {
 				continue
 			}
+			quiesce()
 			res, err := run(ctx, targets[i], topics[i], measured)
 			if err != nil {
 				fail(i, fmt.Errorf("run %d: %w", rep+1, err))
@@ -230,6 +233,13 @@ func runScenario(ctx context.Context, o Options, s Scenario, targets []*Target) 
 	}
 	return r
 }
+
+// quiesce writes the machine's dirty page cache back to disk (sync(2))
+// before a run, so that the kernel's writeback of what an earlier run
+// wrote (gigabytes, on a cluster with data on disk) does not take CPU
+// and disk from the run being measured, whichever target it is. A run's
+// own writes stay in the page cache, as a broker's do by default.
+func quiesce() { syscall.Sync() }
 
 func joinComma(ss []string) string {
 	out := ""
