@@ -115,7 +115,8 @@ type Manager struct {
 	checkpointMu sync.Mutex
 
 	changedMu sync.Mutex
-	changed   chan struct{}
+	changed   chan struct{} // see Changed: for followers' fetches
+	visible   chan struct{} // for consumers' fetches
 
 	// fetchMu guards the fetchers (one per leader broker) and whether
 	// their goroutines may run.
@@ -150,6 +151,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		recoveryCheckpoint: map[cluster.TopicPartition]int64{},
 		logStartCheckpoint: map[cluster.TopicPartition]int64{},
 		changed:            make(chan struct{}),
+		visible:            make(chan struct{}),
 		stop:               make(chan struct{}),
 	}
 	for _, dir := range cfg.LogDirs {
@@ -309,19 +311,33 @@ func (m *Manager) all() []*Replica {
 	return out
 }
 
-// notifyChanged wakes long-polling fetches.
-func (m *Manager) notifyChanged() {
+// notifyChanged wakes the long-polling fetches w names.
+func (m *Manager) notifyChanged(w wake) {
 	m.changedMu.Lock()
-	close(m.changed)
-	m.changed = make(chan struct{})
+	if w&wakeFollowers != 0 {
+		close(m.changed)
+		m.changed = make(chan struct{})
+	}
+	if w&wakeConsumers != 0 {
+		close(m.visible)
+		m.visible = make(chan struct{})
+	}
 	m.changedMu.Unlock()
 }
 
-// Changed returns a channel closed the next time any replica's HW or LEO moves.
-func (m *Manager) Changed() <-chan struct{} {
+// Changed returns a channel closed the next time a replica changes in a
+// way a fetch of this kind could see. For a follower's fetch (replica
+// true): new records below a leader's LEO, or any change of state. For a
+// consumer's: new records below the HW, or any change of state; not a
+// leader's LEO moving alone (records appended but not yet replicated), so
+// that an acks=all append wakes consumers once, when its HW moves.
+func (m *Manager) Changed(replica bool) <-chan struct{} {
 	m.changedMu.Lock()
 	defer m.changedMu.Unlock()
-	return m.changed
+	if replica {
+		return m.changed
+	}
+	return m.visible
 }
 
 // partitionDirName is Kafka's directory name for a partition: <topic>-<partition>.

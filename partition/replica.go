@@ -30,7 +30,7 @@ type Replica struct {
 	brokerID int32
 	log      *logstore.Log
 	logger   zerolog.Logger
-	notify   func() // tells the Manager that HW or LEO moved
+	notify   func(wake) // tells the Manager that HW or LEO moved
 	// lagTimeMax is replica.lag.time.max.ms; isrWritable is false when
 	// the Manager has no StateWriter, so the ISR never changes locally.
 	lagTimeMax  time.Duration
@@ -77,7 +77,7 @@ func logstoreConfig(c cluster.LogConfig, log zerolog.Logger) logstore.Config {
 // the HW from their checkpoints (the HW never above the LEO) and the
 // producer state from the log.
 func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg cluster.LogConfig,
-	hwCheckpoint, recoveryPoint, logStartCheckpoint int64, logger zerolog.Logger, notify func()) (*Replica, error) {
+	hwCheckpoint, recoveryPoint, logStartCheckpoint int64, logger zerolog.Logger, notify func(wake)) (*Replica, error) {
 	logger = logger.With().Str("topic", tp.Topic).Int32("partition", tp.Partition).Logger()
 	l, err := logstore.Open(dir, logstoreConfig(cfg, logger), recoveryPoint)
 	if err != nil {
@@ -149,14 +149,29 @@ func (r *Replica) recordProducerLocked(h logstore.BatchHeader) {
 	})
 }
 
-// signalLocked wakes acks=all waiters and long-polling fetches. Caller holds r.mu.
-func (r *Replica) signalLocked() {
+// signalLocked wakes acks=all waiters and every long-polling fetch.
+// Caller holds r.mu.
+func (r *Replica) signalLocked() { r.signalToLocked(wakeAll) }
+
+// signalToLocked wakes acks=all waiters and the long-polling fetches w
+// names: a leader's LEO moving alone is news to followers only, its HW
+// moving alone to consumers only. Caller holds r.mu.
+func (r *Replica) signalToLocked(w wake) {
 	close(r.stateCh)
 	r.stateCh = make(chan struct{})
 	if r.notify != nil {
-		r.notify()
+		r.notify(w)
 	}
 }
+
+// wake says which long-polling fetches a change concerns.
+type wake uint8
+
+const (
+	wakeFollowers wake = 1 << iota // new records below the LEO
+	wakeConsumers                  // new records below the HW
+	wakeAll       = wakeFollowers | wakeConsumers
+)
 
 // roleChange tells the Manager what applyState did, so it can move the
 // partition between fetchers.
@@ -331,8 +346,11 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	for _, bh := range info.Batches {
 		r.recordProducerLocked(bh)
 	}
-	r.maybeIncrementHWLocked(now)
-	r.signalLocked()
+	w := wakeFollowers
+	if r.maybeIncrementHWLocked(now) { // an ISR of one
+		w = wakeAll
+	}
+	r.signalToLocked(w)
 	return AppendResult{BaseOffset: info.FirstOffset, LastOffset: info.LastOffset,
 		LogAppendTime: appendTime, LogStartOffset: r.log.LogStartOffset()}, nil
 }
@@ -396,7 +414,9 @@ func (r *Replica) updateFollowerLocked(id int32, offset, logStart int64, now tim
 	moved := f.logEndOffset != offset
 	f.logEndOffset = offset
 	if moved && r.maybeIncrementHWLocked(now) {
-		r.signalLocked()
+		// Followers learn the HW from their next fetch, as in Kafka,
+		// where an HW move completes no follower's delayed fetch.
+		r.signalToLocked(wakeConsumers)
 	}
 	return r.maybeExpandIsrLocked(id)
 }

@@ -118,7 +118,7 @@ func (c simClient) Fetch(ctx context.Context, leader int32, req FetchRequest) (F
 		}
 		return resp, n
 	}
-	changed := m.Changed()
+	changed := m.Changed(true) // a follower's fetch
 	resp, n := read()
 	if c.s.longPoll && n < int(req.MinBytes) && req.MaxWait > 0 {
 		t := time.NewTimer(req.MaxWait)

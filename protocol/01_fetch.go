@@ -55,7 +55,7 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	for {
 		// Take the channel before reading, so a change between the read
 		// and the wait is not missed.
-		changed := s.cfg.Replicas.Changed()
+		changed := s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
 		resp, n, failed = s.fetchOnce(ctx, rc, req, &buf)
 		if failed || n >= int64(req.MinBytes) {
 			return resp, nil
@@ -71,6 +71,14 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	}
 }
 
+// replicaIDOf is the fetching broker's id, or -1 for a consumer.
+func replicaIDOf(req *kmsg.FetchRequest) int32 {
+	if req.Version >= 15 { // KIP-903 moved it into ReplicaState
+		return req.ReplicaState.ID
+	}
+	return req.ReplicaID
+}
+
 // fetchOnce reads every requested partition once, into *buf (emptied
 // first; grown if short). It returns the response, whose records alias
 // *buf, the record bytes in it, and whether any partition failed.
@@ -80,10 +88,7 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 	resp.SessionID = 0
 	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 
-	replicaID := req.ReplicaID
-	if req.Version >= 15 { // KIP-903 moved it into ReplicaState
-		replicaID = req.ReplicaState.ID
-	}
+	replicaID := replicaIDOf(req)
 	remaining := min(req.MaxBytes, fetchMaxBytesLimit)
 	if remaining < 0 {
 		remaining = 0

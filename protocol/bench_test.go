@@ -69,7 +69,7 @@ func (f *fixedReplicas) Read(cluster.TopicPartition, partition.ReadRequest) (par
 func (f *fixedReplicas) ListOffset(cluster.TopicPartition, int64, int32) (int64, int64, int32, error) {
 	return 0, -1, 0, nil
 }
-func (f *fixedReplicas) Changed() <-chan struct{} { return f.changed }
+func (f *fixedReplicas) Changed(bool) <-chan struct{} { return f.changed }
 
 func benchServer(r Replicas) *Server {
 	fr := newFakeReplicas()

@@ -29,9 +29,12 @@ type Replicas interface {
 	// partition.EarliestTimestamp, or a time in ms) to an offset, the
 	// timestamp found (-1 for the special ones) and the leader epoch.
 	ListOffset(tp cluster.TopicPartition, timestamp int64, currentLeaderEpoch int32) (offset, ts int64, leaderEpoch int32, err error)
-	// Changed returns a channel closed the next time any replica's high
-	// watermark or log end offset moves; long-polling fetches wait on it.
-	Changed() <-chan struct{}
+	// Changed returns a channel closed the next time a replica changes in
+	// a way a fetch could see; long-polling fetches wait on it. A
+	// follower's fetch (replica true) is woken by new records below a
+	// leader's log end offset, a consumer's by new records below the high
+	// watermark; both by any change of a replica's state.
+	Changed(replica bool) <-chan struct{}
 }
 
 // Metadata is the broker's view of the cluster, for Metadata requests.

@@ -205,7 +205,7 @@ func (f *fakeReplicas) ListOffset(tp cluster.TopicPartition, timestamp int64, _ 
 	return -1, -1, -1, nil
 }
 
-func (f *fakeReplicas) Changed() <-chan struct{} {
+func (f *fakeReplicas) Changed(bool) <-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.changed
