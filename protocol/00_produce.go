@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -44,26 +45,14 @@ var errAcksZeroFailed = errors.New("protocol: acks=0 produce failed")
 
 func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.ProduceRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	validAcks := req.Acks == -1 || req.Acks == 0 || req.Acks == 1
-
-	type waiter struct {
-		ti, pi int
-		tp     cluster.TopicPartition
-		last   int64
-	}
 	var (
-		waits   []waiter
+		waits   []produceWait
 		failed  bool
-		created = map[string]bool{}
+		created map[string]bool
 	)
 	setErr := func(rp *kmsg.ProduceResponseTopicPartition, code int16, err error) {
-		rp.ErrorCode = code
-		rp.BaseOffset = -1
-		if req.Version >= 8 && err != nil {
-			msg := err.Error()
-			rp.ErrorMessage = &msg
-		}
+		setProduceErr(rp, req.Version, code, err)
 		failed = true
 	}
 
@@ -88,8 +77,11 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 			default:
 				res, err := s.cfg.Replicas.Append(tp, p.Records, req.Acks)
 				if err != nil {
-					code := produceErrorCode(&log, err)
+					code := produceErrorCode(s.requestLog(rc), err)
 					if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
+						if created == nil {
+							created = map[string]bool{}
+						}
 						code = s.unknownPartitionCode(ctx, tp, created)
 					}
 					setErr(&rp, code, err)
@@ -99,7 +91,7 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 				rp.LogAppendTime = res.LogAppendTime
 				rp.LogStartOffset = res.LogStartOffset
 				if req.Acks == -1 {
-					waits = append(waits, waiter{ti: ti, pi: pi, tp: tp, last: res.LastOffset})
+					waits = append(waits, produceWait{ti: ti, pi: pi, tp: tp, last: res.LastOffset})
 				}
 			}
 			rt.Partitions = append(rt.Partitions, rp)
@@ -116,21 +108,7 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 		// meanwhile; the response still leaves in request order. The
 		// timeout runs from now, as it would inline.
 		deadline := time.Now().Add(time.Duration(max(req.TimeoutMillis, 0)) * time.Millisecond)
-		rc.complete = func(ctx context.Context) {
-			wctx, cancel := context.WithDeadline(ctx, deadline)
-			defer cancel()
-			for _, w := range waits {
-				if err := s.cfg.Replicas.WaitCommitted(wctx, w.tp, w.last); err != nil {
-					rp := &resp.Topics[w.ti].Partitions[w.pi]
-					// The records are in the leader's log; the error tells
-					// the client the outcome of replication, not of the
-					// write. Kafka keeps the base offset on a failed wait.
-					base := rp.BaseOffset
-					setErr(rp, produceErrorCode(&log, err), err)
-					rp.BaseOffset = base
-				}
-			}
-		}
+		rc.complete = func(ctx context.Context) { s.awaitCommitted(ctx, rc, resp, waits, deadline) }
 	}
 
 	if req.Acks == 0 {
@@ -140,6 +118,50 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 		return nil, nil
 	}
 	return resp, nil
+}
+
+// produceWait is an acks=all partition's append to wait for: the
+// partition's place in the response and the offset that must commit.
+type produceWait struct {
+	ti, pi int
+	tp     cluster.TopicPartition
+	last   int64
+}
+
+// awaitCommitted waits, until deadline, for each of waits to commit, and
+// sets the error of those that did not on resp.
+func (s *Server) awaitCommitted(ctx context.Context, rc *reqContext, resp *kmsg.ProduceResponse, waits []produceWait, deadline time.Time) {
+	wctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	for _, w := range waits {
+		if err := s.cfg.Replicas.WaitCommitted(wctx, w.tp, w.last); err != nil {
+			rp := &resp.Topics[w.ti].Partitions[w.pi]
+			// The records are in the leader's log; the error tells the
+			// client the outcome of replication, not of the write. Kafka
+			// keeps the base offset on a failed wait.
+			base := rp.BaseOffset
+			setProduceErr(rp, resp.Version, produceErrorCode(s.requestLog(rc), err), err)
+			rp.BaseOffset = base
+		}
+	}
+}
+
+// requestLog is the server's logger with the request's remote address and
+// correlation id, for the rare line a request logs.
+func (s *Server) requestLog(rc *reqContext) *zerolog.Logger {
+	l := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
+	return &l
+}
+
+// setProduceErr fails one partition of a Produce response; v8+ carries
+// the error's text.
+func setProduceErr(rp *kmsg.ProduceResponseTopicPartition, version int16, code int16, err error) {
+	rp.ErrorCode = code
+	rp.BaseOffset = -1
+	if version >= 8 && err != nil {
+		msg := err.Error()
+		rp.ErrorMessage = &msg
+	}
 }
 
 // unknownPartitionCode answers a request for a partition this broker holds

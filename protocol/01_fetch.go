@@ -43,10 +43,10 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	// Every partition's records are read into one pooled buffer, sized by
 	// the connection's previous response (a follower's or a consumer's
 	// fetches are alike from one to the next); the response aliases it
-	// until it is encoded. A long poll re-reads into the same buffer.
-	buf := getBuf(rc.sizeHint)
-	defer func() { rc.keepUntilEncoded(buf) }()
-	resp, n, failed := s.fetchOnce(ctx, rc, req, &buf)
+	// until it is encoded (rc.encodeBuf). A long poll re-reads into the
+	// same buffer.
+	rc.encodeBuf = getBuf(rc.sizeHint)
+	resp, n, failed := s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
 	if req.MaxWaitMillis <= 0 || failed || n >= int64(req.MinBytes) || len(req.Topics) == 0 {
 		return resp, nil
 	}
@@ -56,14 +56,14 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 		// Take the channel before reading, so a change between the read
 		// and the wait is not missed.
 		changed := s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
-		resp, n, failed = s.fetchOnce(ctx, rc, req, &buf)
+		resp, n, failed = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
 		if failed || n >= int64(req.MinBytes) {
 			return resp, nil
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			resp, _, _ = s.fetchOnce(ctx, rc, req, &buf)
+			resp, _, _ = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
 			return resp, nil
 		case <-ctx.Done():
 			return resp, nil

@@ -153,9 +153,9 @@ type reqContext struct {
 	// sizeHint is the size of the connection's previous response, for a
 	// handler sizing a buffer it fills (Fetch's records).
 	sizeHint int
-	// encodeBufs are pooled buffers the response aliases (Fetch's
-	// records); they go back to the pools once the response is encoded.
-	encodeBufs [][]byte
+	// encodeBuf is a pooled buffer the response aliases (Fetch's
+	// records); it goes back to the pools once the response is encoded.
+	encodeBuf []byte
 	// complete, if a handler sets it, finishes the response the handler
 	// returned (an acks=all Produce's wait for replication); the
 	// connection runs it off its read loop and sends the response when it
@@ -163,16 +163,10 @@ type reqContext struct {
 	complete func(ctx context.Context)
 }
 
-// keepUntilEncoded hands b to the pools once the response, which may alias
-// it, has been encoded.
-func (rc *reqContext) keepUntilEncoded(b []byte) { rc.encodeBufs = append(rc.encodeBufs, b) }
-
-// encoded gives back the buffers of keepUntilEncoded.
+// encoded gives back rc.encodeBuf once the response is encoded.
 func (rc *reqContext) encoded() {
-	for _, b := range rc.encodeBufs {
-		putBuf(b)
-	}
-	rc.encodeBufs = nil
+	putBuf(rc.encodeBuf)
+	rc.encodeBuf = nil
 }
 
 // dispatch runs the handler of req's key. A nil response with a nil error

@@ -55,9 +55,12 @@
 // one request at a time, and a writer goroutine, the only one writing to
 // the socket, fed through a small bounded channel. Responses therefore
 // leave in request order, and a client that pipelines is pushed back by
-// TCP. A waiting request — an acks=all produce in WaitCommitted, a Fetch
-// long poll on Replicas.Changed — parks only its own connection and holds
-// no lock of this package. Every wait ends with its request timeout or
+// TCP. A Fetch long poll on Replicas.Changed parks only its own
+// connection and holds no lock of this package. An acks=all Produce
+// appends in the reader and waits in WaitCommitted in a goroutine of its
+// own (reqContext.complete), whose response the writer takes as a future
+// in its turn: the producer's next Produce is appended meanwhile, and any
+// other request waits until every earlier response is complete. Every wait ends with its request timeout or
 // when the Server closes. Server.mu guards only the sets of listeners and
 // connections and is never held across I/O or a call into the
 // interfaces. Server.controlSem serializes the controller's requests
