@@ -481,7 +481,7 @@ save_settings() {
 
 cmd_up() {
 	local id entry bs
-	"$ROOT/scripts/install-deps.sh"
+	"$ROOT/scripts/install-deps.sh" --cluster
 	lock
 	save_settings
 	((BROKERS == 0)) || ensure_binary

@@ -10,6 +10,10 @@
 #   gcc, libc6-dev            only when no `gcc` is on PATH: `go test -race` needs cgo
 #   chromium                  headless browser the status page test loads / with
 #
+# With --cluster it checks only what running a local cluster and talking to
+# it need (zookeeper, a java, kcat) and leaves the test tools alone:
+# scripts/cluster.sh uses that, so a first `make run` downloads no browser.
+#
 # It also checks that Go is present (it cannot install Go: Debian's is too old).
 # Quiet when everything is there. As root it runs `apt-get update` once, then
 # `apt-get install` for what is missing; as anyone else it prints the command
@@ -25,24 +29,36 @@ installed() {
 	[[ $status == "install ok installed" ]]
 }
 
+cluster_only=false
+case ${1:-} in
+--cluster) cluster_only=true ;;
+"") ;;
+*)
+	say "usage: $0 [--cluster]"
+	exit 2
+	;;
+esac
+
 missing=()
 if ! installed zookeeper || [[ ! -f /usr/share/java/zookeeper.jar ]]; then
 	missing+=(zookeeper)
 fi
-if ! command -v kcat >/dev/null 2>&1; then
-	missing+=(kcat)
-fi
-if ! installed python3-confluent-kafka; then
-	missing+=(python3-confluent-kafka)
-fi
 if ! command -v java >/dev/null 2>&1; then
 	missing+=(default-jre-headless)
 fi
-if ! command -v gcc >/dev/null 2>&1; then
-	missing+=(gcc libc6-dev)
+if ! command -v kcat >/dev/null 2>&1; then
+	missing+=(kcat)
 fi
-if ! command -v chromium >/dev/null 2>&1; then
-	missing+=(chromium)
+if ! $cluster_only; then
+	if ! installed python3-confluent-kafka; then
+		missing+=(python3-confluent-kafka)
+	fi
+	if ! command -v gcc >/dev/null 2>&1; then
+		missing+=(gcc libc6-dev)
+	fi
+	if ! command -v chromium >/dev/null 2>&1; then
+		missing+=(chromium)
+	fi
 fi
 
 status=0
