@@ -445,8 +445,10 @@ func (e *connError) Unwrap() []error {
 }
 
 // roundTrip sends req on key's connection to addr and returns the decoded
-// response. wait is how long the server may legitimately hold the request
-// (a Fetch's MaxWait), added to RequestTimeout.
+// response, and its frame if the response aliases it (a Fetch's records)
+// for the caller to give back with putBuf once done, else nil. wait is how
+// long the server may legitimately hold the request (a Fetch's MaxWait),
+// added to RequestTimeout.
 func (c *BrokerClient) roundTrip(ctx context.Context, key connKey, addr string, req kmsg.Request, wait time.Duration) (kmsg.Response, []byte, error) {
 	bc, err := c.conn(key)
 	if err != nil {

@@ -457,9 +457,9 @@ func (f *requestFrame) release(reuse bool) {
 }
 
 // frameReusable reports whether the buffer of a frame with this API key
-// may be reused once its request was handled: true for the keys whose decoded requests hold no
-// bytes of the frame afterwards (kmsg copies strings; byte fields alias
-// the frame). Produce's records are appended (copied to the log) before
+// may be reused once its request was handled: true for the keys whose
+// decoded requests hold no bytes of the frame afterwards (kmsg copies
+// strings; byte fields alias the frame). Produce's records are appended (copied to the log) before
 // its handler returns. JoinGroup's protocol metadata and SyncGroup's
 // assignments are byte fields the group coordinator keeps, so their
 // frames, like those of any key not listed, are left to the GC.
