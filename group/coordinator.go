@@ -25,8 +25,10 @@ type Log interface {
 	// Append appends records (whole v2 batches) as leader of tp; with acks
 	// -1 it first checks min.insync.replicas.
 	Append(tp cluster.TopicPartition, records []byte, acks int16) (partition.AppendResult, error)
-	// WaitCommitted blocks until tp's high watermark passes lastOffset.
-	WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64) error
+	// WaitCommitted blocks until tp's high watermark passes lastOffset,
+	// appended in leaderEpoch (AppendResult's); it fails if that
+	// leadership is lost.
+	WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64, leaderEpoch int32) error
 	// Read returns whole batches from req.FetchOffset, up to the high
 	// watermark for ReplicaID -1.
 	Read(tp cluster.TopicPartition, req partition.ReadRequest) (partition.ReadResult, error)
@@ -413,7 +415,7 @@ func (c *Coordinator) writeLocked(p int32, records []kv) (wait func(ctx context.
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
 		defer cancel()
-		return storeError(c.cfg.Log.WaitCommitted(ctx, tp, res.LastOffset))
+		return storeError(c.cfg.Log.WaitCommitted(ctx, tp, res.LastOffset, res.LeaderEpoch))
 	}
 }
 

@@ -63,7 +63,7 @@ func (f *fakeLog) setHold(hold bool) {
 	}
 }
 
-func (f *fakeLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64) error {
+func (f *fakeLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64, _ int32) error {
 	for {
 		f.mu.Lock()
 		if f.hw[tp] > lastOffset {

@@ -502,15 +502,16 @@ func (m *Manager) Append(tp cluster.TopicPartition, records []byte, acks int16) 
 	return res, err
 }
 
-// WaitCommitted blocks until the HW of tp passes lastOffset; see protocol.Replicas.
-func (m *Manager) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64) error {
+// WaitCommitted blocks until the HW of tp passes lastOffset, appended in
+// leaderEpoch (AppendResult's); see protocol.Replicas.
+func (m *Manager) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64, leaderEpoch int32) error {
 	r, err := m.get(tp)
 	if err != nil {
 		return err
 	}
 	m.produceWaits.Add(1)
 	defer m.produceWaits.Add(-1)
-	return r.waitCommitted(ctx, lastOffset)
+	return r.waitCommitted(ctx, lastOffset, leaderEpoch)
 }
 
 // Read serves a fetch of tp. A follower's fetch (ReplicaID >= 0) updates

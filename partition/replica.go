@@ -332,7 +332,7 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 		}
 		if verdict == producerDuplicate {
 			return AppendResult{BaseOffset: orig.firstOffset, LastOffset: orig.lastOffset,
-				LogAppendTime: -1, LogStartOffset: r.log.LogStartOffset()}, nil
+				LogAppendTime: -1, LogStartOffset: r.log.LogStartOffset(), LeaderEpoch: r.leaderEpoch}, nil
 		}
 	}
 	appendTime := int64(-1)
@@ -352,15 +352,18 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	}
 	r.signalToLocked(w)
 	return AppendResult{BaseOffset: info.FirstOffset, LastOffset: info.LastOffset,
-		LogAppendTime: appendTime, LogStartOffset: r.log.LogStartOffset()}, nil
+		LogAppendTime: appendTime, LogStartOffset: r.log.LogStartOffset(), LeaderEpoch: r.leaderEpoch}, nil
 }
 
-// waitCommitted blocks until the HW passes lastOffset, leadership is lost,
-// or ctx ends.
-func (r *Replica) waitCommitted(ctx context.Context, lastOffset int64) error {
+// waitCommitted blocks until the HW passes lastOffset, leadership of
+// leaderEpoch (the append's) is lost, or ctx ends. A later epoch of this
+// broker's own leadership does not count: another leader may have
+// truncated the records in between, and the HW passing lastOffset would
+// then speak of other records.
+func (r *Replica) waitCommitted(ctx context.Context, lastOffset int64, leaderEpoch int32) error {
 	for {
 		r.mu.Lock()
-		if !r.isLeaderLocked() {
+		if !r.isLeaderLocked() || r.leaderEpoch != leaderEpoch {
 			r.mu.Unlock()
 			return ErrNotLeader
 		}

@@ -43,7 +43,7 @@ func TestSingleReplicaLeader(t *testing.T) {
 			t.Fatalf("batch %d: offsets [%d,%d], want [%d,%d]", i, res.BaseOffset, res.LastOffset, want, want+2)
 		}
 		want += 3
-		if err := m.WaitCommitted(context.Background(), tp0, res.LastOffset); err != nil {
+		if err := m.WaitCommitted(context.Background(), tp0, res.LastOffset, res.LeaderEpoch); err != nil {
 			t.Fatalf("wait committed: %v", err)
 		}
 	}
@@ -132,11 +132,11 @@ func TestAcksAllWaitsForISR(t *testing.T) {
 	res := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := m.WaitCommitted(ctx, tp0, res.LastOffset); !errors.Is(err, ErrRequestTimedOut) {
+	if err := m.WaitCommitted(ctx, tp0, res.LastOffset, res.LeaderEpoch); !errors.Is(err, ErrRequestTimedOut) {
 		t.Fatalf("wait without follower: %v, want ErrRequestTimedOut", err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- m.WaitCommitted(context.Background(), tp0, res.LastOffset) }()
+	go func() { done <- m.WaitCommitted(context.Background(), tp0, res.LastOffset, res.LeaderEpoch) }()
 	if _, err := m.Read(tp0, ReadRequest{FetchOffset: 2, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: -1}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestAcksAllWaitsForISR(t *testing.T) {
 	}
 	// A second append, then the replica becomes follower: the waiter fails.
 	res = mustAppend(t, m, buildBatch(batchSpec{records: 1}), -1)
-	go func() { done <- m.WaitCommitted(context.Background(), tp0, res.LastOffset) }()
+	go func() { done <- m.WaitCommitted(context.Background(), tp0, res.LastOffset, res.LeaderEpoch) }()
 	st := leaderState(2, 1, []int32{1, 2}, []int32{2}, cfg)
 	if err := m.ApplyPartitionStates([]PartitionState{st}); err != nil {
 		t.Fatal(err)
@@ -180,7 +180,7 @@ func TestMinInsyncReplicas(t *testing.T) {
 	}
 	// Written and committed with the ISR at {1}: acks=all would report
 	// NOT_ENOUGH_REPLICAS_AFTER_APPEND.
-	if err := m.WaitCommitted(context.Background(), tp0, res.LastOffset); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
+	if err := m.WaitCommitted(context.Background(), tp0, res.LastOffset, res.LeaderEpoch); !errors.Is(err, ErrNotEnoughReplicasAfterAppend) {
 		t.Fatalf("wait with short isr: %v, want ErrNotEnoughReplicasAfterAppend", err)
 	}
 }
@@ -320,5 +320,48 @@ func TestStopReplicaRemovesDirectory(t *testing.T) {
 	}
 	if _, err := m.Read(tp0, ReadRequest{}); !errors.Is(err, ErrUnknownTopicOrPartition) {
 		t.Fatalf("read after delete: %v", err)
+	}
+}
+
+// TestWaitCommittedAcrossEpochs: an acks=all append waits for commitment
+// in its own leader epoch. If leadership moves away and back before the
+// waiter looks, the wait fails with ErrNotLeader even though this broker
+// leads again and its HW later passes the offset: the leader in between
+// may have truncated the records, and the HW would then speak of others.
+func TestWaitCommittedAcrossEpochs(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	m := newTestManager(t, 1, "", clock)
+	cfg := cluster.DefaultLogConfig()
+	cfg.MinInsyncReplicas = 1
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1, 2}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	old := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
+	if old.LeaderEpoch != 0 {
+		t.Fatalf("append in epoch %d, want 0", old.LeaderEpoch)
+	}
+	for _, st := range []PartitionState{
+		leaderState(2, 1, []int32{1, 2}, []int32{2}, cfg),    // broker 2 leads
+		leaderState(1, 2, []int32{1, 2}, []int32{1, 2}, cfg), // and this broker again
+	} {
+		if err := m.ApplyPartitionStates([]PartitionState{st}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cur := mustAppend(t, m, buildBatch(batchSpec{records: 1}), -1)
+	if cur.LeaderEpoch != 2 {
+		t.Fatalf("append in epoch %d, want 2", cur.LeaderEpoch)
+	}
+	if _, err := m.Read(tp0, ReadRequest{FetchOffset: cur.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if hw := hwOf(t, m); hw <= old.LastOffset {
+		t.Fatalf("hw %d, want past %d", hw, old.LastOffset)
+	}
+	if err := m.WaitCommitted(context.Background(), tp0, old.LastOffset, old.LeaderEpoch); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("wait for an epoch-0 append in epoch 2: %v, want ErrNotLeader", err)
+	}
+	if err := m.WaitCommitted(context.Background(), tp0, cur.LastOffset, cur.LeaderEpoch); err != nil {
+		t.Fatalf("wait for the epoch-2 append: %v", err)
 	}
 }

@@ -374,7 +374,7 @@ func TestReplicationIsrConflict(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := s.mgr(1).WaitCommitted(ctx, tp0, res.LastOffset); !errors.Is(err, ErrRequestTimedOut) {
+	if err := s.mgr(1).WaitCommitted(ctx, tp0, res.LastOffset, res.LeaderEpoch); !errors.Is(err, ErrRequestTimedOut) {
 		t.Fatalf("acks=all: %v, want ErrRequestTimedOut", err)
 	}
 	s.push() // the controller's state with the current zkVersion
@@ -434,7 +434,7 @@ func TestReplicationFetcherGoroutines(t *testing.T) {
 			t.Fatalf("append %d: %v", i, err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = sm.mgr(1).WaitCommitted(ctx, tp0, res.LastOffset)
+		err = sm.mgr(1).WaitCommitted(ctx, tp0, res.LastOffset, res.LeaderEpoch)
 		cancel()
 		if err != nil {
 			t.Fatalf("acks=all %d: %v", i, err)

@@ -452,7 +452,7 @@ func (s *sim) settle() {
 		if !s.alive(p.leader) || s.status(p.leader).LeaderEpoch != p.leaderEpoch {
 			continue // the producer got NOT_LEADER (or nothing): not acknowledged
 		}
-		err := s.mgr(p.leader).WaitCommitted(done, tp0, p.res.LastOffset)
+		err := s.mgr(p.leader).WaitCommitted(done, tp0, p.res.LastOffset, p.res.LeaderEpoch)
 		switch {
 		case err == nil:
 			s.acked[p.res.BaseOffset] = bytes.Clone(s.readBatch(p.leader, p.res.BaseOffset))

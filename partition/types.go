@@ -52,6 +52,11 @@ type AppendResult struct {
 	LastOffset     int64 // offset of the last record appended; acks=all waits for HW > LastOffset
 	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
 	LogStartOffset int64
+	// LeaderEpoch is the epoch the records were appended in (or a
+	// duplicate found in): WaitCommitted fails if leadership changed
+	// since, even if this broker leads again, because a leader in
+	// between may have truncated them.
+	LeaderEpoch int32
 }
 
 // ReadRequest asks a replica for records from FetchOffset on.

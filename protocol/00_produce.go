@@ -91,7 +91,7 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 				rp.LogAppendTime = res.LogAppendTime
 				rp.LogStartOffset = res.LogStartOffset
 				if req.Acks == -1 {
-					waits = append(waits, produceWait{ti: ti, pi: pi, tp: tp, last: res.LastOffset})
+					waits = append(waits, produceWait{ti: ti, pi: pi, tp: tp, last: res.LastOffset, epoch: res.LeaderEpoch})
 				}
 			}
 			rt.Partitions = append(rt.Partitions, rp)
@@ -126,6 +126,7 @@ type produceWait struct {
 	ti, pi int
 	tp     cluster.TopicPartition
 	last   int64
+	epoch  int32 // the append's leader epoch
 }
 
 // awaitCommitted waits, until deadline, for each of waits to commit, and
@@ -134,7 +135,7 @@ func (s *Server) awaitCommitted(ctx context.Context, rc *reqContext, resp *kmsg.
 	wctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	for _, w := range waits {
-		if err := s.cfg.Replicas.WaitCommitted(wctx, w.tp, w.last); err != nil {
+		if err := s.cfg.Replicas.WaitCommitted(wctx, w.tp, w.last, w.epoch); err != nil {
 			rp := &resp.Topics[w.ti].Partitions[w.pi]
 			// The records are in the leader's log; the error tells the
 			// client the outcome of replication, not of the write. Kafka

@@ -60,7 +60,7 @@ type fixedReplicas struct {
 func (f *fixedReplicas) Append(cluster.TopicPartition, []byte, int16) (partition.AppendResult, error) {
 	return partition.AppendResult{LogAppendTime: -1}, nil
 }
-func (f *fixedReplicas) WaitCommitted(context.Context, cluster.TopicPartition, int64) error {
+func (f *fixedReplicas) WaitCommitted(context.Context, cluster.TopicPartition, int64, int32) error {
 	return nil
 }
 func (f *fixedReplicas) Read(cluster.TopicPartition, partition.ReadRequest) (partition.ReadResult, error) {

@@ -128,7 +128,7 @@ func (f *fakeReplicas) Append(tp cluster.TopicPartition, records []byte, acks in
 	return partition.AppendResult{BaseOffset: base, LastOffset: next - 1, LogAppendTime: -1, LogStartOffset: 0}, nil
 }
 
-func (f *fakeReplicas) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64) error {
+func (f *fakeReplicas) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64, _ int32) error {
 	for {
 		f.mu.Lock()
 		l := f.parts[tp]
