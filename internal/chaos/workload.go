@@ -157,7 +157,10 @@ func isPreAppend(err error) bool {
 // the current leader, with no retry, so each attempt's outcome is exact:
 // NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER and other refusals before
 // the append are fail; NOT_ENOUGH_REPLICAS_AFTER_APPEND, timeouts and
-// broken connections are info.
+// broken connections are info. With acks=all, NOT_LEADER_OR_FOLLOWER is
+// info too: a leader that loses leadership while the appended record
+// waits for replication answers it after the append (as Kafka's
+// DelayedProduce does), and the record may survive on the new leader.
 func (w *Workload) rawWriter(p int32) {
 	defer w.prodWG.Done()
 	clients := map[int32]*kgo.Client{}
@@ -198,6 +201,8 @@ func (w *Workload) rawWriter(p int32) {
 			wr.Outcome, wr.Err = Info, err.Error()
 		case code == 0:
 			wr.Outcome, wr.Offset = OK, off
+		case code == kerr.NotLeaderForPartition.Code && w.profile.Acks == -1:
+			wr.Outcome, wr.Err = Info, kerr.ErrorForCode(code).Error()
 		case code == kerr.NotEnoughReplicas.Code, code == kerr.NotLeaderForPartition.Code,
 			code == kerr.UnknownTopicOrPartition.Code, code == kerr.LeaderNotAvailable.Code,
 			code == kerr.FencedLeaderEpoch.Code, code == kerr.KafkaStorageError.Code:
