@@ -306,16 +306,10 @@ func (c *BrokerClient) LeaderAndIsr(ctx context.Context, to cluster.Broker, req 
 	if err := errorFromCode(resp.ErrorCode); err != nil {
 		return fmt.Errorf("LeaderAndIsr to broker %d: %w", to.ID, err)
 	}
-	var failed []string
-	for _, p := range resp.Partitions {
-		if p.ErrorCode != 0 {
-			failed = append(failed, fmt.Sprintf("%s-%d: %v", p.Topic, p.Partition, errorFromCode(p.ErrorCode)))
-		}
-	}
-	if len(failed) > 0 {
-		c.log.Warn().Int32("to_broker_id", to.ID).Int32("controller_epoch", req.ControllerEpoch).
-			Strs("partitions", failed).Msg("LeaderAndIsr failed for some partitions")
-	}
+	c.warnFailedPartitions("LeaderAndIsr", to.ID, req.ControllerEpoch, len(resp.Partitions), func(i int) (string, int32, int16) {
+		p := &resp.Partitions[i]
+		return p.Topic, p.Partition, p.ErrorCode
+	})
 	return nil
 }
 
@@ -343,17 +337,27 @@ func (c *BrokerClient) StopReplica(ctx context.Context, to cluster.Broker, req c
 	if err := errorFromCode(resp.ErrorCode); err != nil {
 		return fmt.Errorf("StopReplica to broker %d: %w", to.ID, err)
 	}
+	c.warnFailedPartitions("StopReplica", to.ID, req.ControllerEpoch, len(resp.Partitions), func(i int) (string, int32, int16) {
+		p := &resp.Partitions[i]
+		return p.Topic, p.Partition, p.ErrorCode
+	})
+	return nil
+}
+
+// warnFailedPartitions logs the partitions a controller request to broker
+// to failed for, when the request as a whole succeeded; partition(i) is
+// the i-th of n answers: its topic, partition and error code.
+func (c *BrokerClient) warnFailedPartitions(api string, to, controllerEpoch int32, n int, partition func(i int) (string, int32, int16)) {
 	var failed []string
-	for _, p := range resp.Partitions {
-		if p.ErrorCode != 0 {
-			failed = append(failed, fmt.Sprintf("%s-%d: %v", p.Topic, p.Partition, errorFromCode(p.ErrorCode)))
+	for i := range n {
+		if topic, p, code := partition(i); code != 0 {
+			failed = append(failed, fmt.Sprintf("%s-%d: %v", topic, p, errorFromCode(code)))
 		}
 	}
 	if len(failed) > 0 {
-		c.log.Warn().Int32("to_broker_id", to.ID).Int32("controller_epoch", req.ControllerEpoch).
-			Strs("partitions", failed).Msg("StopReplica failed for some partitions")
+		c.log.Warn().Int32("to_broker_id", to).Int32("controller_epoch", controllerEpoch).
+			Strs("partitions", failed).Msg(api + " failed for some partitions")
 	}
-	return nil
 }
 
 // ControlledShutdown asks the controller to move leadership off brokerID
