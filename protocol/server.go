@@ -367,6 +367,9 @@ func (s *Server) newConn(nc net.Conn, listener string) *conn {
 func (c *conn) readLoop() {
 	defer func() {
 		c.cancel()
+		// Deferred responses end with the context: wait for them, so that
+		// the server's Close, which waits for this loop, waits for them.
+		c.pending.Wait()
 		close(c.out) // writeLoop flushes what is queued, then closes the socket
 		c.s.removeConn(c)
 	}()
@@ -549,6 +552,7 @@ func (c *conn) deferResponse(rc *reqContext, req *request, resp kmsg.Response) o
 	select {
 	case c.pendingSlots <- struct{}{}:
 	case <-c.ctx.Done():
+		rc.complete(c.ctx) // ends at once: its observed latency ends too
 		later <- nil
 		return outFrame{later: later}
 	}
