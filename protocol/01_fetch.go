@@ -46,6 +46,12 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	// until it is encoded (rc.encodeBuf). A long poll re-reads into the
 	// same buffer.
 	rc.encodeBuf = getBuf(rc.sizeHint)
+	// A long poll takes the change channel before each read, so a change
+	// between a read and the wait is not missed.
+	var changed <-chan struct{}
+	if req.MaxWaitMillis > 0 {
+		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
+	}
 	resp, n, failed := s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
 	if req.MaxWaitMillis <= 0 || failed || n >= int64(req.MinBytes) || len(req.Topics) == 0 {
 		return resp, nil
@@ -53,19 +59,17 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	timer := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	defer timer.Stop()
 	for {
-		// Take the channel before reading, so a change between the read
-		// and the wait is not missed.
-		changed := s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
-		resp, n, failed = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
-		if failed || n >= int64(req.MinBytes) {
-			return resp, nil
-		}
 		select {
 		case <-changed:
 		case <-timer.C:
 			resp, _, _ = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
 			return resp, nil
 		case <-ctx.Done():
+			return resp, nil
+		}
+		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
+		resp, n, failed = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
+		if failed || n >= int64(req.MinBytes) {
 			return resp, nil
 		}
 	}
@@ -86,7 +90,6 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 	*buf = (*buf)[:0]
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.SessionID = 0
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 
 	replicaID := replicaIDOf(req)
 	remaining := min(req.MaxBytes, fetchMaxBytesLimit)
@@ -124,7 +127,7 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 				Buf:                *buf,
 			})
 			if err != nil {
-				rp.ErrorCode = errorCode(&log, err)
+				rp.ErrorCode = s.errorCode(rc, err)
 				if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
 					rp.ErrorCode = s.unknownPartitionCode(ctx, tp, nil)
 				}

@@ -165,6 +165,18 @@ func errorCode(log *zerolog.Logger, err error) int16 {
 	return kerr.UnknownServerError.Code
 }
 
+// errorCode is the package's errorCode with the request's logger built
+// only when it logs (an unmapped error): hot paths build none.
+func (s *Server) errorCode(rc *reqContext, err error) int16 {
+	if err == nil {
+		return 0
+	}
+	if ke := lookupCode(err); ke != nil {
+		return ke.Code
+	}
+	return errorCode(s.requestLog(rc), err)
+}
+
 // produceErrorCode is errorCode for the produce path, where an unmapped
 // error becomes REQUEST_TIMED_OUT instead: the append may have happened,
 // and UNKNOWN_SERVER_ERROR there makes clients give up on a record that
