@@ -326,6 +326,77 @@ def read_back(bootstrap, topic, timeout):
 # Docker.
 
 
+class Verdict:
+    """The partition read back, compared with what the load saw acknowledged."""
+
+    def __init__(self, load, bootstrap, topic, timeout=120):
+        try:
+            self.records, self.low, self.high = read_back(bootstrap, topic, timeout)
+            self.error = None
+        except Exception as e:  # noqa: BLE001 - reported as a failed check
+            self.records, self.low, self.high = [], -1, -1
+            self.error = str(e)
+        seen = {}
+        for off, seq in self.records:
+            seen.setdefault(seq, []).append(off)
+        with load.lock:
+            self.acked_at = dict(load.acked)  # seq -> (offset, time)
+        self.lost = sorted(set(self.acked_at) - set(seen))
+        self.dups = sorted(q for q, offs in seen.items() if len(offs) > 1)
+        # An acknowledged record read back at another offset than the one acknowledged.
+        self.moved = sorted(q for q in set(self.acked_at) & set(seen) if self.acked_at[q][0] not in seen[q])
+
+
+def say_timeline(tl, title):
+    """Prints the timeline's events but the watcher's own ZooKeeper errors."""
+    say("")
+    say("== timeline (%s)" % title)
+    for t, kind, text in sorted(tl.events):
+        if kind != "zk-error":
+            say("  %s %s  %s" % (clock(t), tl.rel(t), text))
+
+
+def say_tally(load, left, v):
+    """Prints the counts every failover run reports."""
+    sent, acked, failed, consumed_live = load.counts()
+    say("")
+    say("== tally")
+    say("  produced             %6d" % sent)
+    say("  acknowledged         %6d" % acked)
+    say("  not acknowledged     %6d  (delivery failed or still unsent: %d)" % (failed, left))
+    say("  consumed (live)      %6d" % consumed_live)
+    say("  in the log           %6d  (offsets %d..%d)" % (len(v.records), v.low, v.high - 1))
+    say("  lost (acked, absent) %6d%s" % (len(v.lost), "  e.g. %s" % v.lost[:10] if v.lost else ""))
+    say("  duplicated           %6d%s" % (len(v.dups), "  e.g. %s" % v.dups[:10] if v.dups else ""))
+
+
+def load_checks(check, load, v):
+    """The checks every failover run makes of the records."""
+    acked = load.counts()[1]
+    check(v.error is None, "the partition reads back to its high watermark")
+    check(acked > 0 and not v.lost, "no acknowledged record lost (%d acknowledged, %d lost)" % (acked, len(v.lost)))
+    check(not v.moved, "every acknowledged record at the offset it was acknowledged at")
+
+
+def finish(a, checks, result, load, v):
+    """Adds the counts and checks to result, writes it to --result, prints
+    the summary and exits 1 with --check if a check failed."""
+    sent, acked, failed, consumed_live = load.counts()
+    result.update({
+        "produced": sent, "acknowledged": acked, "not_acknowledged": failed, "consumed_live": consumed_live,
+        "in_log": len(v.records), "lost": len(v.lost), "duplicated": len(v.dups), "moved": len(v.moved),
+        "checks": [{"ok": ok, "check": text} for ok, text in checks],
+    })
+    if a.result:
+        with open(a.result, "w") as f:
+            json.dump(result, f, indent=1)
+    failed_checks = [text for ok, text in checks if not ok]
+    say("")
+    say("%d passed, %d failed" % (len(checks) - len(failed_checks), len(failed_checks)))
+    if a.check and failed_checks:
+        sys.exit(1)
+
+
 def docker(*args, check=True):
     r = subprocess.run(["docker", *args], capture_output=True, text=True)
     if check and r.returncode != 0:
@@ -549,45 +620,16 @@ def main():
     say("== stopping the producer and reading the partition back")
     left = load.finish(120)
     watcher.stop.set()
-    sent, acked, failed, consumed_live = load.counts()
-    try:
-        records, low, high = read_back(a.bootstrap, a.topic, 120)
-        readback_error = None
-    except Exception as e:
-        records, low, high = [], -1, -1
-        readback_error = str(e)
-    seen = {}
-    for off, seq in records:
-        seen.setdefault(seq, []).append(off)
-    with load.lock:
-        acked_seqs = set(load.acked)
-        acked_offsets = dict(load.acked)
-    lost = sorted(acked_seqs - set(seen))
-    dups = sorted(s for s, offs in seen.items() if len(offs) > 1)
-    # An acknowledged record read back at another offset than the one acknowledged.
-    moved = sorted(s for s in acked_seqs & set(seen) if acked_offsets[s][0] not in seen[s])
+    v = Verdict(load, a.bootstrap, a.topic)
     md = admin.list_topics(a.topic, timeout=10).topics[a.topic].partitions[0]
     b_final, c_final, s_final = watcher.read()
     zk.stop()
 
-    say("")
-    say("== timeline (T = the fault)")
-    for t, kind, text in sorted(tl.events):
-        if kind != "zk-error":
-            say("  %s %s  %s" % (clock(t), tl.rel(t), text))
-
-    say("")
-    say("== tally")
-    say("  produced             %6d" % sent)
-    say("  acknowledged         %6d" % acked)
-    say("  not acknowledged     %6d  (delivery failed or still unsent: %d)" % (failed, left))
-    say("  consumed (live)      %6d" % consumed_live)
-    say("  in the log           %6d  (offsets %d..%d)" % (len(records), low, high - 1))
-    say("  lost (acked, absent) %6d%s" % (len(lost), "  e.g. %s" % lost[:10] if lost else ""))
-    say("  duplicated           %6d%s" % (len(dups), "  e.g. %s" % dups[:10] if dups else ""))
-    say("  acked at one offset, found at another %d" % len(moved))
-    if readback_error:
-        say("  read back failed: %s" % readback_error)
+    say_timeline(tl, "T = the fault")
+    say_tally(load, left, v)
+    say("  acked at one offset, found at another %d" % len(v.moved))
+    if v.error:
+        say("  read back failed: %s" % v.error)
     say("  final: brokers %s, controller %s, leader %s, leader_epoch %s, isr %s" % (
         b_final, c_final, (s_final or {}).get("leader"), (s_final or {}).get("leader_epoch"), (s_final or {}).get("isr")))
     say("  Metadata from the brokers: leader %d, replicas %s, isr %s" % (md.leader, md.replicas, md.isrs))
@@ -601,9 +643,7 @@ def main():
     check(failover_s is not None and failover_s <= bound,
           "producer acknowledged by the new leader within %.1fs of the fault (took %s)" % (
               bound, "%.1fs" % failover_s if failover_s is not None else "never"))
-    check(readback_error is None, "the partition reads back to its high watermark")
-    check(acked > 0 and not lost, "no acknowledged record lost (%d acknowledged, %d lost)" % (acked, len(lost)))
-    check(not moved, "every acknowledged record at the offset it was acknowledged at")
+    load_checks(check, load, v)
     check(s_back is not None, "broker %d left the ISR, and was back in an ISR of %d within %.0fs of the repair" % (
         leader, a.brokers, rejoin_timeout))
 
@@ -613,19 +653,9 @@ def main():
         "session_timeout_s": session, "bound_s": bound,
         "znode_gone_s": t_gone and t_gone - t_fault, "failover_s": failover_s,
         "rejoined_s": s_back and (tl.first("rejoined") - t_repair),
-        "produced": sent, "acknowledged": acked, "not_acknowledged": failed, "consumed_live": consumed_live,
-        "in_log": len(records), "lost": len(lost), "duplicated": len(dups), "moved": len(moved),
-        "checks": [{"ok": ok, "check": text} for ok, text in checks],
         "timeline": [{"t": round(t - t_fault, 3), "event": text} for t, _, text in sorted(tl.events)],
     }
-    if a.result:
-        with open(a.result, "w") as f:
-            json.dump(result, f, indent=1)
-    failed_checks = [text for ok, text in checks if not ok]
-    say("")
-    say("%d passed, %d failed" % (len(checks) - len(failed_checks), len(failed_checks)))
-    if a.check and failed_checks:
-        sys.exit(1)
+    finish(a, checks, result, load, v)
 
 
 if __name__ == "__main__":

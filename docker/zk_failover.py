@@ -45,8 +45,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from failover import (ONCE, RDKAFKA_LOG, Load, Timeline, Watcher, clock,  # noqa: E402
-                      die, docker, now, read_back, say, wait_for)
+from failover import (ONCE, RDKAFKA_LOG, Load, Timeline, Verdict, Watcher, clock,  # noqa: E402
+                      die, docker, finish, load_checks, now, say, say_tally, wait_for)
 
 from confluent_kafka import KafkaException  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -320,21 +320,8 @@ def main():
     left = load.finish(120)
     watcher.stop.set()
     ens.stop.set()
-    sent, acked, failed, consumed_live = load.counts()
-    try:
-        records, low, high = read_back(a.bootstrap, a.topic, 120)
-        readback_error = None
-    except Exception as e:  # noqa: BLE001 - reported as a failed check
-        records, low, high = [], -1, -1
-        readback_error = str(e)
-    seen = {}
-    for off, seq in records:
-        seen.setdefault(seq, []).append(off)
-    with load.lock:
-        acked_at = dict(load.acked)
-    lost = sorted(set(acked_at) - set(seen))
-    dups = sorted(s for s, offs in seen.items() if len(offs) > 1)
-    moved = sorted(s for s in set(acked_at) & set(seen) if acked_at[s][0] not in seen[s])
+    v = Verdict(load, a.bootstrap, a.topic)
+    acked_at = v.acked_at
     # The longest pause between acknowledgements from the kill until the
     # producer stopped (the fault, the outage, the restart).
     times = sorted(t for _, t in acked_at.values() if t >= t_fault - 1)
@@ -358,15 +345,7 @@ def main():
         say("  (the watcher's own ZooKeeper reads failed %d times between T%+.1fs and T%+.1fs while its"
             " client moved to another server)" % (len(errs), min(errs) - t_fault, max(errs) - t_fault))
 
-    say("")
-    say("== tally")
-    say("  produced             %6d" % sent)
-    say("  acknowledged         %6d" % acked)
-    say("  not acknowledged     %6d  (delivery failed or still unsent: %d)" % (failed, left))
-    say("  consumed (live)      %6d" % consumed_live)
-    say("  in the log           %6d  (offsets %d..%d)" % (len(records), low, high - 1))
-    say("  lost (acked, absent) %6d%s" % (len(lost), "  e.g. %s" % lost[:10] if lost else ""))
-    say("  duplicated           %6d%s" % (len(dups), "  e.g. %s" % dups[:10] if dups else ""))
+    say_tally(load, left, v)
     say("  longest pause between acknowledgements %s" % (
         "%.2fs (at T%+.1fs)" % (max_gap, gap_at - t_fault) if max_gap is not None else "-"))
     say("  brokers' sessions: before %s; during the outage %s; at the end %s" % tuple(
@@ -375,8 +354,8 @@ def main():
         b_final, c_final, controller0, (s_final or {}).get("leader"), (s_final or {}).get("leader_epoch"),
         (s_final or {}).get("isr")))
     say("  ZooKeeper: %s" % ", ".join("%s %s" % kv for kv in sorted(ens.snapshot().items())))
-    if readback_error:
-        say("  read back failed: %s" % readback_error)
+    if v.error:
+        say("  read back failed: %s" % v.error)
     if ONCE.seen:
         say("  librdkafka log lines (kinds, count): %d kinds, %d lines" % (len(ONCE.seen), sum(ONCE.seen.values())))
 
@@ -399,9 +378,7 @@ def main():
           "partition 0 kept leader %d and an ISR of %d throughout (%d state changes)" % (
               state0["leader"], a.brokers, len(states)))
     check(s2 is not None, "a topic created during the outage has a leader and an ISR of %d" % a.brokers)
-    check(readback_error is None, "the partition reads back to its high watermark")
-    check(acked > 0 and not lost, "no acknowledged record lost (%d acknowledged, %d lost)" % (acked, len(lost)))
-    check(not moved, "every acknowledged record at the offset it was acknowledged at")
+    load_checks(check, load, v)
     check(back is not None and synced == sorted(owners0),
           "ZooKeeper %s rejoined (%s) within %ds of docker start and serves brokers %s" % (
               victim, back or "not", rejoin_timeout, synced))
@@ -410,20 +387,10 @@ def main():
         "topic": a.topic, "victim": victim, "zk_leader_before": leader0, "zk_leader_after": zk_leader,
         "session_timeout_s": session, "bound_s": bound, "acked_after_s": acked_s, "max_ack_gap_s": max_gap,
         "rejoined_s": (tl.first("rejoined") - t_repair) if back else None,
-        "produced": sent, "acknowledged": acked, "not_acknowledged": failed, "consumed_live": consumed_live,
-        "in_log": len(records), "lost": len(lost), "duplicated": len(dups), "moved": len(moved),
-        "checks": [{"ok": ok, "check": text} for ok, text in checks],
         "timeline": [{"t": round(t - t_fault, 3), "event": text} for t, k, text in sorted(tl.events)
                      if k != "zk-error"],
     }
-    if a.result:
-        with open(a.result, "w") as f:
-            json.dump(result, f, indent=1)
-    failed_checks = [text for ok, text in checks if not ok]
-    say("")
-    say("%d passed, %d failed" % (len(checks) - len(failed_checks), len(failed_checks)))
-    if a.check and failed_checks:
-        sys.exit(1)
+    finish(a, checks, result, load, v)
 
 
 if __name__ == "__main__":
