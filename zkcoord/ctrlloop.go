@@ -693,7 +693,7 @@ func (c *controller) deleteIsrNotifications(names []string) error {
 		names = kids
 	}
 	for _, k := range names {
-		p := isrChangeNotificationPath + "/" + k
+		p := isrChangeNotificationNodePath(k)
 		if err := c.zk.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return fmt.Errorf("delete %s: %w", p, err)
 		}
@@ -1147,7 +1147,7 @@ func (c *controller) onIsrChange() error {
 	}
 	set := map[cluster.TopicPartition]bool{}
 	for _, k := range kids {
-		p := isrChangeNotificationPath + "/" + k
+		p := isrChangeNotificationNodePath(k)
 		data, _, err := c.zk.Get(p)
 		if errors.Is(err, zk.ErrNoNode) {
 			continue

@@ -22,15 +22,32 @@ func (s *Session) Brokers() []cluster.Broker {
 	defer s.mu.Unlock()
 	out := make([]cluster.Broker, 0, len(s.brokers))
 	for _, b := range s.brokers {
-		b.Endpoints = slices.Clone(b.Endpoints)
-		if b.Rack != nil {
-			r := *b.Rack
-			b.Rack = &r
-		}
-		out = append(out, b)
+		out = append(out, cloneBroker(b))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Broker returns broker id as registered, if it is.
+func (s *Session) Broker(id int32) (cluster.Broker, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.brokers[id]
+	if !ok {
+		return cluster.Broker{}, false
+	}
+	return cloneBroker(b), true
+}
+
+// cloneBroker copies b's endpoints and rack, so the caller's copy shares
+// nothing with the session's.
+func cloneBroker(b cluster.Broker) cluster.Broker {
+	b.Endpoints = slices.Clone(b.Endpoints)
+	if b.Rack != nil {
+		r := *b.Rack
+		b.Rack = &r
+	}
+	return b
 }
 
 // Topics lists every topic sorted by name, each with its partitions sorted.

@@ -76,3 +76,9 @@ func configTopicPath(topic string) string { return configTopicsPath + "/" + topi
 
 // deleteTopicsPath is /admin/delete_topics/<t>, the request to delete t.
 func deleteTopicsPath(topic string) string { return deleteTopicsRootPath + "/" + topic }
+
+// isrChangeNotificationNodePath is one child of /isr_change_notification,
+// by its name (isr_change_<seq>).
+func isrChangeNotificationNodePath(name string) string {
+	return isrChangeNotificationPath + "/" + name
+}

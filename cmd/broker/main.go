@@ -145,12 +145,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		BrokerID:     cfg.BrokerID,
 		ListenerName: cfg.InterBrokerListenerName,
 		Resolve: func(id int32) (cluster.Broker, bool) {
-			for _, b := range session.Brokers() {
-				if b.ID == id {
-					return b, true
-				}
-			}
-			return cluster.Broker{}, false
+			return session.Broker(id)
 		},
 		RequestTimeout: 30 * time.Second,
 		Log:            log.With().Str("component", "client").Logger(),
@@ -294,13 +289,7 @@ func controlledShutdown(cfg *Config, session *zkcoord.Session, client *protocol.
 			if id < 0 {
 				return nil, errors.New("no controller")
 			}
-			var ctrl cluster.Broker
-			found := false
-			for _, b := range session.Brokers() {
-				if b.ID == id {
-					ctrl, found = b, true
-				}
-			}
+			ctrl, found := session.Broker(id)
 			if !found {
 				return nil, fmt.Errorf("controller %d not registered", id)
 			}
