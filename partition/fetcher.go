@@ -159,13 +159,14 @@ func (f *fetcher) runOnce(ctx context.Context) bool {
 	if f.m.cfg.LeaderClient == nil {
 		return false
 	}
-	truncating, _ := f.ready(f.m.cfg.Now())
+	truncating, fetching := f.ready(f.m.cfg.Now())
 	if len(truncating) > 0 {
 		if !f.truncate(ctx, truncating) {
 			return false
 		}
+		// Truncated partitions move on to fetching: look again.
+		_, fetching = f.ready(f.m.cfg.Now())
 	}
-	_, fetching := f.ready(f.m.cfg.Now())
 	if len(fetching) == 0 {
 		return false
 	}

@@ -532,10 +532,7 @@ func (r *Replica) close(remove bool) error {
 	if remove {
 		return r.log.Delete()
 	}
-	if err := r.log.Flush(); err != nil {
-		r.logger.Error().Err(err).Msg("flush on close")
-	}
-	return r.log.Close()
+	return r.log.Close() // flushes first
 }
 
 // mapLogError turns logstore errors into this package's sentinels.
