@@ -97,13 +97,7 @@ func partitionView(st partition.ReplicaStatus, lag time.Duration, now time.Time)
 			fv.CaughtUpMsAgo = ptr(max(0, now.Sub(f.LastCaughtUpTime).Milliseconds()))
 		}
 		if fv.InISR {
-			left := lag.Milliseconds()
-			if f.LogEndOffset != st.LogEndOffset {
-				// partition's rule: out of sync once its LEO differs from
-				// the leader's and it has not caught up for longer than lag.
-				left = max(0, (lag - now.Sub(f.LastCaughtUpTime)).Milliseconds())
-			}
-			fv.MsUntilISRRemoval = ptr(left)
+			fv.MsUntilISRRemoval = ptr(max(0, f.UntilOutOfSync(st.LogEndOffset, lag, now).Milliseconds()))
 		}
 		p.Followers = append(p.Followers, fv)
 	}

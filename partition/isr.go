@@ -62,7 +62,7 @@ func outOfSyncReplicas(leaderLEO int64, self int32, isr []int32, followers map[i
 		if f == nil {
 			continue // not an assigned replica any more; the controller removes it
 		}
-		if f.logEndOffset != leaderLEO && now.Sub(f.lastCaughtUpTime) > lag {
+		if untilOutOfSync(f.logEndOffset, leaderLEO, f.lastCaughtUpTime, now, lag) < 0 {
 			out = append(out, id)
 		}
 	}
@@ -175,4 +175,16 @@ func (m *Manager) MaybeShrinkIsr(now time.Time) {
 		r.mu.Unlock()
 		m.writeIsrChange(r, ch)
 	}
+}
+
+// untilOutOfSync is Kafka's rule for leaving the ISR, as the time left: a
+// follower is out of sync once its LEO differs from the leader's and it
+// has not caught up for longer than lag (replica.lag.time.max.ms). It is
+// lag while the follower is at the leader's LEO, and below zero once the
+// follower is out of sync.
+func untilOutOfSync(followerLEO, leaderLEO int64, lastCaughtUp, now time.Time, lag time.Duration) time.Duration {
+	if followerLEO == leaderLEO {
+		return lag
+	}
+	return lag - now.Sub(lastCaughtUp)
 }

@@ -27,6 +27,13 @@ type FollowerStatus struct {
 	LastCaughtUpTime time.Time // zero if never caught up in this epoch
 }
 
+// UntilOutOfSync is how long the follower, as of now, may stay in the ISR
+// of a leader at leaderLEO before the leader removes it: lag while it is
+// at the leader's LEO, below zero once it is out of sync.
+func (f FollowerStatus) UntilOutOfSync(leaderLEO int64, lag time.Duration, now time.Time) time.Duration {
+	return untilOutOfSync(f.LogEndOffset, leaderLEO, f.LastCaughtUpTime, now, lag)
+}
+
 // ReplicaStatus is a snapshot of one replica, for status tools and tests.
 type ReplicaStatus struct {
 	TopicPartition cluster.TopicPartition
