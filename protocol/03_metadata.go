@@ -42,12 +42,9 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqContext, req *kmsg.M
 	live := make(map[int32]bool)
 	for _, b := range s.cfg.Metadata.Brokers() {
 		live[b.ID] = true
-		ep, ok := b.Endpoint(rc.listener)
+		ep, ok := clientEndpoint(b, rc.listener)
 		if !ok {
-			if len(b.Endpoints) == 0 {
-				continue
-			}
-			ep = b.Endpoints[0]
+			continue
 		}
 		rb := kmsg.NewMetadataResponseBroker()
 		rb.NodeID = b.ID

@@ -32,10 +32,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/group"
 )
 
 // offsetsTopic is the internal topic of the group coordinator.
-const offsetsTopic = "__consumer_offsets"
+const offsetsTopic = group.Topic
 
 type coordinatorAnswer struct {
 	nodeID int32
@@ -106,12 +107,9 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqContext, keyType in
 		if b.ID != leader {
 			continue
 		}
-		ep, ok := b.Endpoint(rc.listener)
+		ep, ok := clientEndpoint(b, rc.listener)
 		if !ok {
-			if len(b.Endpoints) == 0 {
-				break
-			}
-			ep = b.Endpoints[0]
+			break
 		}
 		return coordinatorAnswer{nodeID: b.ID, host: ep.Host, port: ep.Port}
 	}
@@ -143,4 +141,16 @@ func (s *Server) createOffsetsTopic(ctx context.Context, rc *reqContext) error {
 	}
 	s.log.Warn().Err(err).Str("topic", offsetsTopic).Msg("creating the offsets topic failed")
 	return err
+}
+
+// clientEndpoint is where a client on listener reaches broker b: its
+// endpoint on that listener, else its first one; false if it has none.
+func clientEndpoint(b cluster.Broker, listener string) (cluster.Endpoint, bool) {
+	if ep, ok := b.Endpoint(listener); ok {
+		return ep, true
+	}
+	if len(b.Endpoints) == 0 {
+		return cluster.Endpoint{}, false
+	}
+	return b.Endpoints[0], true
 }

@@ -37,12 +37,9 @@ func (s *Server) handleDescribeCluster(_ context.Context, rc *reqContext, req *k
 	resp.ClusterID = s.cfg.Metadata.ClusterID()
 	resp.ControllerID = s.cfg.Metadata.ControllerID()
 	for _, b := range s.cfg.Metadata.Brokers() {
-		ep, ok := b.Endpoint(rc.listener)
+		ep, ok := clientEndpoint(b, rc.listener)
 		if !ok {
-			if len(b.Endpoints) == 0 {
-				continue
-			}
-			ep = b.Endpoints[0]
+			continue
 		}
 		rb := kmsg.NewDescribeClusterResponseBroker()
 		rb.NodeID, rb.Host, rb.Port, rb.Rack = b.ID, ep.Host, ep.Port, b.Rack
