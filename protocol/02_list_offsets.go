@@ -26,7 +26,6 @@ import (
 
 func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
@@ -43,7 +42,7 @@ func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kms
 			offset, ts, leaderEpoch, err := s.cfg.Replicas.ListOffset(tp, p.Timestamp, epoch)
 			switch {
 			case err != nil:
-				rp.ErrorCode = errorCode(&log, err)
+				rp.ErrorCode = s.errorCode(rc, err)
 				if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
 					rp.ErrorCode = s.unknownPartitionCode(ctx, tp, nil)
 				}

@@ -37,7 +37,6 @@ import (
 
 func (s *Server) handleMetadata(ctx context.Context, rc *reqContext, req *kmsg.MetadataRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 
 	live := make(map[int32]bool)
 	for _, b := range s.cfg.Metadata.Brokers() {
@@ -98,7 +97,7 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqContext, req *kmsg.M
 			// retries, as after any leader election.
 			rt.ErrorCode = kerr.LeaderNotAvailable.Code
 		default:
-			rt.ErrorCode = errorCode(&log, err)
+			rt.ErrorCode = s.errorCode(rc, err)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}

@@ -32,7 +32,6 @@ import (
 
 func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	cr := group.CommitRequest{
 		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
 		Retention: -1, Offsets: map[cluster.TopicPartition]group.CommitOffset{},
@@ -69,7 +68,7 @@ func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *km
 	if len(cr.Offsets) > 0 {
 		errs, err = s.cfg.Groups.CommitOffsets(ctx, cr)
 	}
-	topLevel := errorCode(&log, err)
+	topLevel := s.errorCode(rc, err)
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetCommitResponseTopic()
 		rt.Topic = t.Topic
@@ -83,7 +82,7 @@ func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *km
 			case err != nil:
 				rp.ErrorCode = topLevel
 			default:
-				rp.ErrorCode = errorCode(&log, errs[tp])
+				rp.ErrorCode = s.errorCode(rc, errs[tp])
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

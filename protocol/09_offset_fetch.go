@@ -39,7 +39,6 @@ type fetchedPartition struct {
 
 func (s *Server) handleOffsetFetch(_ context.Context, rc *reqContext, req *kmsg.OffsetFetchRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	if req.Version >= 8 {
 		for _, g := range req.Groups {
 			var tps []cluster.TopicPartition
@@ -54,7 +53,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, rc *reqContext, req *kmsg.
 			topics, err := s.fetchOffsets(g.Group, tps)
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group = g.Group
-			rg.ErrorCode = errorCode(&log, err)
+			rg.ErrorCode = s.errorCode(rc, err)
 			for _, t := range topics {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = t.topic
@@ -80,7 +79,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, rc *reqContext, req *kmsg.
 		}
 	}
 	topics, err := s.fetchOffsets(req.Group, tps)
-	code := errorCode(&log, err)
+	code := s.errorCode(rc, err)
 	if req.Version >= 2 {
 		resp.ErrorCode = code
 	}

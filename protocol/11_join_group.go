@@ -43,8 +43,7 @@ func (s *Server) handleJoinGroup(ctx context.Context, rc *reqContext, req *kmsg.
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
 	res, err := s.cfg.Groups.JoinGroup(ctx, jr)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
-	resp.ErrorCode = errorCode(&log, err)
+	resp.ErrorCode = s.errorCode(rc, err)
 	resp.MemberID = res.MemberID
 	resp.Generation = res.Generation
 	if err != nil {

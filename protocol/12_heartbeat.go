@@ -21,7 +21,6 @@ func (s *Server) handleHeartbeat(_ context.Context, rc *reqContext, req *kmsg.He
 	err := s.cfg.Groups.Heartbeat(group.HeartbeatRequest{
 		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
 	})
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
-	resp.ErrorCode = errorCode(&log, err)
+	resp.ErrorCode = s.errorCode(rc, err)
 	return resp, nil
 }

@@ -19,7 +19,6 @@ import (
 
 func (s *Server) handleLeaveGroup(_ context.Context, rc *reqContext, req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	members := []group.LeaveMember{{MemberID: req.MemberID}}
 	if req.Version >= 3 {
 		members = members[:0]
@@ -29,18 +28,18 @@ func (s *Server) handleLeaveGroup(_ context.Context, rc *reqContext, req *kmsg.L
 	}
 	errs, err := s.cfg.Groups.LeaveGroup(req.Group, members)
 	if err != nil {
-		resp.ErrorCode = errorCode(&log, err)
+		resp.ErrorCode = s.errorCode(rc, err)
 		return resp, nil
 	}
 	if req.Version < 3 {
-		resp.ErrorCode = errorCode(&log, errs[0])
+		resp.ErrorCode = s.errorCode(rc, errs[0])
 		return resp, nil
 	}
 	resp.Members = make([]kmsg.LeaveGroupResponseMember, 0, len(members))
 	for i, m := range req.Members {
 		rm := kmsg.NewLeaveGroupResponseMember()
 		rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
-		rm.ErrorCode = errorCode(&log, errs[i])
+		rm.ErrorCode = s.errorCode(rc, errs[i])
 		resp.Members = append(resp.Members, rm)
 	}
 	return resp, nil

@@ -33,8 +33,7 @@ func (s *Server) handleSyncGroup(ctx context.Context, rc *reqContext, req *kmsg.
 		}
 	}
 	res, err := s.cfg.Groups.SyncGroup(ctx, sr)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
-	resp.ErrorCode = errorCode(&log, err)
+	resp.ErrorCode = s.errorCode(rc, err)
 	resp.MemberAssignment = []byte{}
 	if err != nil {
 		return resp, nil

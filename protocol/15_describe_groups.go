@@ -17,12 +17,11 @@ import (
 
 func (s *Server) handleDescribeGroups(_ context.Context, rc *reqContext, req *kmsg.DescribeGroupsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	for _, id := range req.Groups {
 		d, err := s.cfg.Groups.DescribeGroup(id)
 		rg := kmsg.NewDescribeGroupsResponseGroup()
 		rg.Group = id
-		rg.ErrorCode = errorCode(&log, err)
+		rg.ErrorCode = s.errorCode(rc, err)
 		if err == nil {
 			rg.State, rg.ProtocolType, rg.Protocol = d.State, d.ProtocolType, d.Protocol
 			for _, m := range d.Members {

@@ -17,9 +17,8 @@ import (
 
 func (s *Server) handleListGroups(_ context.Context, rc *reqContext, req *kmsg.ListGroupsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	groups, err := s.cfg.Groups.ListGroups()
-	resp.ErrorCode = errorCode(&log, err)
+	resp.ErrorCode = s.errorCode(rc, err)
 	for _, g := range groups {
 		if req.Version >= 4 && len(req.StatesFilter) > 0 {
 			match := false

@@ -38,8 +38,7 @@ func (s *Server) handleInitProducerID(ctx context.Context, rc *reqContext, req *
 		defer cancel()
 		id, epoch, err := s.cfg.ProducerIDs.InitProducerID(actx)
 		if err != nil {
-			log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
-			resp.ErrorCode = errorCode(&log, err)
+			resp.ErrorCode = s.errorCode(rc, err)
 			break
 		}
 		resp.ProducerID, resp.ProducerEpoch = id, epoch

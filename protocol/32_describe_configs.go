@@ -28,7 +28,6 @@ import (
 
 func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	resp.Resources = make([]kmsg.DescribeConfigsResponseResource, 0, len(req.Resources))
 	for _, r := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
@@ -47,7 +46,7 @@ func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *k
 			}
 			entries, err := s.cfg.Admin.TopicConfig(r.ResourceName)
 			if err != nil {
-				fail(errorCode(&log, err), err)
+				fail(s.errorCode(rc, err), err)
 				break
 			}
 			var want map[string]bool

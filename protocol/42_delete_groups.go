@@ -16,12 +16,11 @@ import (
 
 func (s *Server) handleDeleteGroups(ctx context.Context, rc *reqContext, req *kmsg.DeleteGroupsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	errs := s.cfg.Groups.DeleteGroups(ctx, req.Groups)
 	for _, id := range req.Groups {
 		rg := kmsg.NewDeleteGroupsResponseGroup()
 		rg.Group = id
-		rg.ErrorCode = errorCode(&log, errs[id])
+		rg.ErrorCode = s.errorCode(rc, errs[id])
 		resp.Groups = append(resp.Groups, rg)
 	}
 	return resp, nil
