@@ -19,13 +19,6 @@ import (
 	"github.com/kafkazk/broker/logstore"
 )
 
-// Checkpoint file names in each log dir, as in Kafka.
-const (
-	ReplicationOffsetCheckpointFile = "replication-offset-checkpoint"
-	RecoveryPointCheckpointFile     = "recovery-point-offset-checkpoint"
-	LogStartOffsetCheckpointFile    = "log-start-offset-checkpoint"
-)
-
 // Config configures a Manager.
 type Config struct {
 	BrokerID int32
@@ -159,9 +152,9 @@ func NewManager(cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("create log dir %s: %w", dir, err)
 		}
 		for file, into := range map[string]map[cluster.TopicPartition]int64{
-			ReplicationOffsetCheckpointFile: m.hwCheckpoint,
-			RecoveryPointCheckpointFile:     m.recoveryCheckpoint,
-			LogStartOffsetCheckpointFile:    m.logStartCheckpoint,
+			logstore.ReplicationCheckpointFile:    m.hwCheckpoint,
+			logstore.RecoveryPointCheckpointFile:  m.recoveryCheckpoint,
+			logstore.LogStartOffsetCheckpointFile: m.logStartCheckpoint,
 		} {
 			entries, err := logstore.ReadOffsetCheckpoint(filepath.Join(dir, file))
 			if err != nil {
@@ -274,18 +267,14 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 	}
 	m.mu.RUnlock()
 	for dir, e := range byDir {
-		files := []struct {
+		type checkpointFile struct {
 			name string
 			es   []logstore.CheckpointEntry
-		}{{ReplicationOffsetCheckpointFile, e.hw}}
+		}
+		files := []checkpointFile{{logstore.ReplicationCheckpointFile, e.hw}}
 		if recovery {
-			files = append(files, struct {
-				name string
-				es   []logstore.CheckpointEntry
-			}{RecoveryPointCheckpointFile, e.rp}, struct {
-				name string
-				es   []logstore.CheckpointEntry
-			}{LogStartOffsetCheckpointFile, e.ls})
+			files = append(files, checkpointFile{logstore.RecoveryPointCheckpointFile, e.rp},
+				checkpointFile{logstore.LogStartOffsetCheckpointFile, e.ls})
 		}
 		for _, f := range files {
 			sort.Slice(f.es, func(i, j int) bool {
