@@ -467,6 +467,17 @@ func (c *controller) liveBrokers() []cluster.Broker {
 	return out
 }
 
+// announce tells the brokers about tps, whose leader-and-ISR state
+// changed: LeaderAndIsr to their replicas (isNew for partitions just
+// created), then UpdateMetadata to every live broker. Nothing for none.
+func (c *controller) announce(tps []cluster.TopicPartition, isNew bool) {
+	if len(tps) == 0 {
+		return
+	}
+	c.sendLeaderAndIsr(tps, isNew, -1)
+	c.sendUpdateMetadata(c.aliveIDs(), tps)
+}
+
 // sendUpdateMetadata queues UpdateMetadata for tps (any may be missing
 // from the context and is then skipped) to each broker in to.
 func (c *controller) sendUpdateMetadata(to []int32, tps []cluster.TopicPartition) {
@@ -752,10 +763,7 @@ func (c *controller) initPartitions(tps []cluster.TopicPartition) error {
 			}
 		}
 	}
-	if len(created) > 0 {
-		c.sendLeaderAndIsr(created, true, -1)
-		c.sendUpdateMetadata(c.aliveIDs(), created)
-	}
+	c.announce(created, true)
 	return first
 }
 
@@ -807,10 +815,7 @@ func (c *controller) reconcile(tps []cluster.TopicPartition) ([]cluster.TopicPar
 			}
 		}
 	}
-	if len(changed) > 0 {
-		c.sendLeaderAndIsr(changed, false, -1)
-		c.sendUpdateMetadata(c.aliveIDs(), changed)
-	}
+	c.announce(changed, false)
 	return changed, first
 }
 
@@ -1260,10 +1265,7 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]cluster.
 			stopped = append(stopped, tp)
 		}
 	}
-	if len(changed) > 0 {
-		c.sendLeaderAndIsr(changed, false, -1)
-		c.sendUpdateMetadata(c.aliveIDs(), changed)
-	}
+	c.announce(changed, false)
 	c.sendStopReplica(id, stopped, false)
 	return remaining, first
 }
@@ -1310,8 +1312,7 @@ func (c *controller) checkRebalance() error {
 	}
 	if len(changed) > 0 {
 		c.log.Info().Int("partitions", len(changed)).Msg("preferred replica leader election")
-		c.sendLeaderAndIsr(changed, false, -1)
-		c.sendUpdateMetadata(c.aliveIDs(), changed)
+		c.announce(changed, false)
 	}
 	return first
 }
