@@ -237,17 +237,43 @@ func (g *group) allJoined() bool {
 	return true
 }
 
-// failWaitersLocked answers every waiting JoinGroup and SyncGroup with err.
+// failWaitersLocked answers m's waiting JoinGroup (with no generation)
+// and SyncGroup, if any, with err and forgets them. Caller holds
+// Coordinator.mu.
+func (m *member) failWaitersLocked(err error) {
+	if m.joinCh != nil {
+		m.joinCh <- joinReply{res: JoinResult{MemberID: m.id, Generation: -1}, err: err}
+		m.joinCh = nil
+	}
+	m.failSyncLocked(err)
+}
+
+// failSyncLocked answers m's waiting SyncGroup, if any, with err and
+// forgets it. Caller holds Coordinator.mu.
+func (m *member) failSyncLocked(err error) {
+	if m.syncCh != nil {
+		m.syncCh <- syncReply{err: err}
+		m.syncCh = nil
+	}
+}
+
+// failWaitersLocked answers every member's waiting JoinGroup and SyncGroup
+// with err. Caller holds Coordinator.mu.
 func (g *group) failWaitersLocked(err error) {
 	for _, m := range g.members {
-		if m.joinCh != nil {
-			m.joinCh <- joinReply{res: JoinResult{MemberID: m.id, Generation: -1}, err: err}
-			m.joinCh = nil
-		}
-		if m.syncCh != nil {
-			m.syncCh <- syncReply{err: err}
-			m.syncCh = nil
-		}
+		m.failWaitersLocked(err)
+	}
+}
+
+// resetAssignmentsLocked is Kafka's resetAndPropagateAssignmentError, for a
+// group leaving CompletingRebalance other than to Stable: every member's
+// assignment is forgotten and every waiting SyncGroup answered with err.
+// Waiting JoinGroups are left alone: a rejoin may be what ends the
+// CompletingRebalance. Caller holds Coordinator.mu.
+func (g *group) resetAssignmentsLocked(err error) {
+	for _, m := range g.members {
+		m.assignment = nil
+		m.failSyncLocked(err)
 	}
 }
 
@@ -267,6 +293,47 @@ func newMemberID(clientID string) string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	return fmt.Sprintf("%s-%x-%x-%x-%x-%x", clientID, b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// validateGroupLocked is Kafka's validateGroupStatus for the membership
+// APIs (JoinGroup, SyncGroup, Heartbeat, LeaveGroup): they need a
+// non-empty group id, and this broker must coordinate the group and have
+// loaded its partition. The offset and admin APIs accept an empty group id
+// and call checkLocked alone. Caller holds c.mu.
+func (c *Coordinator) validateGroupLocked(groupID string) error {
+	if groupID == "" {
+		return ErrInvalidGroupID
+	}
+	_, err := c.checkLocked(groupID)
+	return err
+}
+
+// generationMemberLocked returns the group and the member a SyncGroup or
+// Heartbeat comes from, after the checks the two share, in Kafka's order:
+// validateGroupLocked's errors; ErrUnknownMemberID for an unknown group;
+// ErrFencedInstanceID when the instance id belongs to another member id;
+// ErrUnknownMemberID; ErrIllegalGeneration when generation is not the
+// group's. Each API then checks the group's state itself, because they
+// answer it differently. Caller holds c.mu.
+func (c *Coordinator) generationMemberLocked(groupID, memberID string, instanceID *string, generation int32) (*group, *member, error) {
+	if err := c.validateGroupLocked(groupID); err != nil {
+		return nil, nil, err
+	}
+	g := c.groups[groupID]
+	if g == nil {
+		return nil, nil, ErrUnknownMemberID
+	}
+	if g.isFenced(memberID, instanceID) {
+		return nil, nil, ErrFencedInstanceID
+	}
+	m := g.members[memberID]
+	switch {
+	case m == nil:
+		return nil, nil, ErrUnknownMemberID
+	case generation != g.generation:
+		return nil, nil, ErrIllegalGeneration
+	}
+	return g, m, nil
 }
 
 // JoinRequest is one JoinGroup.
@@ -330,10 +397,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, req JoinRequest) (JoinResul
 }
 
 func (c *Coordinator) joinLocked(req JoinRequest, now time.Time) (chan joinReply, JoinResult, error) {
-	if req.Group == "" {
-		return nil, JoinResult{}, ErrInvalidGroupID
-	}
-	if _, err := c.checkLocked(req.Group); err != nil {
+	if err := c.validateGroupLocked(req.Group); err != nil {
 		return nil, JoinResult{}, err
 	}
 	if req.SessionTimeout < c.cfg.MinSessionTimeout || req.SessionTimeout > c.cfg.MaxSessionTimeout {
@@ -420,14 +484,7 @@ func (c *Coordinator) joinResultLocked(g *group, m *member) JoinResult {
 // its generation and assignment; otherwise the member takes part in the
 // rebalance.
 func (c *Coordinator) replaceStaticLocked(g *group, old *member, newID string, req JoinRequest, now time.Time) (chan joinReply, JoinResult, error) {
-	if old.joinCh != nil {
-		old.joinCh <- joinReply{res: JoinResult{MemberID: old.id, Generation: -1}, err: ErrFencedInstanceID}
-		old.joinCh = nil
-	}
-	if old.syncCh != nil {
-		old.syncCh <- syncReply{err: ErrFencedInstanceID}
-		old.syncCh = nil
-	}
+	old.failWaitersLocked(ErrFencedInstanceID)
 	delete(g.members, old.id)
 	if g.leader == old.id {
 		g.leader = newID
@@ -493,13 +550,7 @@ func (c *Coordinator) maybePrepareRebalanceLocked(g *group, now time.Time) {
 
 func (c *Coordinator) prepareRebalanceLocked(g *group, now time.Time) {
 	if g.state == stateCompletingRebalance {
-		for _, m := range g.members {
-			m.assignment = nil
-			if m.syncCh != nil {
-				m.syncCh <- syncReply{err: ErrRebalanceInProgress}
-				m.syncCh = nil
-			}
-		}
+		g.resetAssignmentsLocked(ErrRebalanceInProgress)
 	}
 	timeout := g.rebalanceTimeout()
 	g.initialDelay = false
@@ -560,14 +611,7 @@ func (c *Coordinator) completeJoinLocked(g *group, now time.Time) {
 
 // dropMemberLocked removes m from g without a state change.
 func (c *Coordinator) dropMemberLocked(g *group, m *member) {
-	if m.joinCh != nil {
-		m.joinCh <- joinReply{res: JoinResult{MemberID: m.id, Generation: -1}, err: ErrUnknownMemberID}
-		m.joinCh = nil
-	}
-	if m.syncCh != nil {
-		m.syncCh <- syncReply{err: ErrUnknownMemberID}
-		m.syncCh = nil
-	}
+	m.failWaitersLocked(ErrUnknownMemberID)
 	delete(g.members, m.id)
 	if m.instanceID != nil && g.static[*m.instanceID] == m.id {
 		delete(g.static, *m.instanceID)
@@ -669,27 +713,12 @@ type pendingSync struct {
 }
 
 func (c *Coordinator) syncLocked(req SyncRequest, now time.Time) (chan syncReply, SyncResult, error, *pendingSync) {
-	if req.Group == "" {
-		return nil, SyncResult{}, ErrInvalidGroupID, nil
-	}
-	if _, err := c.checkLocked(req.Group); err != nil {
+	g, m, err := c.generationMemberLocked(req.Group, req.MemberID, req.InstanceID, req.Generation)
+	if err != nil {
 		return nil, SyncResult{}, err, nil
 	}
-	g := c.groups[req.Group]
-	if g == nil {
-		return nil, SyncResult{}, ErrUnknownMemberID, nil
-	}
-	if g.isFenced(req.MemberID, req.InstanceID) {
-		return nil, SyncResult{}, ErrFencedInstanceID, nil
-	}
-	m := g.members[req.MemberID]
-	switch {
-	case m == nil:
-		return nil, SyncResult{}, ErrUnknownMemberID, nil
-	case req.Generation != g.generation:
-		return nil, SyncResult{}, ErrIllegalGeneration, nil
-	case req.ProtocolType != nil && *req.ProtocolType != g.protocolType,
-		req.Protocol != nil && *req.Protocol != g.protocol:
+	if (req.ProtocolType != nil && *req.ProtocolType != g.protocolType) ||
+		(req.Protocol != nil && *req.Protocol != g.protocol) {
 		return nil, SyncResult{}, ErrInconsistentGroupProtocol, nil
 	}
 	switch g.state {
@@ -736,13 +765,7 @@ func (c *Coordinator) finishSync(groupID string, ps *pendingSync) {
 	now := c.cfg.Now()
 	if err != nil {
 		c.log.Warn().Err(err).Str("group", g.id).Int32("generation", g.generation).Msg("storing the group's assignment failed")
-		for _, m := range g.members {
-			m.assignment = nil
-			if m.syncCh != nil {
-				m.syncCh <- syncReply{err: err}
-				m.syncCh = nil
-			}
-		}
+		g.resetAssignmentsLocked(err)
 		c.prepareRebalanceLocked(g, now)
 		return
 	}
@@ -773,25 +796,9 @@ type HeartbeatRequest struct {
 func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if req.Group == "" {
-		return ErrInvalidGroupID
-	}
-	if _, err := c.checkLocked(req.Group); err != nil {
+	g, m, err := c.generationMemberLocked(req.Group, req.MemberID, req.InstanceID, req.Generation)
+	if err != nil {
 		return err
-	}
-	g := c.groups[req.Group]
-	if g == nil {
-		return ErrUnknownMemberID
-	}
-	if g.isFenced(req.MemberID, req.InstanceID) {
-		return ErrFencedInstanceID
-	}
-	m := g.members[req.MemberID]
-	switch {
-	case m == nil:
-		return ErrUnknownMemberID
-	case req.Generation != g.generation:
-		return ErrIllegalGeneration
 	}
 	now := c.cfg.Now()
 	switch g.state {
@@ -816,10 +823,7 @@ type LeaveMember struct {
 func (c *Coordinator) LeaveGroup(groupID string, members []LeaveMember) ([]error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if groupID == "" {
-		return nil, ErrInvalidGroupID
-	}
-	if _, err := c.checkLocked(groupID); err != nil {
+	if err := c.validateGroupLocked(groupID); err != nil {
 		return nil, err
 	}
 	out := make([]error, len(members))

@@ -512,3 +512,158 @@ func TestRecordFormats(t *testing.T) {
 		t.Fatalf("parse batch: next %d, %d records, %v", next, len(got), err)
 	}
 }
+
+// TestSyncHeartbeatChecks pins the checks SyncGroup and Heartbeat share,
+// in Kafka's order (group id, coordinator, group, fencing, member,
+// generation), and the different answers each gives per group state.
+func TestSyncHeartbeatChecks(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	c := newTestCoordinator(t, newFakeLog(), clock, -1)
+	inst, other := "instance-1", "consumer-x"
+	req := joinReq("g", "")
+	req.InstanceID = &inst
+	ja := recv(t, joinAsync(c, req))
+	a := ja.res.MemberID
+	if s := recv(t, syncAsync(t, c, SyncRequest{Group: "g", Generation: 1, MemberID: a, InstanceID: &inst,
+		Assignments: map[string][]byte{a: []byte("A")}})); s.err != nil {
+		t.Fatalf("sync: %v", s.err)
+	}
+
+	type check struct {
+		name          string
+		group, member string
+		instance      *string
+		generation    int32
+		protocolType  *string
+		sync, beat    error // nil: answered without error
+	}
+	run := func(t *testing.T, cases []check) {
+		t.Helper()
+		for _, tc := range cases {
+			s := recv(t, syncAsync(t, c, SyncRequest{Group: tc.group, Generation: tc.generation, MemberID: tc.member,
+				InstanceID: tc.instance, ProtocolType: tc.protocolType}))
+			if !errors.Is(s.err, tc.sync) || tc.sync == nil && s.err != nil {
+				t.Errorf("%s: SyncGroup = %v, want %v", tc.name, s.err, tc.sync)
+			}
+			err := c.Heartbeat(HeartbeatRequest{Group: tc.group, Generation: tc.generation, MemberID: tc.member, InstanceID: tc.instance})
+			if !errors.Is(err, tc.beat) || tc.beat == nil && err != nil {
+				t.Errorf("%s: Heartbeat = %v, want %v", tc.name, err, tc.beat)
+			}
+		}
+	}
+
+	// Stable.
+	run(t, []check{
+		{name: "empty group id", group: "", member: a, generation: 1, sync: ErrInvalidGroupID, beat: ErrInvalidGroupID},
+		{name: "unknown group", group: "none", member: a, generation: 1, sync: ErrUnknownMemberID, beat: ErrUnknownMemberID},
+		{name: "fenced before unknown member and generation", group: "g", member: "x", instance: &inst, generation: 9,
+			sync: ErrFencedInstanceID, beat: ErrFencedInstanceID},
+		{name: "unknown member before generation", group: "g", member: "x", generation: 9,
+			sync: ErrUnknownMemberID, beat: ErrUnknownMemberID},
+		{name: "generation before protocol type", group: "g", member: a, generation: 9, protocolType: &other,
+			sync: ErrIllegalGeneration, beat: ErrIllegalGeneration},
+		{name: "protocol type", group: "g", member: a, generation: 1, protocolType: &other,
+			sync: ErrInconsistentGroupProtocol, beat: nil},
+		{name: "stable", group: "g", member: a, instance: &inst, generation: 1},
+	})
+
+	// PreparingRebalance: b joins and waits for a.
+	bJoin := joinAsync(c, joinReq("g", ""))
+	noAnswer(t, bJoin)
+	run(t, []check{
+		{name: "preparing, old generation", group: "g", member: a, generation: 0,
+			sync: ErrIllegalGeneration, beat: ErrIllegalGeneration},
+		{name: "preparing", group: "g", member: a, generation: 1,
+			sync: ErrRebalanceInProgress, beat: ErrRebalanceInProgress},
+	})
+
+	// CompletingRebalance: a heartbeats without error; its SyncGroup
+	// (the leader's) is the one that ends it.
+	req.MemberID = a
+	ja, jb := recv(t, joinAsync(c, req)), recv(t, bJoin)
+	if ja.err != nil || jb.err != nil || ja.res.Generation != 2 {
+		t.Fatalf("rejoin: %+v %v / %+v %v", ja.res, ja.err, jb.res, jb.err)
+	}
+	run(t, []check{
+		{name: "completing, old generation", group: "g", member: a, generation: 1,
+			sync: ErrIllegalGeneration, beat: ErrIllegalGeneration},
+		{name: "completing, unknown member", group: "g", member: "x", generation: 2,
+			sync: ErrUnknownMemberID, beat: ErrUnknownMemberID},
+	})
+	if err := c.Heartbeat(HeartbeatRequest{Group: "g", Generation: 2, MemberID: jb.res.MemberID}); err != nil {
+		t.Fatalf("heartbeat while completing: %v", err)
+	}
+
+	// Not coordinator: an empty group id is still INVALID_GROUP_ID first.
+	for p := int32(0); p < testPartitions; p++ {
+		c.OnBecomeFollower(p)
+	}
+	run(t, []check{
+		{name: "empty group id, not coordinator", group: "", member: a, generation: 2, sync: ErrInvalidGroupID, beat: ErrInvalidGroupID},
+		{name: "not coordinator", group: "g", member: a, generation: 2, sync: ErrNotCoordinator, beat: ErrNotCoordinator},
+	})
+}
+
+// TestSyncWaitersFailed: a SyncGroup waiting for the leader's assignment
+// is answered REBALANCE_IN_PROGRESS when a join starts a rebalance, the
+// write's error when the leader's assignment cannot be stored (and the
+// group rebalances), and NOT_COORDINATOR when the partition is lost.
+func TestSyncWaitersFailed(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	log := newFakeLog()
+	c := newTestCoordinator(t, log, clock, -1)
+	// Generation 1 is a alone; b's join makes generation 2.
+	ja := recv(t, joinAsync(c, joinReq("g", "")))
+	a := ja.res.MemberID
+	recv(t, syncAsync(t, c, SyncRequest{Group: "g", Generation: 1, MemberID: a}))
+	bJoin := joinAsync(c, joinReq("g", ""))
+	noAnswer(t, bJoin)
+	ja, jb := recv(t, joinAsync(c, joinReq("g", a))), recv(t, bJoin)
+	b := jb.res.MemberID
+	bSync := syncAsync(t, c, SyncRequest{Group: "g", Generation: 2, MemberID: b})
+	noAnswer(t, bSync)
+
+	// A third member's join starts a rebalance: b's sync is answered.
+	cJoin := joinAsync(c, joinReq("g", ""))
+	if s := recv(t, bSync); !errors.Is(s.err, ErrRebalanceInProgress) {
+		t.Fatalf("waiting sync when a member joins: %+v %v", s.res, s.err)
+	}
+	aJoin, bJoin := joinAsync(c, joinReq("g", a)), joinAsync(c, joinReq("g", b))
+	ja, jb = recv(t, aJoin), recv(t, bJoin)
+	jc := recv(t, cJoin)
+	if ja.err != nil || jb.err != nil || jc.err != nil || ja.res.Generation != 3 || ja.res.Leader != a {
+		t.Fatalf("rejoin: %+v %v / %+v %v / %+v %v", ja.res, ja.err, jb.res, jb.err, jc.res, jc.err)
+	}
+
+	// The leader's assignment cannot be written: every waiting sync gets
+	// the write's error and the group rebalances.
+	bSync = syncAsync(t, c, SyncRequest{Group: "g", Generation: 3, MemberID: b})
+	noAnswer(t, bSync)
+	log.mu.Lock()
+	log.failErr = partition.ErrNotEnoughReplicas
+	log.mu.Unlock()
+	sa := recv(t, syncAsync(t, c, SyncRequest{Group: "g", Generation: 3, MemberID: a,
+		Assignments: map[string][]byte{a: []byte("A"), b: []byte("B")}}))
+	if sb := recv(t, bSync); !errors.Is(sa.err, ErrCoordinatorNotAvailable) || !errors.Is(sb.err, ErrCoordinatorNotAvailable) {
+		t.Fatalf("syncs when the write fails: %v / %v", sa.err, sb.err)
+	}
+	if err := c.Heartbeat(HeartbeatRequest{Group: "g", Generation: 3, MemberID: b}); !errors.Is(err, ErrRebalanceInProgress) {
+		t.Fatalf("heartbeat after the failed write: %v", err)
+	}
+	log.mu.Lock()
+	log.failErr = nil
+	log.mu.Unlock()
+
+	// Generation 4; losing the partition answers b's waiting sync.
+	aJoin, bJoin, cJoin = joinAsync(c, joinReq("g", a)), joinAsync(c, joinReq("g", b)), joinAsync(c, joinReq("g", jc.res.MemberID))
+	ja, jb, jc = recv(t, aJoin), recv(t, bJoin), recv(t, cJoin)
+	if ja.err != nil || jb.err != nil || jc.err != nil || jb.res.Generation != 4 {
+		t.Fatalf("rejoin after the failed write: %+v %v / %+v %v / %+v %v", ja.res, ja.err, jb.res, jb.err, jc.res, jc.err)
+	}
+	bSync = syncAsync(t, c, SyncRequest{Group: "g", Generation: 4, MemberID: b})
+	noAnswer(t, bSync)
+	c.OnBecomeFollower(c.PartitionFor("g"))
+	if s := recv(t, bSync); !errors.Is(s.err, ErrNotCoordinator) {
+		t.Fatalf("waiting sync after resigning: %v", s.err)
+	}
+}
