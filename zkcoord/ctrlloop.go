@@ -653,26 +653,11 @@ func (c *controller) failover() error {
 	clear(c.states)
 	var fresh []cluster.TopicPartition
 	for _, t := range topics {
-		a, ok, err := c.readAssignment(t)
+		tps, err := c.loadTopic(t)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			continue
-		}
-		c.assignments[t] = a
-		for p := range a {
-			tp := cluster.TopicPartition{Topic: t, Partition: p}
-			st, ok, err := c.readState(tp)
-			if err != nil {
-				return err
-			}
-			if ok {
-				c.states[tp] = st
-			} else {
-				fresh = append(fresh, tp)
-			}
-		}
+		fresh = append(fresh, tps...)
 	}
 	if err := c.deleteIsrNotifications(nil); err != nil {
 		return err
@@ -999,32 +984,48 @@ func (c *controller) onTopicChange(list bool, touched map[string]bool) error {
 	names = slices.Compact(names)
 	var fresh []cluster.TopicPartition
 	for _, t := range names {
-		a, ok, err := c.readAssignment(t)
+		tps, err := c.loadTopic(t)
 		if err != nil {
 			return err
 		}
-		if !ok {
-			c.dropTopic(t)
-			continue
-		}
-		c.assignments[t] = a
-		for p := range a {
-			tp := cluster.TopicPartition{Topic: t, Partition: p}
-			if _, ok := c.states[tp]; ok {
-				continue
-			}
-			st, ok, err := c.readState(tp)
-			if err != nil {
-				return err
-			}
-			if ok {
-				c.states[tp] = st
-			} else {
-				fresh = append(fresh, tp)
-			}
-		}
+		fresh = append(fresh, tps...)
 	}
 	return c.initPartitions(fresh)
+}
+
+// loadTopic reads topic t into the context, for failover and for
+// TopicChange and PartitionModifications alike: its assignment from
+// /brokers/topics/<t>, then the state znode of each partition the context
+// has no state for. It returns those of them without a state znode yet,
+// for initPartitions. A topic whose assignment is gone or unreadable is
+// dropped from the context.
+func (c *controller) loadTopic(t string) ([]cluster.TopicPartition, error) {
+	a, ok, err := c.readAssignment(t)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		c.dropTopic(t)
+		return nil, nil
+	}
+	c.assignments[t] = a
+	var fresh []cluster.TopicPartition
+	for p := range a {
+		tp := cluster.TopicPartition{Topic: t, Partition: p}
+		if _, known := c.states[tp]; known {
+			continue
+		}
+		st, ok, err := c.readState(tp)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			c.states[tp] = st
+		} else {
+			fresh = append(fresh, tp)
+		}
+	}
+	return fresh, nil
 }
 
 func (c *controller) dropTopic(t string) {
