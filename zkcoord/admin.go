@@ -119,13 +119,14 @@ func validateAssignment(a map[int32][]int32, live []int32) error {
 	return nil
 }
 
-// CreateTopic validates spec and, unless ValidateOnly, writes the topic in
-// Kafka's order: /config/topics/<t> and a config change notification, then
-// /brokers/topics/<t>. It writes no partition state: the controller does,
-// when its watch on /brokers/topics fires (leader = first live replica,
-// ISR = live replicas in assignment order, leader epoch 0), so leaders
-// appear shortly after CreateTopic returns, as in Kafka. Errors wrap the
-// cluster.Err* sentinels.
+// CreateTopic validates spec (the name, the partitions or assignment, then
+// the config overrides against Kafka's topic keys) and, unless
+// ValidateOnly, writes the topic in Kafka's order: /config/topics/<t> and a
+// config change notification, then /brokers/topics/<t>. It writes no
+// partition state: the controller does, when its watch on /brokers/topics
+// fires (leader = first live replica, ISR = live replicas in assignment
+// order, leader epoch 0), so leaders appear shortly after CreateTopic
+// returns, as in Kafka. Errors wrap the cluster.Err* sentinels.
 func (s *Session) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	if err := ValidateTopicName(spec.Name); err != nil {
 		return err

@@ -9,7 +9,11 @@ import (
 	"github.com/kafkazk/broker/zkcoord"
 )
 
-// admin adapts the ZooKeeper session to protocol.Admin.
+// admin adapts the ZooKeeper session to protocol.Admin. It hands topic
+// config overrides to zkcoord unchecked: CreateTopic and AlterTopicConfig
+// check them there (cluster.ErrInvalidConfig, naming the key) before any
+// write to /config/topics/<t>, and on ValidateOnly too, as Kafka's
+// AdminZkClient does.
 type admin struct {
 	session       *zkcoord.Session
 	defaults      cluster.LogConfig
@@ -17,9 +21,6 @@ type admin struct {
 }
 
 func (a *admin) CreateTopic(ctx context.Context, req protocol.CreateTopicRequest) error {
-	if _, err := a.defaults.WithOverrides(req.Configs); err != nil {
-		return err
-	}
 	return a.session.CreateTopic(ctx, zkcoord.TopicSpec{
 		Name: req.Name, NumPartitions: req.NumPartitions, ReplicationFactor: req.ReplicationFactor,
 		Assignment: req.Assignment, Configs: req.Configs, ValidateOnly: req.ValidateOnly,
@@ -52,20 +53,8 @@ func (a *admin) CreatePartitions(ctx context.Context, topic string, count int32,
 	return err
 }
 
-// AlterTopicConfig validates the new overrides against this broker's
-// defaults (so the message names the bad key or value) before zkcoord
-// writes them.
 func (a *admin) AlterTopicConfig(ctx context.Context, topic string, alter func(map[string]string) (map[string]string, error), validateOnly bool) error {
-	return a.session.AlterTopicConfig(ctx, topic, func(cur map[string]string) (map[string]string, error) {
-		next, err := alter(cur)
-		if err != nil {
-			return nil, err
-		}
-		if _, err := a.defaults.WithOverrides(next); err != nil {
-			return nil, fmt.Errorf("topic %s: %w", topic, err)
-		}
-		return next, nil
-	}, validateOnly)
+	return a.session.AlterTopicConfig(ctx, topic, alter, validateOnly)
 }
 
 var (
