@@ -65,6 +65,13 @@
 // /isr_change_notification node once no change came for 500 ms (at most
 // 5 s after the first; Kafka uses 2.5 s checks and a 5 s blackout).
 //
+// Brokers read topic configs through a data watch on each
+// /config/topics/<t>, not from the /config/changes notifications; they
+// only purge those, as Kafka's ZkNodeChangeNotificationListener does:
+// every broker, at startup, after a new session and whenever a
+// notification is added, deletes the ones created more than 15 minutes
+// ago (by ctime), which leaves every broker the time to read them.
+//
 // # Concurrency contract
 //
 // One goroutine per Session (run) owns the ZooKeeper side: it reacts to

@@ -27,7 +27,8 @@ const (
 	controllerEpochPath            = "/controller_epoch"
 	clusterPath                    = "/cluster"
 	clusterIDPath                  = "/cluster/id"
-	configChangeSequencePrefix     = "/config/changes/config_change_"
+	configChangeNamePrefix         = "config_change_"
+	configChangeSequencePrefix     = configChangesPath + "/" + configChangeNamePrefix
 	isrChangeNotificationSeqPrefix = "/isr_change_notification/isr_change_"
 )
 
@@ -76,6 +77,10 @@ func configTopicPath(topic string) string { return configTopicsPath + "/" + topi
 
 // deleteTopicsPath is /admin/delete_topics/<t>, the request to delete t.
 func deleteTopicsPath(topic string) string { return deleteTopicsRootPath + "/" + topic }
+
+// configChangeNotificationPath is one child of /config/changes, by its name
+// (config_change_<seq>).
+func configChangeNotificationPath(name string) string { return configChangesPath + "/" + name }
 
 // isrChangeNotificationNodePath is one child of /isr_change_notification,
 // by its name (isr_change_<seq>).

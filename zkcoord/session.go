@@ -25,6 +25,10 @@ const (
 	DefaultLeaderImbalanceCheckInterval = 300 * time.Second
 	// DefaultLeaderImbalancePerBrokerPercentage is leader.imbalance.per.broker.percentage.
 	DefaultLeaderImbalancePerBrokerPercentage = 10
+	// defaultConfigChangeExpiration is how old a /config/changes
+	// notification must be before it is purged: changeExpirationMs of
+	// Kafka's ZkNodeChangeNotificationListener (15 minutes).
+	defaultConfigChangeExpiration = 15 * time.Minute
 	// firesQueueLen bounds the queue of fired watches waiting for the
 	// session goroutine; watch goroutines block (push back) when it is full.
 	firesQueueLen = 256
@@ -79,6 +83,11 @@ type Config struct {
 	LeaderImbalancePerBrokerPercentage int
 	// Metrics receives the controller's leader elections; nil discards them.
 	Metrics Metrics
+
+	// configChangeExpiration is the age after which /config/changes
+	// notifications are purged (defaultConfigChangeExpiration if 0). Kafka
+	// has no setting for it; tests shorten it.
+	configChangeExpiration time.Duration
 }
 
 // Session is one broker's ZooKeeper session: registration, controller
@@ -145,6 +154,9 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	}
 	if cfg.LeaderImbalancePerBrokerPercentage <= 0 {
 		cfg.LeaderImbalancePerBrokerPercentage = DefaultLeaderImbalancePerBrokerPercentage
+	}
+	if cfg.configChangeExpiration <= 0 {
+		cfg.configChangeExpiration = defaultConfigChangeExpiration
 	}
 	s := &Session{
 		cfg:          cfg,
@@ -483,6 +495,9 @@ func (s *Session) resync() {
 	}
 	if err := s.refreshDeleteTopics(); err != nil {
 		s.markDirty("read topic deletions", err)
+	}
+	if err := s.refreshConfigChanges(); err != nil {
+		s.markDirty("purge config changes", err)
 	}
 	if err := s.refreshIsrChanges(); err != nil {
 		s.markDirty("read isr changes", err)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
+
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/internal/zktest"
 )
@@ -205,5 +207,78 @@ func TestZKCreatePartitionsAndAlterConfig(t *testing.T) {
 	}
 	if err := s1.AlterTopicConfig(ctx, "missing", del, false); !errors.Is(err, cluster.ErrUnknownTopic) {
 		t.Fatalf("unknown topic: %v", err)
+	}
+}
+
+// TestZKConfigChangeNotificationsPurged checks Kafka's purge of
+// /config/changes (ZkNodeChangeNotificationListener): every broker deletes
+// the config_change_<seq> notifications older than the expiration when it
+// processes them, at startup and when one is added, and keeps younger ones
+// so that every broker has the time to read them. Purging goes by the
+// znodes' age, so the test lets time pass instead of polling for it.
+func TestZKConfigChangeNotificationsPurged(t *testing.T) {
+	const expiration = time.Second
+	srv := zktest.Start(t)
+	shortCfg := func(id int32) Config {
+		cfg := testConfig(t, srv.Connect(), id)
+		cfg.configChangeExpiration = expiration
+		return cfg
+	}
+	connect(t, testConfig(t, srv.Connect(), 1)) // the default expiration; creates /config/changes
+	raw := rawConn(t, srv.Connect())
+	notify := func() string {
+		t.Helper()
+		p, err := raw.Create(configChangeSequencePrefix, encodeTopicConfigChange("t"), zk.FlagSequence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	exists := func(p string) bool {
+		t.Helper()
+		ok, _, err := raw.Exists(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	age := func() { time.Sleep(expiration + 300*time.Millisecond) }
+
+	foreign := configChangeNotificationPath("not_a_notification")
+	if _, err := raw.Create(foreign, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	old := notify()
+	age()
+	// Connect returns after the session's first sync, which processes the
+	// notifications: a broker with the default 15 minutes keeps old, one
+	// with a short expiration purges it.
+	connect(t, testConfig(t, srv.Connect(), 2))
+	if !exists(old) {
+		t.Fatalf("%s purged by a broker with the default expiration", old)
+	}
+	connect(t, shortCfg(3))
+	if exists(old) {
+		t.Fatalf("%s, older than %v, not purged at startup", old, expiration)
+	}
+
+	// A new notification makes the brokers process them again.
+	old = notify()
+	age()
+	before := time.Now()
+	young := notify()
+	eventually(t, 10*time.Second, func() error {
+		if exists(old) {
+			return fmt.Errorf("%s not purged after %s was added", old, young)
+		}
+		return nil
+	})
+	// Every purge so far ran before now, so if young is not yet expiration
+	// old it must be there (a slow machine may age it past that).
+	if time.Since(before) < expiration && !exists(young) {
+		t.Fatalf("%s purged younger than %v", young, expiration)
+	}
+	if !exists(foreign) {
+		t.Fatalf("%s purged: it is no config change notification", foreign)
 	}
 }

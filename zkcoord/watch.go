@@ -3,7 +3,10 @@ package zkcoord
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 
@@ -20,15 +23,16 @@ import (
 type watchKind uint8
 
 const (
-	wBrokerIDs    watchKind = iota + 1 // children of /brokers/ids
-	wBroker                            // /brokers/ids/<id>
-	wController                        // /controller
-	wTopics                            // children of /brokers/topics
-	wTopic                             // /brokers/topics/<t>
-	wState                             // /brokers/topics/<t>/partitions/<p>/state
-	wConfig                            // /config/topics/<t>
-	wDeleteTopics                      // children of /admin/delete_topics
-	wIsrChanges                        // children of /isr_change_notification (controller only)
+	wBrokerIDs     watchKind = iota + 1 // children of /brokers/ids
+	wBroker                             // /brokers/ids/<id>
+	wController                         // /controller
+	wTopics                             // children of /brokers/topics
+	wTopic                              // /brokers/topics/<t>
+	wState                              // /brokers/topics/<t>/partitions/<p>/state
+	wConfig                             // /config/topics/<t>
+	wDeleteTopics                       // children of /admin/delete_topics
+	wIsrChanges                         // children of /isr_change_notification (controller only)
+	wConfigChanges                      // children of /config/changes
 )
 
 type watchKey struct {
@@ -165,6 +169,8 @@ func (s *Session) handleFire(f watchFire) {
 		err = s.refreshDeleteTopics()
 	case wIsrChanges:
 		err = s.refreshIsrChanges()
+	case wConfigChanges:
+		err = s.refreshConfigChanges()
 	}
 	if err != nil {
 		s.markDirty("refresh "+s.zk.rel(f.ev.Path), err)
@@ -410,6 +416,48 @@ func (s *Session) refreshConfig(t string) error {
 	s.mu.Unlock()
 	if still && s.cfg.OnTopicConfigChange != nil {
 		s.cfg.OnTopicConfigChange(t)
+	}
+	return nil
+}
+
+// refreshConfigChanges lists /config/changes, re-arming its children
+// watch, and deletes every config_change_<seq> notification created more
+// than cfg.configChangeExpiration ago, by the znode's ctime against this
+// broker's clock: Kafka's ZkNodeChangeNotificationListener purges so
+// (purgeObsoleteNotifications) each time it processes the notifications,
+// that is at startup, after a new session and whenever one is added. Every
+// broker purges, racing harmlessly; the age alone is what gives every
+// broker, and Kafka's own, the time to read a notification first. This
+// broker applies topic configs from its watch on /config/topics/<t>
+// (refreshConfig), so purging is all it does with the notifications.
+func (s *Session) refreshConfigChanges() error {
+	kids, err := s.readChildren(watchKey{kind: wConfigChanges}, configChangesPath)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	slices.Sort(kids) // oldest first: the sequence is zero-padded
+	purged := 0
+	for _, k := range kids {
+		if !strings.HasPrefix(k, configChangeNamePrefix) {
+			continue // not a notification of ours or Kafka's: not ours to delete
+		}
+		p := configChangeNotificationPath(k)
+		exists, stat, err := s.zk.Exists(p)
+		if err != nil {
+			return fmt.Errorf("exists %s: %w", p, err)
+		}
+		if !exists || now.Sub(time.UnixMilli(stat.Ctime)) <= s.cfg.configChangeExpiration {
+			continue
+		}
+		if err := s.zk.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("delete %s: %w", p, err)
+		}
+		purged++
+	}
+	if purged > 0 {
+		s.log.Debug().Str("zk_path", configChangesPath).Int("purged", purged).
+			Msg("purged expired config change notifications")
 	}
 	return nil
 }
