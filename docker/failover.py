@@ -455,6 +455,21 @@ def wait_for(what, timeout, fn, interval=0.1):
     return None
 
 
+def partition_metadata(admin, topic, timeout=30):
+    """Partition 0 of topic as a broker's Metadata answer shows it, once it
+    has a leader: the state znode is written before the controller's
+    UpdateMetadata reaches every broker, so a broker asked a moment after
+    may not know the partition yet. None if none did within timeout."""
+    def get():
+        try:
+            t = admin.list_topics(topic, timeout=10).topics.get(topic)
+        except KafkaException:
+            return None
+        p = t.partitions.get(0) if t is not None and t.error is None else None
+        return p if p is not None and p.leader >= 0 else None
+    return wait_for("metadata", timeout, get, 0.2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bootstrap", required=True)
@@ -523,7 +538,9 @@ def main():
     assignment = json.loads(zk.get("/brokers/topics/" + a.topic)[0]).get("partitions", {}).get("0")
     leader, epoch0 = state["leader"], state["leader_epoch"]
     say("  replicas %s, leader %d, leader_epoch %d, isr %s" % (assignment, leader, epoch0, state["isr"]))
-    md = admin.list_topics(a.topic, timeout=10).topics[a.topic].partitions[0]
+    md = partition_metadata(admin, a.topic)
+    if md is None:
+        die("no broker's Metadata shows a leader for partition 0 of %s after 30s" % a.topic)
     say("  Metadata from the brokers: leader %d, replicas %s, isr %s" % (md.leader, md.replicas, md.isrs))
     if leader not in containers:
         die("no container given for broker %d (have %s)" % (leader, sorted(containers)))
@@ -621,7 +638,7 @@ def main():
     left = load.finish(120)
     watcher.stop.set()
     v = Verdict(load, a.bootstrap, a.topic)
-    md = admin.list_topics(a.topic, timeout=10).topics[a.topic].partitions[0]
+    md = partition_metadata(admin, a.topic)
     b_final, c_final, s_final = watcher.read()
     zk.stop()
 
@@ -632,7 +649,8 @@ def main():
         say("  read back failed: %s" % v.error)
     say("  final: brokers %s, controller %s, leader %s, leader_epoch %s, isr %s" % (
         b_final, c_final, (s_final or {}).get("leader"), (s_final or {}).get("leader_epoch"), (s_final or {}).get("isr")))
-    say("  Metadata from the brokers: leader %d, replicas %s, isr %s" % (md.leader, md.replicas, md.isrs))
+    if md is not None:
+        say("  Metadata from the brokers: leader %d, replicas %s, isr %s" % (md.leader, md.replicas, md.isrs))
     if ONCE.seen:
         say("  librdkafka log lines (kinds, count): %d kinds, %d lines" % (len(ONCE.seen), sum(ONCE.seen.values())))
 
@@ -646,6 +664,7 @@ def main():
     load_checks(check, load, v)
     check(s_back is not None, "broker %d left the ISR, and was back in an ISR of %d within %.0fs of the repair" % (
         leader, a.brokers, rejoin_timeout))
+    check(md is not None, "the brokers' Metadata shows a leader for the partition after the repair")
 
     result = {
         "topic": a.topic, "fault": a.fault, "old_leader": leader, "old_epoch": epoch0,
