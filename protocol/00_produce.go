@@ -77,14 +77,7 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 			default:
 				res, err := s.cfg.Replicas.Append(tp, p.Records, req.Acks)
 				if err != nil {
-					code := produceErrorCode(s.requestLog(rc), err)
-					if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
-						if created == nil {
-							created = map[string]bool{}
-						}
-						code = s.unknownPartitionCode(ctx, tp, created)
-					}
-					setErr(&rp, code, err)
+					setErr(&rp, s.partitionErrorCode(ctx, rc, tp, err, s.produceErrorCode, &created), err)
 					break
 				}
 				rp.BaseOffset = res.BaseOffset
@@ -141,7 +134,7 @@ func (s *Server) awaitCommitted(ctx context.Context, rc *reqContext, resp *kmsg.
 			// client the outcome of replication, not of the write. Kafka
 			// keeps the base offset on a failed wait.
 			base := rp.BaseOffset
-			setProduceErr(rp, resp.Version, produceErrorCode(s.requestLog(rc), err), err)
+			setProduceErr(rp, resp.Version, s.produceErrorCode(rc, err), err)
 			rp.BaseOffset = base
 		}
 	}
@@ -165,27 +158,54 @@ func setProduceErr(rp *kmsg.ProduceResponseTopicPartition, version int16, code i
 	}
 }
 
+// partitionErrorCode maps err from a call on tp's replica, for the
+// handlers that read or write one (Produce, Fetch, ListOffsets,
+// OffsetForLeaderEpoch). partition.ErrUnknownTopicOrPartition means this
+// broker holds no replica of tp, which unknownPartitionCode answers from
+// the metadata (created as there: nil but for Produce); any other error
+// maps through mapErr, Server.errorCode or, for Produce,
+// Server.produceErrorCode.
+func (s *Server) partitionErrorCode(ctx context.Context, rc *reqContext, tp cluster.TopicPartition, err error,
+	mapErr func(*reqContext, error) int16, created *map[string]bool) int16 {
+	if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
+		return s.unknownPartitionCode(ctx, tp, created)
+	}
+	return mapErr(rc, err)
+}
+
 // unknownPartitionCode answers a request for a partition this broker holds
 // no replica of: NOT_LEADER_OR_FOLLOWER if the metadata knows the
 // partition (the client's metadata is stale), else
 // UNKNOWN_TOPIC_OR_PARTITION, creating the topic first when auto-creation
-// is on. created remembers topics already tried in this request.
-func (s *Server) unknownPartitionCode(ctx context.Context, tp cluster.TopicPartition, created map[string]bool) int16 {
-	if info, ok := s.cfg.Metadata.Topic(tp.Topic); ok {
-		for _, p := range info.Partitions {
-			if p.Partition == tp.Partition {
-				return kerr.NotLeaderForPartition.Code
-			}
+// is on. *created remembers topics already tried in this request (made
+// on first use); a nil created means no auto-creation.
+func (s *Server) unknownPartitionCode(ctx context.Context, tp cluster.TopicPartition, created *map[string]bool) int16 {
+	if topicExists, partitionExists := s.hasPartition(tp); topicExists {
+		if partitionExists {
+			return kerr.NotLeaderForPartition.Code
 		}
 		return kerr.UnknownTopicOrPartition.Code
 	}
-	if s.cfg.AutoCreateTopics && created != nil && !created[tp.Topic] {
-		created[tp.Topic] = true
+	if s.cfg.AutoCreateTopics && created != nil && !(*created)[tp.Topic] {
+		if *created == nil {
+			*created = map[string]bool{}
+		}
+		(*created)[tp.Topic] = true
 		if err := s.autoCreateTopic(ctx, tp.Topic); err != nil && !errors.Is(err, cluster.ErrTopicExists) {
 			s.log.Warn().Err(err).Str("topic", tp.Topic).Msg("auto-creating topic")
 		}
 	}
 	return kerr.UnknownTopicOrPartition.Code
+}
+
+// hasPartition reports whether the metadata knows tp's topic, and tp:
+// through PartitionLookup, which copies nothing, when Metadata has it.
+func (s *Server) hasPartition(tp cluster.TopicPartition) (topicExists, partitionExists bool) {
+	if pl, ok := s.cfg.Metadata.(PartitionLookup); ok {
+		return pl.HasPartition(tp)
+	}
+	info, ok := s.cfg.Metadata.Topic(tp.Topic)
+	return ok, ok && hasPartition(info, tp.Partition)
 }
 
 // adminTimeout bounds an Admin call by a request's timeout, or by 30 s

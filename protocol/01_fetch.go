@@ -26,7 +26,6 @@ package protocol
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -127,10 +126,7 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 				Buf:                *buf,
 			})
 			if err != nil {
-				rp.ErrorCode = s.errorCode(rc, err)
-				if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
-					rp.ErrorCode = s.unknownPartitionCode(ctx, tp, nil)
-				}
+				rp.ErrorCode = s.partitionErrorCode(ctx, rc, tp, err, s.errorCode, nil)
 				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 				failed = true
 				rt.Partitions = append(rt.Partitions, rp)

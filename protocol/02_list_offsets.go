@@ -16,12 +16,10 @@ package protocol
 
 import (
 	"context"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
-	"github.com/kafkazk/broker/partition"
 )
 
 func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
@@ -42,10 +40,7 @@ func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kms
 			offset, ts, leaderEpoch, err := s.cfg.Replicas.ListOffset(tp, p.Timestamp, epoch)
 			switch {
 			case err != nil:
-				rp.ErrorCode = s.errorCode(rc, err)
-				if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
-					rp.ErrorCode = s.unknownPartitionCode(ctx, tp, nil)
-				}
+				rp.ErrorCode = s.partitionErrorCode(ctx, rc, tp, err, s.errorCode, nil)
 			case req.Version == 0:
 				if offset >= 0 && p.MaxNumOffsets > 0 {
 					rp.OldStyleOffsets = []int64{offset}

@@ -22,12 +22,10 @@ package protocol
 
 import (
 	"context"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
-	"github.com/kafkazk/broker/partition"
 )
 
 func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, rc *reqContext, req *kmsg.OffsetForLeaderEpochRequest) (kmsg.Response, error) {
@@ -50,14 +48,10 @@ func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, rc *reqContext,
 				current = p.CurrentLeaderEpoch
 			}
 			epoch, end, err := s.cfg.LeaderEpochs.OffsetForLeaderEpoch(tp, current, p.LeaderEpoch)
-			switch {
-			case errors.Is(err, partition.ErrUnknownTopicOrPartition):
-				rp.ErrorCode = s.unknownPartitionCode(ctx, tp, nil)
+			if err != nil {
+				rp.ErrorCode = s.partitionErrorCode(ctx, rc, tp, err, s.errorCode, nil)
 				rp.LeaderEpoch, rp.EndOffset = -1, -1
-			case err != nil:
-				rp.ErrorCode = errorCode(&log, err)
-				rp.LeaderEpoch, rp.EndOffset = -1, -1
-			default:
+			} else {
 				rp.LeaderEpoch, rp.EndOffset = epoch, end
 			}
 			rt.Partitions = append(rt.Partitions, rp)

@@ -52,6 +52,17 @@ type Metadata interface {
 	Topic(name string) (cluster.TopicInfo, bool)
 }
 
+// PartitionLookup is a capability beside Metadata: whether a topic and one
+// of its partitions exist, answered without copying the topic out as
+// Topic does. A request for a partition this broker holds no replica of
+// asks it (see unknownPartitionCode); with a Metadata that does not
+// implement it, the server looks through Topic instead. MetadataCache
+// implements it.
+type PartitionLookup interface {
+	// HasPartition reports whether tp's topic exists, and whether tp does.
+	HasPartition(tp cluster.TopicPartition) (topicExists, partitionExists bool)
+}
+
 // CreateTopicRequest is one topic of a CreateTopics request, after defaults
 // (num.partitions, default.replication.factor) have been applied unless an
 // explicit Assignment is given.

@@ -168,13 +168,25 @@ func errorCode(log *zerolog.Logger, err error) int16 {
 // errorCode is the package's errorCode with the request's logger built
 // only when it logs (an unmapped error): hot paths build none.
 func (s *Server) errorCode(rc *reqContext, err error) int16 {
+	return s.codeOrLog(rc, err, errorCode)
+}
+
+// produceErrorCode is the package's produceErrorCode with the request's
+// logger built only when it logs, as Server.errorCode.
+func (s *Server) produceErrorCode(rc *reqContext, err error) int16 {
+	return s.codeOrLog(rc, err, produceErrorCode)
+}
+
+// codeOrLog maps err through the table, leaving an unmapped error to
+// unmapped with the request's logger, built only then.
+func (s *Server) codeOrLog(rc *reqContext, err error, unmapped func(*zerolog.Logger, error) int16) int16 {
 	if err == nil {
 		return 0
 	}
 	if ke := lookupCode(err); ke != nil {
 		return ke.Code
 	}
-	return errorCode(s.requestLog(rc), err)
+	return unmapped(s.requestLog(rc), err)
 }
 
 // produceErrorCode is errorCode for the produce path, where an unmapped

@@ -211,8 +211,8 @@ func (f *fakeReplicas) Changed(bool) <-chan struct{} {
 	return f.changed
 }
 
-// fakeCluster is Metadata, Admin and ProducerIDs over an in-memory topic
-// map. Every partition is led by the first broker.
+// fakeCluster is Metadata (with PartitionLookup), Admin and ProducerIDs
+// over an in-memory topic map. Every partition is led by the first broker.
 type fakeCluster struct {
 	mu       sync.Mutex
 	brokers  []cluster.Broker
@@ -253,6 +253,13 @@ func (c *fakeCluster) Topic(name string) (cluster.TopicInfo, bool) {
 	defer c.mu.Unlock()
 	t, ok := c.topics[name]
 	return t, ok
+}
+
+func (c *fakeCluster) HasPartition(tp cluster.TopicPartition) (topicExists, partitionExists bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.topics[tp.Topic]
+	return ok, ok && hasPartition(t, tp.Partition)
 }
 
 func (c *fakeCluster) reveal() {

@@ -131,6 +131,24 @@ func (c *MetadataCache) Topic(name string) (cluster.TopicInfo, bool) {
 	return topicInfoLocked(name, parts), true
 }
 
+// HasPartition reports whether tp's topic is in the cache, and whether tp
+// is, copying nothing (PartitionLookup).
+func (c *MetadataCache) HasPartition(tp cluster.TopicPartition) (topicExists, partitionExists bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	parts, ok := c.topics[tp.Topic]
+	if !ok {
+		return false, false
+	}
+	_, ok = parts[tp.Partition]
+	return true, ok
+}
+
+var (
+	_ Metadata        = (*MetadataCache)(nil)
+	_ PartitionLookup = (*MetadataCache)(nil)
+)
+
 // topicInfoLocked copies one topic out. Caller holds c.mu. UpdateMetadata
 // carries no topic configs, so Config is nil.
 func topicInfoLocked(name string, parts map[int32]cluster.PartitionInfo) cluster.TopicInfo {
