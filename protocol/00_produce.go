@@ -147,6 +147,14 @@ func (s *Server) requestLog(rc *reqContext) *zerolog.Logger {
 	return &l
 }
 
+// requestEvent adds the request's remote address and correlation id to e,
+// a line of the server's logger, which then reads as one of requestLog's:
+// a handler logging a line or two needs no logger of its own, and a line
+// at a disabled level (e nil) costs nothing.
+func requestEvent(e *zerolog.Event, rc *reqContext) *zerolog.Event {
+	return e.Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID)
+}
+
 // setProduceErr fails one partition of a Produce response; v8+ carries
 // the error's text.
 func setProduceErr(rp *kmsg.ProduceResponseTopicPartition, version int16, code int16, err error) {

@@ -33,7 +33,6 @@ import (
 
 func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 
 	seen := make(map[string]int, len(req.Topics))
 	for _, t := range req.Topics {
@@ -62,11 +61,11 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 			fail(code, err)
 		default:
 			if err := s.cfg.Admin.CreateTopic(actx, ct); err != nil {
-				fail(errorCode(&log, err), err)
+				fail(s.errorCode(rc, err), err)
 				break
 			}
 			if !req.ValidateOnly {
-				log.Info().Str("topic", t.Topic).Msg("created topic")
+				requestEvent(s.log.Info(), rc).Str("topic", t.Topic).Msg("created topic")
 				n := ct.NumPartitions
 				if ct.Assignment != nil {
 					n = int32(len(ct.Assignment))

@@ -19,7 +19,6 @@ import (
 
 func (s *Server) handleDeleteTopics(ctx context.Context, rc *reqContext, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	actx, cancel := adminTimeout(ctx, req.TimeoutMillis)
 	defer cancel()
 
@@ -45,9 +44,9 @@ func (s *Server) handleDeleteTopics(ctx context.Context, rc *reqContext, req *km
 			err = errors.New("neither topic name nor topic id given")
 		default:
 			if err = s.cfg.Admin.DeleteTopic(actx, *t.Topic); err != nil {
-				rt.ErrorCode = errorCode(&log, err)
+				rt.ErrorCode = s.errorCode(rc, err)
 			} else {
-				log.Info().Str("topic", *t.Topic).Msg("deleted topic")
+				requestEvent(s.log.Info(), rc).Str("topic", *t.Topic).Msg("deleted topic")
 			}
 		}
 		if err != nil && req.Version >= 5 {

@@ -34,7 +34,6 @@ const deleteRecordsParallel = 32
 
 func (s *Server) handleDeleteRecords(ctx context.Context, rc *reqContext, req *kmsg.DeleteRecordsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	deleter := s.cfg.Replicas.(RecordDeleter)
 	dctx, cancel := context.WithTimeout(ctx, time.Duration(max(req.TimeoutMillis, 0))*time.Millisecond)
 	defer cancel()
@@ -65,8 +64,8 @@ func (s *Server) handleDeleteRecords(ctx context.Context, rc *reqContext, req *k
 				defer func() { <-sem; wg.Done() }()
 				lw, err := deleter.DeleteRecords(dctx, tp, offset, alive)
 				if err != nil {
-					rp.ErrorCode = errorCode(&log, err)
-					log.Debug().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).Int64("offset", offset).Msg("delete records failed")
+					rp.ErrorCode = s.errorCode(rc, err)
+					requestEvent(s.log.Debug(), rc).Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).Int64("offset", offset).Msg("delete records failed")
 					return
 				}
 				rp.LowWatermark = lw

@@ -30,9 +30,8 @@ import (
 
 func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, rc *reqContext, req *kmsg.OffsetForLeaderEpochRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	if req.Version >= 3 {
-		log.Debug().Int32("replica_id", req.ReplicaID).Msg("offset for leader epoch")
+		requestEvent(s.log.Debug(), rc).Int32("replica_id", req.ReplicaID).Msg("offset for leader epoch")
 	}
 	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {

@@ -21,14 +21,13 @@ import (
 
 func (s *Server) handleAlterConfigs(ctx context.Context, rc *reqContext, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	actx, cancel := adminTimeout(ctx, 0)
 	defer cancel()
 	resp.Resources = make([]kmsg.AlterConfigsResponseResource, 0, len(req.Resources))
 	for _, r := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		code, err := s.alterTopicResource(actx, &log, r.ResourceType, r.ResourceName, req.ValidateOnly, func() (func(map[string]string) (map[string]string, error), error) {
+		code, err := s.alterTopicResource(actx, rc, r.ResourceType, r.ResourceName, req.ValidateOnly, func() (func(map[string]string) (map[string]string, error), error) {
 			next := make(map[string]string, len(r.Configs))
 			for _, c := range r.Configs {
 				if _, dup := next[c.Name]; dup {

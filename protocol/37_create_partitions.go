@@ -27,7 +27,6 @@ import (
 
 func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	pa, _ := s.cfg.Admin.(PartitionAdmin)
 	seen := make(map[string]int, len(req.Topics))
 	for _, t := range req.Topics {
@@ -58,11 +57,11 @@ func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req
 				}
 			}
 			if err := pa.CreatePartitions(actx, t.Topic, t.Count, assignment, req.ValidateOnly); err != nil {
-				fail(errorCode(&log, err), err)
+				fail(s.errorCode(rc, err), err)
 				break
 			}
 			if !req.ValidateOnly {
-				log.Info().Str("topic", t.Topic).Int32("partitions", t.Count).Msg("created partitions")
+				requestEvent(s.log.Info(), rc).Str("topic", t.Topic).Int32("partitions", t.Count).Msg("created partitions")
 				grown[len(resp.Topics)] = t.Count
 			}
 		}

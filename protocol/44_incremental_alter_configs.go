@@ -28,7 +28,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -44,14 +43,13 @@ var errBrokerConfigs = errors.New("altering broker configs is not supported by t
 
 func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, rc *reqContext, req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
-	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	actx, cancel := adminTimeout(ctx, 0)
 	defer cancel()
 	resp.Resources = make([]kmsg.IncrementalAlterConfigsResponseResource, 0, len(req.Resources))
 	for _, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		code, err := s.alterTopicResource(actx, &log, r.ResourceType, r.ResourceName, req.ValidateOnly, func() (func(map[string]string) (map[string]string, error), error) {
+		code, err := s.alterTopicResource(actx, rc, r.ResourceType, r.ResourceName, req.ValidateOnly, func() (func(map[string]string) (map[string]string, error), error) {
 			return s.incrementalOps(r.ResourceName, r.Configs)
 		})
 		if err != nil {
@@ -68,7 +66,7 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, rc *reqConte
 // resource: build turns the request's entries into the change (or a
 // request-level error), which ConfigAdmin applies to the topic. It returns
 // the error code and error of the resource, or (0, nil).
-func (s *Server) alterTopicResource(ctx context.Context, log *zerolog.Logger, typ kmsg.ConfigResourceType, name string, validateOnly bool,
+func (s *Server) alterTopicResource(ctx context.Context, rc *reqContext, typ kmsg.ConfigResourceType, name string, validateOnly bool,
 	build func() (func(map[string]string) (map[string]string, error), error)) (int16, error) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
@@ -86,10 +84,10 @@ func (s *Server) alterTopicResource(ctx context.Context, log *zerolog.Logger, ty
 	}
 	ca := s.cfg.Admin.(ConfigAdmin)
 	if err := ca.AlterTopicConfig(ctx, name, alter, validateOnly); err != nil {
-		return errorCode(log, err), err
+		return s.errorCode(rc, err), err
 	}
 	if !validateOnly {
-		log.Info().Str("topic", name).Msg("altered topic config")
+		requestEvent(s.log.Info(), rc).Str("topic", name).Msg("altered topic config")
 	}
 	return 0, nil
 }
