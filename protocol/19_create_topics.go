@@ -33,11 +33,7 @@ import (
 
 func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
-
-	seen := make(map[string]int, len(req.Topics))
-	for _, t := range req.Topics {
-		seen[t.Topic]++
-	}
+	repeated := repeatedTopics(len(req.Topics), func(i int) string { return req.Topics[i].Topic })
 	actx, cancel := adminTimeout(ctx, req.TimeoutMillis)
 	defer cancel()
 
@@ -48,15 +44,14 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 		rt.Topic = t.Topic
 		fail := func(code int16, err error) {
 			rt.ErrorCode = code
-			if req.Version >= 1 && err != nil {
-				msg := err.Error()
-				rt.ErrorMessage = &msg
+			if req.Version >= 1 {
+				rt.ErrorMessage = errorMessage(err)
 			}
 		}
 		ct, code, err := s.createTopicRequest(req, t)
 		switch {
-		case seen[t.Topic] > 1:
-			fail(kerr.InvalidRequest.Code, fmt.Errorf("topic %q appears more than once in the request", t.Topic))
+		case repeated[t.Topic]:
+			fail(kerr.InvalidRequest.Code, errRepeatedTopic(t.Topic))
 		case code != 0:
 			fail(code, err)
 		default:

@@ -27,25 +27,26 @@ func (s *Server) handleAlterConfigs(ctx context.Context, rc *reqContext, req *km
 	for _, r := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		code, err := s.alterTopicResource(actx, rc, r.ResourceType, r.ResourceName, req.ValidateOnly, func() (func(map[string]string) (map[string]string, error), error) {
-			next := make(map[string]string, len(r.Configs))
-			for _, c := range r.Configs {
-				if _, dup := next[c.Name]; dup {
-					return nil, fmt.Errorf("config %q appears more than once", c.Name)
-				}
-				if c.Value == nil {
-					return nil, fmt.Errorf("null value for config %q", c.Name)
-				}
-				next[c.Name] = *c.Value
-			}
-			return func(map[string]string) (map[string]string, error) { return next, nil }, nil
-		})
-		if err != nil {
-			rr.ErrorCode = code
-			msg := err.Error()
-			rr.ErrorMessage = &msg
-		}
+		code, err := s.alterTopicResource(actx, rc, r.ResourceType, r.ResourceName, req.ValidateOnly,
+			func() (configChange, error) { return replacedConfigs(r.Configs) })
+		rr.ErrorCode, rr.ErrorMessage = code, errorMessage(err)
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp, nil
+}
+
+// replacedConfigs turns AlterConfigs entries into a change that replaces
+// the topic's overrides with them.
+func replacedConfigs(configs []kmsg.AlterConfigsRequestResourceConfig) (configChange, error) {
+	next := make(map[string]string, len(configs))
+	for _, c := range configs {
+		if _, dup := next[c.Name]; dup {
+			return nil, fmt.Errorf("config %q appears more than once", c.Name)
+		}
+		if c.Value == nil {
+			return nil, fmt.Errorf("null value for config %q", c.Name)
+		}
+		next[c.Name] = *c.Value
+	}
+	return func(map[string]string) (map[string]string, error) { return next, nil }, nil
 }

@@ -28,10 +28,7 @@ import (
 func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	pa, _ := s.cfg.Admin.(PartitionAdmin)
-	seen := make(map[string]int, len(req.Topics))
-	for _, t := range req.Topics {
-		seen[t.Topic]++
-	}
+	repeated := repeatedTopics(len(req.Topics), func(i int) string { return req.Topics[i].Topic })
 	actx, cancel := adminTimeout(ctx, req.TimeoutMillis)
 	defer cancel()
 
@@ -41,13 +38,11 @@ func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
 		fail := func(code int16, err error) {
-			rt.ErrorCode = code
-			msg := err.Error()
-			rt.ErrorMessage = &msg
+			rt.ErrorCode, rt.ErrorMessage = code, errorMessage(err)
 		}
 		switch {
-		case seen[t.Topic] > 1:
-			fail(kerr.InvalidRequest.Code, fmt.Errorf("topic %q appears more than once in the request", t.Topic))
+		case repeated[t.Topic]:
+			fail(kerr.InvalidRequest.Code, errRepeatedTopic(t.Topic))
 		default:
 			var assignment [][]int32
 			if t.Assignment != nil {
@@ -75,6 +70,28 @@ func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req
 		}, grown)
 	}
 	return resp, nil
+}
+
+// repeatedTopics returns the topics named more than once among n, the
+// i-th named name(i). CreateTopics and CreatePartitions answer every copy
+// of one INVALID_REQUEST (errRepeatedTopic) and act on none, as Kafka
+// does.
+func repeatedTopics(n int, name func(int) string) map[string]bool {
+	seen := make(map[string]bool, n)
+	repeated := map[string]bool{}
+	for i := range n {
+		t := name(i)
+		if seen[t] {
+			repeated[t] = true
+		}
+		seen[t] = true
+	}
+	return repeated
+}
+
+// errRepeatedTopic is the error of a topic repeatedTopics returned.
+func errRepeatedTopic(topic string) error {
+	return fmt.Errorf("topic %q appears more than once in the request", topic)
 }
 
 // awaitLeaders holds a response until this broker's metadata shows at

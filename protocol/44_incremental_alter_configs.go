@@ -49,25 +49,24 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, rc *reqConte
 	for _, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
-		code, err := s.alterTopicResource(actx, rc, r.ResourceType, r.ResourceName, req.ValidateOnly, func() (func(map[string]string) (map[string]string, error), error) {
-			return s.incrementalOps(r.ResourceName, r.Configs)
-		})
-		if err != nil {
-			rr.ErrorCode = code
-			msg := err.Error()
-			rr.ErrorMessage = &msg
-		}
+		code, err := s.alterTopicResource(actx, rc, r.ResourceType, r.ResourceName, req.ValidateOnly,
+			func() (configChange, error) { return s.incrementalOps(r.ResourceName, r.Configs) })
+		rr.ErrorCode, rr.ErrorMessage = code, errorMessage(err)
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp, nil
 }
+
+// configChange changes a topic's config overrides for ConfigAdmin: given
+// the current ones (a map it may modify), it returns the new ones.
+type configChange func(current map[string]string) (map[string]string, error)
 
 // alterTopicResource applies one AlterConfigs or IncrementalAlterConfigs
 // resource: build turns the request's entries into the change (or a
 // request-level error), which ConfigAdmin applies to the topic. It returns
 // the error code and error of the resource, or (0, nil).
 func (s *Server) alterTopicResource(ctx context.Context, rc *reqContext, typ kmsg.ConfigResourceType, name string, validateOnly bool,
-	build func() (func(map[string]string) (map[string]string, error), error)) (int16, error) {
+	build func() (configChange, error)) (int16, error) {
 	switch typ {
 	case kmsg.ConfigResourceTypeTopic:
 	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
@@ -102,7 +101,7 @@ func lookupOr(err error, def int16) int16 {
 
 // incrementalOps turns IncrementalAlterConfigs entries into a change of
 // the topic's overrides.
-func (s *Server) incrementalOps(topic string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (func(map[string]string) (map[string]string, error), error) {
+func (s *Server) incrementalOps(topic string, ops []kmsg.IncrementalAlterConfigsRequestResourceConfig) (configChange, error) {
 	seen := make(map[string]bool, len(ops))
 	for _, op := range ops {
 		if seen[op.Name] {

@@ -136,6 +136,16 @@ func errorFromCode(code int16) error {
 	return ke
 }
 
+// errorMessage is err's text for a response's nullable ErrorMessage: nil
+// for no error.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	return &msg
+}
+
 // lookupCode returns the Kafka error for err from the table, or nil if
 // err is unmapped. A nil err is not looked up.
 func lookupCode(err error) *kerr.Error {
