@@ -168,10 +168,10 @@ func setProduceErr(rp *kmsg.ProduceResponseTopicPartition, version int16, code i
 
 // partitionErrorCode maps err from a call on tp's replica, for the
 // handlers that read or write one (Produce, Fetch, ListOffsets,
-// OffsetForLeaderEpoch). partition.ErrUnknownTopicOrPartition means this
-// broker holds no replica of tp, which unknownPartitionCode answers from
-// the metadata (created as there: nil but for Produce); any other error
-// maps through mapErr, Server.errorCode or, for Produce,
+// OffsetForLeaderEpoch, DeleteRecords). partition.ErrUnknownTopicOrPartition
+// means this broker holds no replica of tp, which unknownPartitionCode
+// answers from the metadata (created as there: nil but for Produce); any
+// other error maps through mapErr, Server.errorCode or, for Produce,
 // Server.produceErrorCode.
 func (s *Server) partitionErrorCode(ctx context.Context, rc *reqContext, tp cluster.TopicPartition, err error,
 	mapErr func(*reqContext, error) int16, created *map[string]bool) int16 {

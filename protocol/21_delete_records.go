@@ -3,8 +3,10 @@ package protocol
 // DeleteRecords (key 21), versions 0-2 (v2 is flexible).
 //
 //   - Served only when Config.Replicas implements RecordDeleter. Each
-//     partition must be led here (NOT_LEADER_FOR_PARTITION otherwise,
-//     UNKNOWN_TOPIC_OR_PARTITION for a partition this broker does not know).
+//     partition must be led here: NOT_LEADER_FOR_PARTITION otherwise, also
+//     for a partition this broker holds no replica of if the metadata
+//     knows it (as Produce and Fetch, and Kafka), else
+//     UNKNOWN_TOPIC_OR_PARTITION.
 //   - Offset is the new log start offset ("low watermark"); -1 means the
 //     high watermark. Above the high watermark, or another negative value,
 //     is OFFSET_OUT_OF_RANGE. An offset below the current start changes
@@ -64,7 +66,7 @@ func (s *Server) handleDeleteRecords(ctx context.Context, rc *reqContext, req *k
 				defer func() { <-sem; wg.Done() }()
 				lw, err := deleter.DeleteRecords(dctx, tp, offset, alive)
 				if err != nil {
-					rp.ErrorCode = s.errorCode(rc, err)
+					rp.ErrorCode = s.partitionErrorCode(dctx, rc, tp, err, s.errorCode, nil)
 					requestEvent(s.log.Debug(), rc).Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).Int64("offset", offset).Msg("delete records failed")
 					return
 				}

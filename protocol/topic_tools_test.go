@@ -372,3 +372,35 @@ func TestTopicToolsDescribeClusterAndLogDirs(t *testing.T) {
 		t.Fatalf("one partition: %+v", resp.Dirs[0].Topics)
 	}
 }
+
+// TestTopicToolsDeleteRecordsNoReplicaHere: DeleteRecords for a partition
+// this broker holds no replica of answers NOT_LEADER_OR_FOLLOWER when the
+// metadata knows the partition (the client's metadata is stale, as after a
+// reassignment) and UNKNOWN_TOPIC_OR_PARTITION otherwise, as Kafka's
+// ReplicaManager.getPartitionOrError does and as Produce and Fetch here.
+func TestTopicToolsDeleteRecordsNoReplicaHere(t *testing.T) {
+	b := startBroker(t, withoutAutoCreate())
+	createTopic(t, b, "moved", 1)
+	b.replicas.removeTopic("moved") // the metadata still has moved-0
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.Version = 2
+	req.TimeoutMillis = 1000
+	for _, topic := range []string{"moved", "missing"} {
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 1}, {Partition: 1, Offset: 1}}
+		req.Topics = append(req.Topics, rt)
+	}
+	got := b.dial(t).roundTrip(req).(*kmsg.DeleteRecordsResponse)
+	want := map[string][]*kerr.Error{
+		"moved":   {kerr.NotLeaderForPartition, kerr.UnknownTopicOrPartition},
+		"missing": {kerr.UnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
+	}
+	for _, rt := range got.Topics {
+		for i, p := range rt.Partitions {
+			if w := want[rt.Topic][i]; p.ErrorCode != w.Code || p.LowWatermark != -1 {
+				t.Errorf("%s-%d: error %d, low watermark %d; want %d (%s), -1", rt.Topic, p.Partition, p.ErrorCode, p.LowWatermark, w.Code, w.Message)
+			}
+		}
+	}
+}
