@@ -473,7 +473,7 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, 
 }
 
 // listOffset resolves a ListOffsets timestamp for a consumer.
-func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32) (int64, int64, int32, error) {
+func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, consumer bool) (int64, int64, int32, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.isLeaderLocked() {
@@ -482,8 +482,18 @@ func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32) (int64, int64, 
 	if err := r.checkLeaderEpochLocked(currentLeaderEpoch); err != nil {
 		return 0, 0, 0, err
 	}
+	// KIP-207: a new leader's HW can lag records that were committed
+	// under the previous leader (it learns the followers' LEOs only from
+	// their next fetches), so until it reaches the start of this epoch the
+	// "latest" offset it would answer may go backwards; consumers are told
+	// to retry instead, as Kafka's Partition.fetchOffsetForTimestamp does.
+	lagging := consumer && r.leaderEpochStartOffset > r.hw
 	switch ts {
 	case LatestTimestamp:
+		if lagging {
+			return 0, 0, 0, fmt.Errorf("%s: high watermark %d lags the start of leader epoch %d at %d: %w",
+				r.tp, r.hw, r.leaderEpoch, r.leaderEpochStartOffset, ErrOffsetNotAvailable)
+		}
 		return r.hw, -1, r.leaderEpoch, nil
 	case EarliestTimestamp:
 		start := r.log.LogStartOffset()
@@ -494,6 +504,10 @@ func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32) (int64, int64, 
 		return 0, 0, 0, fmt.Errorf("offset for timestamp %d in %s: %w", ts, r.tp, mapLogError(err))
 	}
 	if !ok || off >= r.hw {
+		if lagging && ts >= 0 {
+			return 0, 0, 0, fmt.Errorf("%s: no offset for timestamp %d below high watermark %d, which lags the start of leader epoch %d at %d: %w",
+				r.tp, ts, r.hw, r.leaderEpoch, r.leaderEpochStartOffset, ErrOffsetNotAvailable)
+		}
 		return -1, -1, -1, nil
 	}
 	return off, found, r.epochForOffsetLocked(off), nil

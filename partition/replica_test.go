@@ -54,10 +54,10 @@ func TestSingleReplicaLeader(t *testing.T) {
 	if err != nil || len(res.Records) == 0 {
 		t.Fatalf("read: %d bytes, %v", len(res.Records), err)
 	}
-	if off, _, epoch, err := m.ListOffset(tp0, LatestTimestamp, -1); err != nil || off != 15 || epoch != 0 {
+	if off, _, epoch, err := m.ListOffset(tp0, LatestTimestamp, -1, true); err != nil || off != 15 || epoch != 0 {
 		t.Fatalf("latest offset = %d epoch %d (%v), want 15 epoch 0", off, epoch, err)
 	}
-	if off, _, _, err := m.ListOffset(tp0, EarliestTimestamp, -1); err != nil || off != 0 {
+	if off, _, _, err := m.ListOffset(tp0, EarliestTimestamp, -1, true); err != nil || off != 0 {
 		t.Fatalf("earliest offset = %d (%v)", off, err)
 	}
 }
@@ -171,7 +171,7 @@ func TestMinInsyncReplicas(t *testing.T) {
 	if _, err := m.Append(tp0, buildBatch(batchSpec{}), -1); !errors.Is(err, ErrNotEnoughReplicas) {
 		t.Fatalf("acks=all with isr {1}: %v, want ErrNotEnoughReplicas", err)
 	}
-	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1); off != 0 {
+	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, true); off != 0 {
 		t.Fatalf("nothing may be written, latest = %d", off)
 	}
 	res := mustAppend(t, m, buildBatch(batchSpec{}), 1)
@@ -214,7 +214,7 @@ func TestBatchValidation(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1); off != 0 {
+	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, true); off != 0 {
 		t.Fatalf("nothing may be written, latest = %d", off)
 	}
 }
@@ -252,7 +252,7 @@ func TestIdempotentProducer(t *testing.T) {
 	if _, err := m.Append(tp0, unknown, -1); !errors.Is(err, ErrUnknownProducerID) {
 		t.Fatalf("unknown producer: %v, want ErrUnknownProducerID", err)
 	}
-	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1); off != 5 {
+	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, true); off != 5 {
 		t.Fatalf("latest = %d, want 5 (no duplicate written)", off)
 	}
 
@@ -363,5 +363,53 @@ func TestWaitCommittedAcrossEpochs(t *testing.T) {
 	}
 	if err := m.WaitCommitted(context.Background(), tp0, cur.LastOffset, cur.LeaderEpoch); err != nil {
 		t.Fatalf("wait for the epoch-2 append: %v", err)
+	}
+}
+
+// TestListOffsetLaggingHighWatermark is KIP-207: a leader re-elected with
+// records past its HW (written in the previous epoch, not yet known to be
+// replicated) answers a consumer's "latest" with ErrOffsetNotAvailable
+// rather than an offset that may go backwards, until the HW reaches the
+// start of the new epoch; a replica's request still gets the HW.
+func TestListOffsetLaggingHighWatermark(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	m := newTestManager(t, 1, "", clock)
+	isr := []int32{1, 2}
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, isr, isr, cluster.DefaultLogConfig())}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		mustAppend(t, m, buildBatch(batchSpec{records: 1, valueSize: 5, timestamp: 2000 + int64(i)}), 1)
+	}
+	follow := func(off int64, epoch int32) {
+		t.Helper()
+		if _, err := m.Read(tp0, ReadRequest{FetchOffset: off, MaxBytes: 1 << 20, ReplicaID: 2, CurrentLeaderEpoch: epoch}); err != nil {
+			t.Fatalf("follower fetch at %d: %v", off, err)
+		}
+	}
+	follow(2, 0) // HW 2
+	st := leaderState(1, 1, isr, isr, cluster.DefaultLogConfig())
+	st.LeaderAndIsr.ZkVersion = 1
+	if err := m.ApplyPartitionStates([]PartitionState{st}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := m.ListOffset(tp0, LatestTimestamp, -1, true); !errors.Is(err, ErrOffsetNotAvailable) {
+		t.Fatalf("consumer's latest with HW 2 behind epoch start 5: err %v, want ErrOffsetNotAvailable", err)
+	}
+	if _, _, _, err := m.ListOffset(tp0, 2003, -1, true); !errors.Is(err, ErrOffsetNotAvailable) {
+		t.Fatalf("consumer's timestamp past the HW while lagging: err %v, want ErrOffsetNotAvailable", err)
+	}
+	if off, _, _, err := m.ListOffset(tp0, 2001, -1, true); err != nil || off != 1 {
+		t.Fatalf("consumer's timestamp below the HW while lagging: offset %d (%v), want 1", off, err)
+	}
+	if off, _, _, err := m.ListOffset(tp0, EarliestTimestamp, -1, true); err != nil || off != 0 {
+		t.Fatalf("earliest while lagging: offset %d (%v), want 0", off, err)
+	}
+	if off, _, _, err := m.ListOffset(tp0, LatestTimestamp, -1, false); err != nil || off != 2 {
+		t.Fatalf("replica's latest while lagging: offset %d (%v), want the HW 2", off, err)
+	}
+	follow(5, 1) // the follower has everything: HW 5, the epoch's start
+	if off, _, epoch, err := m.ListOffset(tp0, LatestTimestamp, -1, true); err != nil || off != 5 || epoch != 1 {
+		t.Fatalf("consumer's latest after the HW caught up: offset %d epoch %d (%v), want 5 epoch 1", off, epoch, err)
 	}
 }

@@ -42,6 +42,10 @@ var (
 	ErrFencedLeaderEpoch = errors.New("partition: fenced leader epoch")
 	// ErrUnknownLeaderEpoch: the client's leader epoch is newer than ours.
 	ErrUnknownLeaderEpoch = errors.New("partition: unknown leader epoch")
+	// ErrOffsetNotAvailable: a consumer asked for the latest offset (or a
+	// timestamp past the high watermark) while a new leader's high
+	// watermark still lags the start of its epoch (KIP-207); it retries.
+	ErrOffsetNotAvailable = errors.New("partition: offset not available")
 	// ErrStorage: the log could not be read or written (disk error).
 	ErrStorage = errors.New("partition: storage error")
 )

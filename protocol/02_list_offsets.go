@@ -12,7 +12,12 @@ package protocol
 //   - CurrentLeaderEpoch (v4+) is checked by the replica
 //     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); the response carries
 //     the leader epoch from v4.
-//   - ReplicaID and IsolationLevel are accepted and ignored.
+//   - A consumer's request (ReplicaID -1, v1+) for the latest offset, or
+//     for a timestamp with no offset below the high watermark, answers
+//     OFFSET_NOT_AVAILABLE while a new leader's high watermark lags the
+//     start of its leader epoch (KIP-207); clients retry it.
+//   - IsolationLevel is accepted and ignored: with no transactions the
+//     last stable offset is the high watermark.
 
 import (
 	"context"
@@ -25,6 +30,10 @@ import (
 func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, 0, len(req.Topics))
+	// Kafka answers v1+ requests of consumers (ReplicaID -1) through the
+	// path that knows an isolation level, which is where KIP-207's
+	// OFFSET_NOT_AVAILABLE comes from.
+	consumer := req.Version >= 1 && req.ReplicaID == -1
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -37,7 +46,7 @@ func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kms
 			if req.Version >= 4 {
 				epoch = p.CurrentLeaderEpoch
 			}
-			offset, ts, leaderEpoch, err := s.cfg.Replicas.ListOffset(tp, p.Timestamp, epoch)
+			offset, ts, leaderEpoch, err := s.cfg.Replicas.ListOffset(tp, p.Timestamp, epoch, consumer)
 			switch {
 			case err != nil:
 				rp.ErrorCode = s.partitionErrorCode(ctx, rc, tp, err, s.errorCode, nil)

@@ -58,6 +58,7 @@ var errorCodes = []struct {
 	{partition.ErrUnknownProducerID, kerr.UnknownProducerID},
 	{partition.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{partition.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
+	{partition.ErrOffsetNotAvailable, kerr.OffsetNotAvailable},
 	{partition.ErrStorage, kerr.KafkaStorageError},
 
 	{cluster.ErrTopicExists, kerr.TopicAlreadyExists},

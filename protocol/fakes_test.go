@@ -27,6 +27,9 @@ type fakeReplicas struct {
 	readErr map[cluster.TopicPartition]error
 	// reads records every Read's partition and request.
 	reads []fakeRead
+	// lagging makes ListOffset answer a consumer's latest with
+	// ErrOffsetNotAvailable, as a new leader whose HW lags its epoch does.
+	lagging bool
 }
 
 type fakeRead struct {
@@ -184,7 +187,7 @@ func (f *fakeReplicas) Read(tp cluster.TopicPartition, req partition.ReadRequest
 	return partition.ReadResult{Records: out, HighWatermark: l.hw, LastStableOffset: l.hw, LogStartOffset: l.start}, nil
 }
 
-func (f *fakeReplicas) ListOffset(tp cluster.TopicPartition, timestamp int64, _ int32) (int64, int64, int32, error) {
+func (f *fakeReplicas) ListOffset(tp cluster.TopicPartition, timestamp int64, _ int32, consumer bool) (int64, int64, int32, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l := f.parts[tp]
@@ -193,6 +196,9 @@ func (f *fakeReplicas) ListOffset(tp cluster.TopicPartition, timestamp int64, _ 
 	}
 	switch timestamp {
 	case partition.LatestTimestamp:
+		if f.lagging && consumer {
+			return 0, 0, 0, partition.ErrOffsetNotAvailable
+		}
 		return l.hw, -1, 0, nil
 	case partition.EarliestTimestamp:
 		return 0, -1, 0, nil

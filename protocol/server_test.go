@@ -388,6 +388,42 @@ func TestListOffsets(t *testing.T) {
 	}
 }
 
+// TestListOffsetsOffsetNotAvailable: only a consumer's request at v1 or
+// later (Kafka's path with an isolation level) can get KIP-207's
+// OFFSET_NOT_AVAILABLE; v0 and a replica's request get the HW.
+func TestListOffsetsOffsetNotAvailable(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "t", 1)
+	tp := cluster.TopicPartition{Topic: "t", Partition: 0}
+	b.replicas.Append(tp, makeBatch(1000, "a", "b"), 1)
+	b.replicas.mu.Lock()
+	b.replicas.lagging = true
+	b.replicas.mu.Unlock()
+	c := b.dial(t)
+	list := func(version int16, replicaID int32) kmsg.ListOffsetsResponseTopicPartition {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version, req.ReplicaID = version, replicaID
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = partition.LatestTimestamp
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return c.roundTrip(req).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+	}
+	for _, v := range []int16{1, 4, 7} {
+		if p := list(v, -1); p.ErrorCode != kerr.OffsetNotAvailable.Code {
+			t.Errorf("v%d consumer: error %d, want OFFSET_NOT_AVAILABLE (%d)", v, p.ErrorCode, kerr.OffsetNotAvailable.Code)
+		}
+		if p := list(v, 2); p.ErrorCode != 0 || p.Offset != 2 {
+			t.Errorf("v%d replica 2: %+v, want offset 2", v, p)
+		}
+	}
+	if p := list(0, -1); p.ErrorCode != 0 || len(p.OldStyleOffsets) != 1 || p.OldStyleOffsets[0] != 2 {
+		t.Errorf("v0 consumer: %+v, want offset 2", p)
+	}
+}
+
 func TestMetadata(t *testing.T) {
 	meta := func(c *rawConn, version int16, allowAuto bool, topics ...string) *kmsg.MetadataResponse {
 		req := kmsg.NewPtrMetadataRequest()
