@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 )
@@ -146,17 +147,73 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 	if err != nil {
 		return h, err
 	}
+	return h, checkBatch(b, &h)
+}
+
+// checkBatch is what ValidateBatch checks after ParseBatchHeader: that the
+// batch whose header h was parsed from b lies within b, its CRC32C, and
+// its record count. The appends call it with the header BatchIter parsed,
+// so that no batch header is decoded twice.
+func checkBatch(b []byte, h *BatchHeader) error {
 	if h.Size() > len(b) {
-		return h, fmt.Errorf("%w: batch of %d bytes truncated to %d", ErrCorrupt, h.Size(), len(b))
+		return fmt.Errorf("%w: batch of %d bytes truncated to %d", ErrCorrupt, h.Size(), len(b))
 	}
 	if crc := crc32.Checksum(b[offAttributes:h.Size()], castagnoli); crc != h.CRC {
-		return h, fmt.Errorf("%w: batch at offset %d has CRC %#08x, computed %#08x", ErrCorrupt, h.BaseOffset, h.CRC, crc)
+		return fmt.Errorf("%w: batch at offset %d has CRC %#08x, computed %#08x", ErrCorrupt, h.BaseOffset, h.CRC, crc)
 	}
 	if h.NumRecords <= 0 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
-		return h, fmt.Errorf("%w: batch at offset %d has %d records and last offset delta %d",
+		return fmt.Errorf("%w: batch at offset %d has %d records and last offset delta %d",
 			ErrInvalidRecord, h.BaseOffset, h.NumRecords, h.LastOffsetDelta)
 	}
-	return h, nil
+	return nil
+}
+
+// countBatches counts the batches in b by their length fields alone,
+// stopping at the first that does not fit, so that validate can size its
+// result before it decodes any header. When BatchIter walks b without an
+// error, the count is the number of batches it yields.
+func countBatches(b []byte) int {
+	n := 0
+	for pos := 0; len(b)-pos >= BatchHeaderSize; n++ {
+		length := int64(int32(binary.BigEndian.Uint32(b[pos+offBatchLength:])))
+		if length < BatchHeaderSize-batchLengthOverhead || length > int64(len(b)-pos-batchLengthOverhead) {
+			break
+		}
+		pos += batchLengthOverhead + int(length)
+	}
+	return n
+}
+
+// errBatchPastEnd is what parseStoredHeader returns for a batch that does
+// not end within the bytes left. It is static so that AppendRead can stop
+// before a batch cut by maxBytes without allocating.
+var errBatchPastEnd = errors.New("batch runs past the end")
+
+// errNegativeDelta is what parseStoredHeader returns for a batch whose last
+// offset is below its base offset.
+var errNegativeDelta = errors.New("negative last offset delta")
+
+// parseStoredHeader decodes into h the header at the start of b, which
+// was read from a segment with left bytes from there to the end of the
+// segment (or of what the caller read), and checks the framing the batch
+// had when it was stored: ParseBatchHeader's checks, a last offset delta
+// that is not negative, and a batch that ends within left (else
+// errBatchPastEnd). Its errors do not wrap ErrCorrupt: the caller knows
+// the segment and the position, and whether the bytes are damaged or
+// merely cut. It fills *h rather than returning a header, which would be
+// copied once more on every header a read scans.
+func parseStoredHeader(h *BatchHeader, b []byte, left int64) error {
+	var err error
+	if *h, err = ParseBatchHeader(b); err != nil {
+		return err
+	}
+	if h.LastOffsetDelta < 0 {
+		return errNegativeDelta
+	}
+	if int64(h.Size()) > left {
+		return errBatchPastEnd
+	}
+	return nil
 }
 
 // BatchIter walks the batches in a byte slice without allocating. It checks
@@ -220,10 +277,37 @@ func setLeaderEpoch(b []byte, leaderEpoch int32) {
 }
 
 // setLogAppendTime marks the batch's timestamps as broker-set with the given
-// max timestamp and recomputes the CRC, which covers both fields.
-func setLogAppendTime(b []byte, size int, ts int64) {
+// max timestamp and recomputes the CRC, which covers both fields. It
+// returns the new CRC.
+func setLogAppendTime(b []byte, size int, ts int64) uint32 {
 	attrs := binary.BigEndian.Uint16(b[offAttributes:])
 	binary.BigEndian.PutUint16(b[offAttributes:], attrs|attrTimestampType)
 	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:size], castagnoli))
+	crc := crc32.Checksum(b[offAttributes:size], castagnoli)
+	binary.BigEndian.PutUint32(b[offCRC:], crc)
+	return crc
+}
+
+// stampAsLeader rewrites the batches in records, whose headers are
+// batches, as a leader appends them: base offsets from next on, partition
+// leader epoch leaderEpoch and, if logAppendTimeMs >= 0, LogAppendTime. It
+// updates each header to what parsing the rewritten bytes would give, so
+// that the append need not parse them again.
+func stampAsLeader(records []byte, batches []BatchHeader, next int64, leaderEpoch int32, logAppendTimeMs int64) {
+	pos := 0
+	for i := range batches {
+		h := &batches[i]
+		raw := records[pos : pos+h.Size()]
+		pos += h.Size()
+		setBaseOffset(raw, next)
+		h.BaseOffset = next
+		setLeaderEpoch(raw, leaderEpoch)
+		h.PartitionLeaderEpoch = leaderEpoch
+		if logAppendTimeMs >= 0 {
+			h.CRC = setLogAppendTime(raw, len(raw), logAppendTimeMs)
+			h.Attributes |= attrTimestampType
+			h.MaxTimestamp = logAppendTimeMs
+		}
+		next = h.NextOffset()
+	}
 }

@@ -132,3 +132,40 @@ func TestBatchIter(t *testing.T) { // not parallel: AllocsPerRun
 		t.Fatalf("BatchIter allocates %v per run", allocs)
 	}
 }
+
+// TestCountBatches: the count that sizes an append's headers is what
+// BatchIter yields, and it stops where the framing does.
+func TestCountBatches(t *testing.T) {
+	t.Parallel()
+	a, b := simpleBatch(1, 1), simpleBatch(3, 2)
+	ab := append(append([]byte(nil), a...), b...)
+	badLength := append([]byte(nil), ab...)
+	binary.BigEndian.PutUint32(badLength[len(a)+offBatchLength:], 3)
+	tests := []struct {
+		name    string
+		records []byte
+		want    int
+	}{
+		{"empty", nil, 0},
+		{"one", a, 1},
+		{"two", ab, 2},
+		{"second truncated", ab[:len(ab)-1], 1},
+		{"partial header after", append(append([]byte(nil), ab...), make([]byte, 10)...), 2},
+		{"second length too short", badLength, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := countBatches(tt.records); got != tt.want {
+				t.Fatalf("countBatches = %d, want %d", got, tt.want)
+			}
+			it, n := NewBatchIter(tt.records), 0
+			for it.Next() {
+				n++
+			}
+			if n != tt.want {
+				t.Fatalf("BatchIter yields %d batches, want %d", n, tt.want)
+			}
+		})
+	}
+}

@@ -38,8 +38,11 @@
 // publish a batch after it has been written in full, and to change the
 // segment list or truncate a file. So a Read runs during an append's write
 // and never sees a partly written batch. LogEndOffset, LogStartOffset and
-// RecoveryPoint are atomics, readable without a lock. LeaderEpochCache has
-// its own mutex and is safe on its own. The lock order is
+// RecoveryPoint are atomics, readable without a lock. Close (and a full
+// truncation that fails) marks the log closed while holding both locks, so
+// a writer tests the mark under Log.wmu alone and a reader under Log.mu,
+// and neither sees it change before it unlocks. LeaderEpochCache has its
+// own mutex and is safe on its own. The lock order is
 //
 //	Log.wmu -> Log.mu -> LeaderEpochCache.mu
 //

@@ -93,7 +93,12 @@ type Log struct {
 	// of the .log of a live batch.
 	mu       sync.RWMutex
 	segments []*segment // ordered by base offset; never empty while open
-	closed   bool
+
+	// closed is set while holding both wmu and mu, and never cleared, so
+	// it cannot change while either is held: writers test it under wmu
+	// alone and readers under mu (read). It is atomic so that the test
+	// takes no lock and a read without either lock is not a data race.
+	closed atomic.Bool
 
 	// Changed under wmu+mu, readable without a lock.
 	logStartOffset atomic.Int64
@@ -310,15 +315,20 @@ func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 // epoch of every batch that starts a new epoch; truncations trim it.
 func (l *Log) LeaderEpochs() *LeaderEpochCache { return l.epochs }
 
-// validate checks every batch in records and returns how many there are.
-// asLeader adds the client rules: base offset 0 and no control batches.
-// It reads only records, so it runs before the writer lock is taken.
-func validate(records []byte, asLeader bool, segmentBytes int64) (int, error) {
-	n := 0
+// validate checks every batch in records and returns their headers, in a
+// slice of exactly their number that becomes AppendInfo.Batches: each
+// header is decoded once, here. asLeader adds the client rules: base
+// offset 0 and no control batches. It reads only records, so it runs
+// before the writer lock is taken.
+func validate(records []byte, asLeader bool, segmentBytes int64) ([]BatchHeader, error) {
+	var batches []BatchHeader
+	if n := countBatches(records); n > 0 {
+		batches = make([]BatchHeader, 0, n)
+	}
 	it := NewBatchIter(records)
 	for it.Next() {
-		raw := it.Batch()
-		h, err := ValidateBatch(raw)
+		raw, h := it.Batch(), it.Header()
+		err := checkBatch(raw, &h)
 		if err == nil && asLeader && h.BaseOffset != 0 {
 			err = fmt.Errorf("%w: batch base offset %d from a client, want 0", ErrInvalidRecord, h.BaseOffset)
 		}
@@ -329,17 +339,17 @@ func validate(records []byte, asLeader bool, segmentBytes int64) (int, error) {
 			err = fmt.Errorf("%w: batch of %d bytes, segment bytes %d", ErrRecordListTooLarge, len(raw), segmentBytes)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("batch %d at byte %d: %w", n, it.Position(), err)
+			return nil, fmt.Errorf("batch %d at byte %d: %w", len(batches), it.Position(), err)
 		}
-		n++
+		batches = append(batches, h)
 	}
 	if err := it.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	if n == 0 {
-		return 0, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
+	if len(batches) == 0 {
+		return nil, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
 	}
-	return n, nil
+	return batches, nil
 }
 
 // AppendAsLeader validates records (one or more v2 batches exactly as a
@@ -352,37 +362,10 @@ func validate(records []byte, asLeader bool, segmentBytes int64) (int, error) {
 // way through a multi-batch append that spans a roll may leave the earlier
 // batches written, as LogEndOffset then shows.
 func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32, logAppendTimeMs int64) (AppendInfo, error) {
-	l.wmu.Lock()
-	segmentBytes := l.cfg.segmentBytes()
-	l.wmu.Unlock()
-	n, err := validate(records, true, segmentBytes)
-	if err != nil {
-		return AppendInfo{}, fmt.Errorf("append as leader to %s: %w", l.dir, err)
-	}
-
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return AppendInfo{}, ErrClosed
-	}
-	info := AppendInfo{Batches: make([]BatchHeader, 0, n), FirstOffset: l.logEndOffset.Load(), MaxTimestamp: -1}
-	next := info.FirstOffset
-	it := NewBatchIter(records)
-	for it.Next() {
-		raw := it.Batch()
-		setBaseOffset(raw, next)
-		setLeaderEpoch(raw, leaderEpoch)
-		if logAppendTimeMs >= 0 {
-			setLogAppendTime(raw, len(raw), logAppendTimeMs)
-		}
-		h := parseHeader(raw)
-		info.Batches = append(info.Batches, h)
-		next = h.NextOffset()
-	}
-	if err := l.appendLocked(records, &info); err != nil {
-		return AppendInfo{}, fmt.Errorf("append as leader to %s at %d: %w", l.dir, info.FirstOffset, err)
-	}
-	return info, nil
+	return l.appendBatches("append as leader", records, true, func(batches []BatchHeader, leo int64) error {
+		stampAsLeader(records, batches, leo, leaderEpoch, logAppendTimeMs)
+		return nil
+	})
 }
 
 // AppendAsFollower appends batches that already carry offsets (replicated
@@ -392,12 +375,32 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32, logAppendTimeMs 
 // except that base offsets and control batches are allowed. Nothing is
 // written if any check fails.
 func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
+	return l.appendBatches("append as follower", records, false, func(batches []BatchHeader, leo int64) error {
+		next := leo
+		for i := range batches {
+			h := &batches[i]
+			if (i == 0 && h.BaseOffset != next) || h.BaseOffset < next {
+				return fmt.Errorf("batch %d starts at %d, log end offset %d: %w", i, h.BaseOffset, next, ErrOffsetMismatch)
+			}
+			next = h.NextOffset()
+		}
+		return nil
+	})
+}
+
+// appendBatches is what the two appends share: it validates records
+// (asLeader as in validate) before taking l.wmu, then, holding it, calls
+// place with the validated headers and the log end offset to assign or
+// check their offsets, and writes the batches. op names the append in
+// errors. Nothing is written if validation or place fails. (place gets no
+// pointer to the AppendInfo: that would move it to the heap.)
+func (l *Log) appendBatches(op string, records []byte, asLeader bool, place func(batches []BatchHeader, leo int64) error) (AppendInfo, error) {
 	l.wmu.Lock()
 	segmentBytes := l.cfg.segmentBytes()
 	l.wmu.Unlock()
-	n, err := validate(records, false, segmentBytes)
+	batches, err := validate(records, asLeader, segmentBytes)
 	if err != nil {
-		return AppendInfo{}, fmt.Errorf("append as follower to %s: %w", l.dir, err)
+		return AppendInfo{}, fmt.Errorf("%s to %s: %w", op, l.dir, err)
 	}
 
 	l.wmu.Lock()
@@ -405,20 +408,12 @@ func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 	if l.isClosed() {
 		return AppendInfo{}, ErrClosed
 	}
-	info := AppendInfo{Batches: make([]BatchHeader, 0, n), FirstOffset: l.logEndOffset.Load(), MaxTimestamp: -1}
-	next := info.FirstOffset
-	it := NewBatchIter(records)
-	for it.Next() {
-		h := it.Header()
-		if (len(info.Batches) == 0 && h.BaseOffset != next) || h.BaseOffset < next {
-			return AppendInfo{}, fmt.Errorf("append as follower to %s: batch %d starts at %d, log end offset %d: %w",
-				l.dir, len(info.Batches), h.BaseOffset, next, ErrOffsetMismatch)
-		}
-		info.Batches = append(info.Batches, h)
-		next = h.NextOffset()
+	info := AppendInfo{Batches: batches, FirstOffset: l.logEndOffset.Load(), MaxTimestamp: -1}
+	if err := place(info.Batches, info.FirstOffset); err != nil {
+		return AppendInfo{}, fmt.Errorf("%s to %s: %w", op, l.dir, err)
 	}
 	if err := l.appendLocked(records, &info); err != nil {
-		return AppendInfo{}, fmt.Errorf("append as follower to %s at %d: %w", l.dir, info.FirstOffset, err)
+		return AppendInfo{}, fmt.Errorf("%s to %s at %d: %w", op, l.dir, info.FirstOffset, err)
 	}
 	return info, nil
 }
@@ -549,11 +544,9 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	return seg, nil
 }
 
-func (l *Log) isClosed() bool {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.closed
-}
+// isClosed reports whether the log was closed. Caller holds l.wmu or
+// l.mu, so that it stays open until the lock is released.
+func (l *Log) isClosed() bool { return l.closed.Load() }
 
 // Read returns whole batches starting with the batch that contains offset,
 // stopping before any batch whose last offset is >= maxOffset (an exclusive
@@ -587,7 +580,7 @@ var chunkPool = sync.Pool{New: func() any { return new([readChunkBytes]byte) }}
 func (l *Log) AppendRead(dst []byte, offset int64, maxBytes int32, maxOffset int64) ([]byte, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.closed {
+	if l.isClosed() {
 		return dst, ErrClosed
 	}
 	lso, leo := l.logStartOffset.Load(), l.logEndOffset.Load()
@@ -634,12 +627,15 @@ func (l *Log) AppendRead(dst []byte, offset int64, maxBytes int32, maxOffset int
 		}
 		// Keep the whole batches below maxOffset; the first one qualifies.
 		cut := h.Size()
+		var bh BatchHeader
 		for len(buf)-cut >= BatchHeaderSize {
-			bh, err := ParseBatchHeader(buf[cut:])
-			if err != nil || bh.LastOffsetDelta < 0 {
+			if err := parseStoredHeader(&bh, buf[cut:], int64(len(buf)-cut)); err != nil {
+				if errors.Is(err, errBatchPastEnd) {
+					break // cut off by maxBytes
+				}
 				return dst[:start], fmt.Errorf("read %s at %d: segment %d position %d: %w", l.dir, offset, s.baseOffset, pos+int64(cut), ErrCorrupt)
 			}
-			if bh.Size() > len(buf)-cut || bh.LastOffset() >= maxOffset {
+			if bh.LastOffset() >= maxOffset {
 				break
 			}
 			cut += bh.Size()
@@ -670,7 +666,7 @@ func (l *Log) segmentFor(offset int64) int {
 func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.closed {
+	if l.isClosed() {
 		return -1, -1, false, ErrClosed
 	}
 	scratch := hdrPool.Get().(*[BatchHeaderSize]byte)
@@ -802,7 +798,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if err != nil {
 		// Leave an unusable log closed rather than without segments.
 		l.mu.Lock()
-		l.closed = true
+		l.closed.Store(true)
 		l.mu.Unlock()
 		return fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, errors.Join(append(errs, err)...))
 	}
@@ -973,7 +969,7 @@ func (l *Log) close(flush bool) error {
 		errs = append(errs, l.flushLocked())
 	}
 	l.mu.Lock()
-	l.closed = true
+	l.closed.Store(true)
 	segs := l.segments
 	l.mu.Unlock()
 	for _, s := range segs {

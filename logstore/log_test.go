@@ -3,9 +3,11 @@ package logstore
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"testing"
 )
@@ -155,6 +157,85 @@ func TestAppendRewritesOnlyOffsetAndEpoch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeaderAppendHeadersMatchStoredBytes checks that the headers a leader
+// append returns, which it updates as it rewrites the batches rather than
+// parsing them again, are those of the bytes it stored, for several
+// batches in one call, with and without LogAppendTime.
+func TestLeaderAppendHeadersMatchStoredBytes(t *testing.T) {
+	t.Parallel()
+	for _, logAppendTime := range []int64{-1, 99999} {
+		t.Run(fmt.Sprintf("logAppendTime=%d", logAppendTime), func(t *testing.T) {
+			t.Parallel()
+			l := openLog(t, t.TempDir(), testConfig(t), 0)
+			mustAppend(t, l, simpleBatch(2, 10))
+			var records []byte
+			for i, n := range []int{3, 1, 4} {
+				records = append(records, makeBatch(batchSpec{records: n, valueSize: 20, firstTs: int64(100 * i), leaderEpoch: 9})...)
+			}
+			info, err := l.AppendAsLeader(records, 7, logAppendTime)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := l.Read(info.FirstOffset, 1<<20, math.MaxInt64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stored []BatchHeader
+			for it := NewBatchIter(got); it.Next(); {
+				h, err := ValidateBatch(it.Batch())
+				if err != nil {
+					t.Fatalf("stored batch %d invalid: %v", len(stored), err)
+				}
+				stored = append(stored, h)
+			}
+			if !reflect.DeepEqual(info.Batches, stored) {
+				t.Fatalf("AppendInfo.Batches %+v, stored headers %+v", info.Batches, stored)
+			}
+			if info.FirstOffset != 2 || info.LastOffset != 9 || info.NumRecords != 8 {
+				t.Fatalf("info %+v", info)
+			}
+		})
+	}
+}
+
+// TestAppendAllocations: an append allocates AppendInfo.Batches and
+// nothing per batch, however many batches it carries.
+func TestAppendAllocations(t *testing.T) { // not parallel: AllocsPerRun
+	cfg := testConfig(t)
+	cfg.IndexIntervalBytes = math.MaxInt64 // index entries would grow slices
+	l := openLog(t, t.TempDir(), cfg, 0)
+	var records []byte
+	var starts []int
+	for range 5 {
+		starts = append(starts, len(records))
+		records = append(records, simpleBatch(2, 1)...)
+	}
+	allocs := testing.AllocsPerRun(50, func() {
+		for _, s := range starts {
+			binary.BigEndian.PutUint64(records[s:], 0)
+		}
+		if _, err := l.AppendAsLeader(records, 1, 5); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 {
+		t.Fatalf("a leader append of 5 batches allocates %v times, want 1", allocs)
+	}
+	allocs = testing.AllocsPerRun(50, func() {
+		next := l.LogEndOffset()
+		for _, s := range starts {
+			binary.BigEndian.PutUint64(records[s:], uint64(next))
+			next += 2
+		}
+		if _, err := l.AppendAsFollower(records); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 1 {
+		t.Fatalf("a follower append of 5 batches allocates %v times, want 1", allocs)
 	}
 }
 

@@ -268,9 +268,10 @@ func (s *segment) scan(limit, nextBase, intervalBytes int64, validate bool) (sca
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			return r, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
 		}
-		h, err := ParseBatchHeader(hdr[:])
+		var h BatchHeader
+		err := parseStoredHeader(&h, hdr[:], limit-pos)
 		if err == nil {
-			err = checkStoredBatch(&h, pos, limit, r.state.nextOffset, s.baseOffset, nextBase)
+			err = checkStoredOffsets(&h, r.state.nextOffset, s.baseOffset, nextBase)
 		}
 		if err != nil {
 			r.damage = fmt.Errorf("batch at position %d: %w", pos, err)
@@ -304,16 +305,12 @@ func (s *segment) scan(limit, nextBase, intervalBytes int64, validate bool) (sca
 	return r, nil
 }
 
-// checkStoredBatch checks what a header read from a segment at pos can say
-// about itself: that it ends within limit, that its offsets are increasing
-// from expectNext and within [baseOffset, nextBase), and that they fit the
+// checkStoredOffsets checks the offsets of a header that a scan read from
+// a segment and framed (parseStoredHeader): that they are increasing from
+// expectNext and within [baseOffset, nextBase), and that they fit the
 // index's relative int32.
-func checkStoredBatch(h *BatchHeader, pos, limit, expectNext, baseOffset, nextBase int64) error {
+func checkStoredOffsets(h *BatchHeader, expectNext, baseOffset, nextBase int64) error {
 	switch {
-	case int64(h.Size()) > limit-pos:
-		return fmt.Errorf("batch of %d bytes runs past the end (%d bytes left)", h.Size(), limit-pos)
-	case h.LastOffsetDelta < 0:
-		return fmt.Errorf("negative last offset delta %d", h.LastOffsetDelta)
 	case h.BaseOffset < expectNext:
 		return fmt.Errorf("base offset %d below the expected %d", h.BaseOffset, expectNext)
 	case h.LastOffset() >= nextBase || h.LastOffset() < h.BaseOffset:
@@ -437,19 +434,28 @@ func (s *segment) timeLookup(ts int64) int64 {
 // or Log.wmu, which keep s.size and the file stable.
 func (s *segment) readHeaderAt(pos int64, scratch *[BatchHeaderSize]byte) (BatchHeader, error) {
 	if pos+BatchHeaderSize > s.size {
-		return BatchHeader{}, fmt.Errorf("segment %d position %d: header past the end at %d: %w", s.baseOffset, pos, s.size, ErrCorrupt)
+		return BatchHeader{}, s.headerPastEnd(pos)
 	}
 	if _, err := s.logFile.ReadAt(scratch[:], pos); err != nil {
 		return BatchHeader{}, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
 	}
-	h, err := ParseBatchHeader(scratch[:])
-	if err == nil && (int64(h.Size()) > s.size-pos || h.LastOffsetDelta < 0) {
-		err = errors.New("batch runs past the end")
-	}
-	if err != nil {
-		return h, fmt.Errorf("segment %d position %d: %v: %w", s.baseOffset, pos, err, ErrCorrupt)
+	var h BatchHeader
+	if err := parseStoredHeader(&h, scratch[:], s.size-pos); err != nil {
+		return h, s.corruptAt(pos, err)
 	}
 	return h, nil
+}
+
+// corruptAt reports the framing problem err of the batch at pos as
+// ErrCorrupt: the bytes came from our own segment.
+func (s *segment) corruptAt(pos int64, err error) error {
+	return fmt.Errorf("segment %d position %d: %v: %w", s.baseOffset, pos, err, ErrCorrupt)
+}
+
+// headerPastEnd is the error for a batch at pos too close to the end of
+// the segment to hold a header.
+func (s *segment) headerPastEnd(pos int64) error {
+	return s.corruptAt(pos, fmt.Errorf("header past the end at %d", s.size))
 }
 
 // findBatch returns the position and header of the first batch whose last
@@ -480,7 +486,7 @@ func (s *segment) findBatchChunked(offset int64, chunk []byte) (pos int64, h Bat
 	)
 	for pos = s.lookup(offset); pos < s.size; pos += int64(h.Size()) {
 		if pos+BatchHeaderSize > s.size {
-			return 0, h, nil, false, fmt.Errorf("segment %d position %d: header past the end at %d: %w", s.baseOffset, pos, s.size, ErrCorrupt)
+			return 0, h, nil, false, s.headerPastEnd(pos)
 		}
 		if chunkPos < 0 || pos+BatchHeaderSize > chunkPos+int64(chunkLen) {
 			chunkPos, chunkLen = pos, int(min(int64(len(chunk)), s.size-pos))
@@ -489,12 +495,8 @@ func (s *segment) findBatchChunked(offset int64, chunk []byte) (pos int64, h Bat
 			}
 		}
 		at := chunk[pos-chunkPos : chunkLen]
-		h, err = ParseBatchHeader(at)
-		if err == nil && (int64(h.Size()) > s.size-pos || h.LastOffsetDelta < 0) {
-			err = errors.New("batch runs past the end")
-		}
-		if err != nil {
-			return 0, h, nil, false, fmt.Errorf("segment %d position %d: %v: %w", s.baseOffset, pos, err, ErrCorrupt)
+		if err = parseStoredHeader(&h, at, s.size-pos); err != nil {
+			return 0, h, nil, false, s.corruptAt(pos, err)
 		}
 		if h.LastOffset() >= offset {
 			return pos, h, at, true, nil
