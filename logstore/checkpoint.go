@@ -58,21 +58,19 @@ func ReadOffsetCheckpoint(path string) ([]CheckpointEntry, error) {
 // writes path+".tmp", fsyncs it, renames it over path and fsyncs the
 // directory, so a crash leaves either the old file or the new one.
 func WriteOffsetCheckpoint(path string, entries []CheckpointEntry) error {
-	var b strings.Builder
-	b.WriteString(checkpointVersion + "\n")
-	b.WriteString(strconv.Itoa(len(entries)) + "\n")
 	for _, e := range entries {
 		if e.Topic == "" || strings.ContainsAny(e.Topic, " \t\r\n") {
 			return fmt.Errorf("write checkpoint %s: topic %q cannot be stored", path, e.Topic)
 		}
-		b.WriteString(e.Topic)
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatInt(int64(e.Partition), 10))
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatInt(e.Offset, 10))
-		b.WriteByte('\n')
 	}
-	if err := writeFileAtomic(path, []byte(b.String())); err != nil {
+	err := writeCheckpointLines(path, len(entries), func(b []byte, i int) []byte {
+		b = append(b, entries[i].Topic...)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(entries[i].Partition), 10)
+		b = append(b, ' ')
+		return strconv.AppendInt(b, entries[i].Offset, 10)
+	})
+	if err != nil {
 		return fmt.Errorf("write checkpoint %s: %w", path, err)
 	}
 	return nil
@@ -102,9 +100,26 @@ func readCheckpointLines(path string) ([]string, error) {
 	return lines[2:], nil
 }
 
-// writeFileAtomic writes data to path through a fsynced temporary file and
-// a rename, then fsyncs the directory so the rename itself is durable.
-func writeFileAtomic(path string, data []byte) error {
+// writeCheckpointLines is the inverse of readCheckpointLines: it replaces
+// the file at path (WriteFileAtomic) with the version line, the count line
+// and count entry lines, entry i being what appendEntry appends to b.
+func writeCheckpointLines(path string, count int, appendEntry func(b []byte, i int) []byte) error {
+	b := append([]byte(checkpointVersion), '\n')
+	b = strconv.AppendInt(b, int64(count), 10)
+	b = append(b, '\n')
+	for i := range count {
+		b = append(appendEntry(b, i), '\n')
+	}
+	return WriteFileAtomic(path, b)
+}
+
+// WriteFileAtomic replaces the file at path with data so that a crash
+// leaves either the old file or the new one, whole: it writes path+".tmp"
+// (mode 0644), fsyncs it, renames it over path and fsyncs the directory so
+// that the rename itself is durable. If writing or syncing the temporary
+// file fails, it is removed; Open removes the .tmp files that a crash left
+// in a partition directory. Calls for the same path must not overlap.
+func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {

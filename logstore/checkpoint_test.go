@@ -99,3 +99,27 @@ func TestCheckpointTornTmpDoesNotReplace(t *testing.T) {
 		t.Fatalf("tmp file left: %v", err)
 	}
 }
+
+// TestWriteFileAtomic: the file is created, then replaced whole, and no
+// temporary file is left behind, also when the write fails.
+func TestWriteFileAtomic(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state")
+	for _, data := range []string{"first version", "second"} {
+		must(t, WriteFileAtomic(path, []byte(data)))
+		got, err := os.ReadFile(path)
+		must(t, err)
+		if string(got) != data {
+			t.Fatalf("file holds %q, want %q", got, data)
+		}
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, "missing", "state"), []byte("x")); err == nil {
+		t.Fatal("wrote into a missing directory")
+	}
+	entries, err := os.ReadDir(dir)
+	must(t, err)
+	if len(entries) != 1 || entries[0].Name() != "state" {
+		t.Fatalf("directory holds %v, want only state", entries)
+	}
+}

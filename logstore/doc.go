@@ -12,7 +12,8 @@
 // reads are in [LogStartOffset, LogEndOffset). The package also reads and
 // writes the per-log-directory offset checkpoint files
 // (recovery-point-offset-checkpoint, replication-offset-checkpoint,
-// log-start-offset-checkpoint) for its callers.
+// log-start-offset-checkpoint) for its callers, and lends them its atomic
+// file replacement (WriteFileAtomic) for the other small files they keep.
 //
 // # What it refuses
 //

@@ -168,16 +168,12 @@ func (c *LeaderEpochCache) Clear() error {
 
 // replaceLocked persists entries and then makes them current. Caller holds c.mu.
 func (c *LeaderEpochCache) replaceLocked(entries []EpochEntry) error {
-	var b strings.Builder
-	b.WriteString(checkpointVersion + "\n")
-	b.WriteString(strconv.Itoa(len(entries)) + "\n")
-	for _, e := range entries {
-		b.WriteString(strconv.FormatInt(int64(e.LeaderEpoch), 10))
-		b.WriteByte(' ')
-		b.WriteString(strconv.FormatInt(e.StartOffset, 10))
-		b.WriteByte('\n')
-	}
-	if err := writeFileAtomic(c.path, []byte(b.String())); err != nil {
+	err := writeCheckpointLines(c.path, len(entries), func(b []byte, i int) []byte {
+		b = strconv.AppendInt(b, int64(entries[i].LeaderEpoch), 10)
+		b = append(b, ' ')
+		return strconv.AppendInt(b, entries[i].StartOffset, 10)
+	})
+	if err != nil {
 		return fmt.Errorf("write leader epochs %s: %w", c.path, err)
 	}
 	c.entries = entries
