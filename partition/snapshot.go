@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/kafkazk/broker/logstore"
 )
 
 // Producer state snapshots, named like Kafka's: <20-digit offset>.snapshot
@@ -118,28 +120,17 @@ func decodeSnapshot(b []byte) (map[int64]*producerState, error) {
 	return out, nil
 }
 
-// writeProducerSnapshot records the producer state at the LEO (written
-// atomically: a temporary file, fsync, rename) and keeps the newest
-// snapshotsKept snapshots. Caller holds r.mu, so no append moves the LEO.
+// writeProducerSnapshotLocked records the producer state at the LEO
+// (written with logstore.WriteFileAtomic: a temporary file, fsync, rename,
+// fsync of the directory) and keeps the newest snapshotsKept snapshots.
+// Caller holds r.mu, so no append moves the LEO.
 func (r *Replica) writeProducerSnapshotLocked() error {
 	leo := r.log.LogEndOffset()
 	path := snapshotPath(r.dir, leo)
 	if _, err := os.Stat(path); err == nil {
 		return nil // nothing appended since the last snapshot
 	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("write producer snapshot %s: %w", path, err)
-	}
-	_, werr := f.Write(encodeSnapshot(r.producers))
-	serr := f.Sync()
-	cerr := f.Close()
-	if err := errors.Join(werr, serr, cerr); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write producer snapshot %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := logstore.WriteFileAtomic(path, encodeSnapshot(r.producers)); err != nil {
 		return fmt.Errorf("write producer snapshot %s: %w", path, err)
 	}
 	offs := snapshotOffsets(r.dir)
