@@ -688,6 +688,28 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset, timestamp int64, found bool,
 	return -1, -1, false, nil
 }
 
+// OffsetOfMaxTimestamp returns the largest batch MaxTimestamp in the log
+// and the last offset of the first batch that reached it (Kafka's
+// offsetOfMaxTimestampSoFar: offsets are per batch, records are not
+// decoded); found is false when no batch carries a timestamp.
+func (l *Log) OffsetOfMaxTimestamp() (offset, timestamp int64, found bool, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.isClosed() {
+		return -1, -1, false, ErrClosed
+	}
+	var best *segment
+	for _, s := range l.segments {
+		if s.size > 0 && s.maxTimestamp >= 0 && (best == nil || s.maxTimestamp > best.maxTimestamp) {
+			best = s
+		}
+	}
+	if best == nil {
+		return -1, -1, false, nil
+	}
+	return best.offsetOfMaxTimestamp, best.maxTimestamp, true, nil
+}
+
 // TruncateTo removes everything at or above endOffset, for a follower whose
 // log diverged from its leader. Truncation is by whole batch: if endOffset
 // falls inside a batch, that batch goes too, and LogEndOffset becomes its

@@ -553,6 +553,31 @@ func TestOffsetForTimestamp(t *testing.T) {
 	}
 }
 
+// TestOffsetOfMaxTimestamp: ListOffsets' max timestamp (-3) is the last
+// offset of the first batch that reached the largest timestamp, across
+// segments, whatever order the timestamps came in.
+func TestOffsetOfMaxTimestamp(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.SegmentBytes = 300
+	l := openLog(t, t.TempDir(), cfg, 0)
+	if _, _, found, err := l.OffsetOfMaxTimestamp(); err != nil || found {
+		t.Fatalf("empty log: found %v (%v), want none", found, err)
+	}
+	// Batch i holds offsets [2i, 2i+1]; the largest timestamp, 900, is
+	// first reached by batch 3 (offsets 6-7) in an early segment, and
+	// reached again later.
+	for _, m := range []int64{100, 500, 300, 900, 200, 900, 800, 400} {
+		mustAppend(t, l, makeBatch(batchSpec{records: 2, valueSize: 10, firstTs: m - 1, maxTs: m}))
+	}
+	if len(l.segments) < 3 {
+		t.Fatalf("want several segments, got %d", len(l.segments))
+	}
+	if off, ts, found, err := l.OffsetOfMaxTimestamp(); err != nil || !found || off != 7 || ts != 900 {
+		t.Fatalf("OffsetOfMaxTimestamp = %d, %d, %v, %v; want 7, 900, true", off, ts, found, err)
+	}
+}
+
 // TestRetention checks deletion by time and by size with an explicit clock:
 // whole segments only, never the active one, LogStartOffset moves, and the
 // leader epoch cache loses what was deleted.

@@ -540,16 +540,14 @@ func (m *Manager) OffsetForLeaderEpoch(tp cluster.TopicPartition, currentLeaderE
 	return epoch, endOffset, nil
 }
 
-// ListOffset resolves a ListOffsets timestamp for tp. consumer is true
-// for a client's request (Kafka: the isolation level is defined, i.e.
-// ReplicaID -1 at version 1 or later): those get ErrOffsetNotAvailable
-// while a new leader's high watermark lags the start of its epoch.
-func (m *Manager) ListOffset(tp cluster.TopicPartition, timestamp int64, currentLeaderEpoch int32, consumer bool) (int64, int64, int32, error) {
+// ListOffset resolves a ListOffsets timestamp for tp, bounded as asker
+// may see (OffsetsAsker).
+func (m *Manager) ListOffset(tp cluster.TopicPartition, timestamp int64, currentLeaderEpoch int32, asker OffsetsAsker) (int64, int64, int32, error) {
 	r, err := m.get(tp)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	return r.listOffset(timestamp, currentLeaderEpoch, consumer)
+	return r.listOffset(timestamp, currentLeaderEpoch, asker)
 }
 
 // Close stops the background work, writes the checkpoints and closes

@@ -472,8 +472,12 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, 
 	return res, change, nil
 }
 
-// listOffset resolves a ListOffsets timestamp for a consumer.
-func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, consumer bool) (int64, int64, int32, error) {
+// listOffset resolves a ListOffsets timestamp for asker, as Kafka's
+// Partition.fetchOffsetForTimestamp: latest is the last offset asker may
+// fetch (the HW for consumers, the LEO for replicas), earliest the log
+// start offset, and a timestamp (or MaxTimestamp) finds a batch below that
+// bound or answers -1.
+func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, asker OffsetsAsker) (int64, int64, int32, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.isLeaderLocked() {
@@ -487,24 +491,36 @@ func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, consumer bool) 
 	// their next fetches), so until it reaches the start of this epoch the
 	// "latest" offset it would answer may go backwards; consumers are told
 	// to retry instead, as Kafka's Partition.fetchOffsetForTimestamp does.
-	lagging := consumer && r.leaderEpochStartOffset > r.hw
+	lagging := asker == AskerConsumer && r.leaderEpochStartOffset > r.hw
+	lastFetchable := r.hw
+	if asker == AskerReplica {
+		lastFetchable = r.log.LogEndOffset()
+	}
+	var (
+		off, found int64
+		ok         bool
+		err        error
+	)
 	switch ts {
 	case LatestTimestamp:
 		if lagging {
 			return 0, 0, 0, fmt.Errorf("%s: high watermark %d lags the start of leader epoch %d at %d: %w",
 				r.tp, r.hw, r.leaderEpoch, r.leaderEpochStartOffset, ErrOffsetNotAvailable)
 		}
-		return r.hw, -1, r.leaderEpoch, nil
+		return lastFetchable, -1, r.leaderEpoch, nil
 	case EarliestTimestamp:
 		start := r.log.LogStartOffset()
 		return start, -1, r.epochForOffsetLocked(start), nil
+	case MaxTimestamp:
+		off, found, ok, err = r.log.OffsetOfMaxTimestamp()
+	default:
+		off, found, ok, err = r.log.OffsetForTimestamp(ts)
 	}
-	off, found, ok, err := r.log.OffsetForTimestamp(ts)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("offset for timestamp %d in %s: %w", ts, r.tp, mapLogError(err))
 	}
-	if !ok || off >= r.hw {
-		if lagging && ts >= 0 {
+	if !ok || off >= lastFetchable {
+		if lagging {
 			return 0, 0, 0, fmt.Errorf("%s: no offset for timestamp %d below high watermark %d, which lags the start of leader epoch %d at %d: %w",
 				r.tp, ts, r.hw, r.leaderEpoch, r.leaderEpochStartOffset, ErrOffsetNotAvailable)
 		}

@@ -54,10 +54,10 @@ func TestSingleReplicaLeader(t *testing.T) {
 	if err != nil || len(res.Records) == 0 {
 		t.Fatalf("read: %d bytes, %v", len(res.Records), err)
 	}
-	if off, _, epoch, err := m.ListOffset(tp0, LatestTimestamp, -1, true); err != nil || off != 15 || epoch != 0 {
+	if off, _, epoch, err := m.ListOffset(tp0, LatestTimestamp, -1, AskerConsumer); err != nil || off != 15 || epoch != 0 {
 		t.Fatalf("latest offset = %d epoch %d (%v), want 15 epoch 0", off, epoch, err)
 	}
-	if off, _, _, err := m.ListOffset(tp0, EarliestTimestamp, -1, true); err != nil || off != 0 {
+	if off, _, _, err := m.ListOffset(tp0, EarliestTimestamp, -1, AskerConsumer); err != nil || off != 0 {
 		t.Fatalf("earliest offset = %d (%v)", off, err)
 	}
 }
@@ -171,7 +171,7 @@ func TestMinInsyncReplicas(t *testing.T) {
 	if _, err := m.Append(tp0, buildBatch(batchSpec{}), -1); !errors.Is(err, ErrNotEnoughReplicas) {
 		t.Fatalf("acks=all with isr {1}: %v, want ErrNotEnoughReplicas", err)
 	}
-	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, true); off != 0 {
+	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, AskerConsumer); off != 0 {
 		t.Fatalf("nothing may be written, latest = %d", off)
 	}
 	res := mustAppend(t, m, buildBatch(batchSpec{}), 1)
@@ -214,7 +214,7 @@ func TestBatchValidation(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
 		}
 	}
-	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, true); off != 0 {
+	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, AskerConsumer); off != 0 {
 		t.Fatalf("nothing may be written, latest = %d", off)
 	}
 }
@@ -252,7 +252,7 @@ func TestIdempotentProducer(t *testing.T) {
 	if _, err := m.Append(tp0, unknown, -1); !errors.Is(err, ErrUnknownProducerID) {
 		t.Fatalf("unknown producer: %v, want ErrUnknownProducerID", err)
 	}
-	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, true); off != 5 {
+	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, AskerConsumer); off != 5 {
 		t.Fatalf("latest = %d, want 5 (no duplicate written)", off)
 	}
 
@@ -370,7 +370,8 @@ func TestWaitCommittedAcrossEpochs(t *testing.T) {
 // records past its HW (written in the previous epoch, not yet known to be
 // replicated) answers a consumer's "latest" with ErrOffsetNotAvailable
 // rather than an offset that may go backwards, until the HW reaches the
-// start of the new epoch; a replica's request still gets the HW.
+// start of the new epoch; a v0 consumer gets the HW and any other replica
+// id the LEO, as in Kafka.
 func TestListOffsetLaggingHighWatermark(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1000, 0)}
 	m := newTestManager(t, 1, "", clock)
@@ -393,23 +394,37 @@ func TestListOffsetLaggingHighWatermark(t *testing.T) {
 	if err := m.ApplyPartitionStates([]PartitionState{st}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := m.ListOffset(tp0, LatestTimestamp, -1, true); !errors.Is(err, ErrOffsetNotAvailable) {
+	if _, _, _, err := m.ListOffset(tp0, LatestTimestamp, -1, AskerConsumer); !errors.Is(err, ErrOffsetNotAvailable) {
 		t.Fatalf("consumer's latest with HW 2 behind epoch start 5: err %v, want ErrOffsetNotAvailable", err)
 	}
-	if _, _, _, err := m.ListOffset(tp0, 2003, -1, true); !errors.Is(err, ErrOffsetNotAvailable) {
+	if _, _, _, err := m.ListOffset(tp0, 2003, -1, AskerConsumer); !errors.Is(err, ErrOffsetNotAvailable) {
 		t.Fatalf("consumer's timestamp past the HW while lagging: err %v, want ErrOffsetNotAvailable", err)
 	}
-	if off, _, _, err := m.ListOffset(tp0, 2001, -1, true); err != nil || off != 1 {
+	if off, _, _, err := m.ListOffset(tp0, 2001, -1, AskerConsumer); err != nil || off != 1 {
 		t.Fatalf("consumer's timestamp below the HW while lagging: offset %d (%v), want 1", off, err)
 	}
-	if off, _, _, err := m.ListOffset(tp0, EarliestTimestamp, -1, true); err != nil || off != 0 {
+	if off, _, _, err := m.ListOffset(tp0, EarliestTimestamp, -1, AskerConsumer); err != nil || off != 0 {
 		t.Fatalf("earliest while lagging: offset %d (%v), want 0", off, err)
 	}
-	if off, _, _, err := m.ListOffset(tp0, LatestTimestamp, -1, false); err != nil || off != 2 {
-		t.Fatalf("replica's latest while lagging: offset %d (%v), want the HW 2", off, err)
+	if _, _, _, err := m.ListOffset(tp0, MaxTimestamp, -1, AskerConsumer); !errors.Is(err, ErrOffsetNotAvailable) {
+		t.Fatalf("consumer's max timestamp past the HW while lagging: err %v, want ErrOffsetNotAvailable", err)
+	}
+	// A v0 consumer has no isolation level: the HW, no error.
+	if off, _, _, err := m.ListOffset(tp0, LatestTimestamp, -1, AskerLegacyConsumer); err != nil || off != 2 {
+		t.Fatalf("v0 consumer's latest while lagging: offset %d (%v), want the HW 2", off, err)
+	}
+	// Any other replica id is bounded by the LEO.
+	if off, _, _, err := m.ListOffset(tp0, LatestTimestamp, -1, AskerReplica); err != nil || off != 5 {
+		t.Fatalf("replica's latest while lagging: offset %d (%v), want the LEO 5", off, err)
+	}
+	if off, ts, _, err := m.ListOffset(tp0, MaxTimestamp, -1, AskerReplica); err != nil || off != 4 || ts != 2004 {
+		t.Fatalf("replica's max timestamp: offset %d timestamp %d (%v), want 4 at 2004", off, ts, err)
 	}
 	follow(5, 1) // the follower has everything: HW 5, the epoch's start
-	if off, _, epoch, err := m.ListOffset(tp0, LatestTimestamp, -1, true); err != nil || off != 5 || epoch != 1 {
+	if off, _, epoch, err := m.ListOffset(tp0, LatestTimestamp, -1, AskerConsumer); err != nil || off != 5 || epoch != 1 {
 		t.Fatalf("consumer's latest after the HW caught up: offset %d epoch %d (%v), want 5 epoch 1", off, epoch, err)
+	}
+	if off, ts, _, err := m.ListOffset(tp0, MaxTimestamp, -1, AskerConsumer); err != nil || off != 4 || ts != 2004 {
+		t.Fatalf("consumer's max timestamp after the HW caught up: offset %d timestamp %d (%v), want 4 at 2004", off, ts, err)
 	}
 }

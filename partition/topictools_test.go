@@ -58,7 +58,7 @@ func TestDeleteRecordsReplicated(t *testing.T) {
 			t.Errorf("broker %d log start %d, want 7", id, st.LogStartOffset)
 		}
 	}
-	if off, _, _, err := leader.ListOffset(tp0, EarliestTimestamp, -1, true); err != nil || off != 7 {
+	if off, _, _, err := leader.ListOffset(tp0, EarliestTimestamp, -1, AskerConsumer); err != nil || off != 7 {
 		t.Errorf("earliest offset %d, %v; want 7", off, err)
 	}
 	if _, err := leader.Read(tp0, ReadRequest{FetchOffset: 6, MaxBytes: 1 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1}); !errors.Is(err, ErrOffsetOutOfRange) {
@@ -129,7 +129,7 @@ func TestDeleteRecordsSurvivesRestart(t *testing.T) {
 	if err := m2.ApplyPartitionStates([]PartitionState{st}); err != nil {
 		t.Fatal(err)
 	}
-	if off, _, _, err := m2.ListOffset(tp0, EarliestTimestamp, -1, true); err != nil || off != 5 {
+	if off, _, _, err := m2.ListOffset(tp0, EarliestTimestamp, -1, AskerConsumer); err != nil || off != 5 {
 		t.Fatalf("earliest offset after restart %d, %v; want 5", off, err)
 	}
 }

@@ -3,10 +3,12 @@ package protocol
 // ListOffsets (key 2), versions 0-7.
 //
 //   - Each partition's Timestamp goes to Replicas.ListOffset: -1 (latest)
-//     is the high watermark for both isolation levels (no transactions),
-//     -2 (earliest) the log start offset, anything else the first offset
-//     whose timestamp is at or after it (-1 if none). -3 (max timestamp,
-//     v7+) is passed through for the replica to resolve.
+//     is the high watermark for a consumer (ReplicaID -1; both isolation
+//     levels, with no transactions) and the log end offset for any other
+//     replica id, -2 (earliest) the log start offset, -3 (max timestamp,
+//     v7+) the last offset of the batch with the largest timestamp, and
+//     anything else the first batch whose timestamp is at or after it;
+//     both answer -1 when that batch is not below the same bound.
 //   - v0 answers OldStyleOffsets: the one offset found, or none when it is
 //     -1 or MaxNumOffsets is 0. v1+ answers Offset and Timestamp.
 //   - CurrentLeaderEpoch (v4+) is checked by the replica
@@ -25,15 +27,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
 )
 
 func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, 0, len(req.Topics))
-	// Kafka answers v1+ requests of consumers (ReplicaID -1) through the
-	// path that knows an isolation level, which is where KIP-207's
-	// OFFSET_NOT_AVAILABLE comes from.
-	consumer := req.Version >= 1 && req.ReplicaID == -1
+	// Kafka bounds a consumer's answer (ReplicaID -1) by the HW and any
+	// other's by the LEO; only v1+ consumers have an isolation level, the
+	// path where KIP-207's OFFSET_NOT_AVAILABLE comes from.
+	asker := partition.AskerReplica
+	switch {
+	case req.ReplicaID == -1 && req.Version >= 1:
+		asker = partition.AskerConsumer
+	case req.ReplicaID == -1:
+		asker = partition.AskerLegacyConsumer
+	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -46,7 +55,7 @@ func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kms
 			if req.Version >= 4 {
 				epoch = p.CurrentLeaderEpoch
 			}
-			offset, ts, leaderEpoch, err := s.cfg.Replicas.ListOffset(tp, p.Timestamp, epoch, consumer)
+			offset, ts, leaderEpoch, err := s.cfg.Replicas.ListOffset(tp, p.Timestamp, epoch, asker)
 			switch {
 			case err != nil:
 				rp.ErrorCode = s.partitionErrorCode(ctx, rc, tp, err, s.errorCode, nil)

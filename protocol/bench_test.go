@@ -67,7 +67,7 @@ func (f *fixedReplicas) WaitCommitted(context.Context, cluster.TopicPartition, i
 func (f *fixedReplicas) Read(cluster.TopicPartition, partition.ReadRequest) (partition.ReadResult, error) {
 	return partition.ReadResult{Records: f.records, HighWatermark: 1 << 40, LastStableOffset: 1 << 40}, nil
 }
-func (f *fixedReplicas) ListOffset(cluster.TopicPartition, int64, int32, bool) (int64, int64, int32, error) {
+func (f *fixedReplicas) ListOffset(cluster.TopicPartition, int64, int32, partition.OffsetsAsker) (int64, int64, int32, error) {
 	return 0, -1, 0, nil
 }
 func (f *fixedReplicas) Changed(bool) <-chan struct{} { return f.changed }
@@ -132,7 +132,7 @@ func BenchmarkProduce(b *testing.B) {
 				rounds++
 			}
 			// A refused append answers as fast as any: check they all landed.
-			if hw, _, _, err := m.ListOffset(benchTP, partition.LatestTimestamp, -1, false); err != nil || hw != rounds*int64(records) {
+			if hw, _, _, err := m.ListOffset(benchTP, partition.LatestTimestamp, -1, partition.AskerConsumer); err != nil || hw != rounds*int64(records) {
 				b.Fatalf("high watermark %d (%v) after %d rounds of %d records", hw, err, rounds, records)
 			}
 		})

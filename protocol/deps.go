@@ -30,7 +30,7 @@ type Replicas interface {
 	// ListOffset resolves a ListOffsets timestamp (partition.LatestTimestamp,
 	// partition.EarliestTimestamp, or a time in ms) to an offset, the
 	// timestamp found (-1 for the special ones) and the leader epoch.
-	ListOffset(tp cluster.TopicPartition, timestamp int64, currentLeaderEpoch int32, consumer bool) (offset, ts int64, leaderEpoch int32, err error)
+	ListOffset(tp cluster.TopicPartition, timestamp int64, currentLeaderEpoch int32, asker partition.OffsetsAsker) (offset, ts int64, leaderEpoch int32, err error)
 	// Changed returns a channel closed the next time a replica changes in
 	// a way a fetch could see; long-polling fetches wait on it. A
 	// follower's fetch (replica true) is woken by new records below a

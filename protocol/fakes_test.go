@@ -30,6 +30,8 @@ type fakeReplicas struct {
 	// lagging makes ListOffset answer a consumer's latest with
 	// ErrOffsetNotAvailable, as a new leader whose HW lags its epoch does.
 	lagging bool
+	// askers records who each ListOffset call was for.
+	askers []partition.OffsetsAsker
 }
 
 type fakeRead struct {
@@ -187,16 +189,17 @@ func (f *fakeReplicas) Read(tp cluster.TopicPartition, req partition.ReadRequest
 	return partition.ReadResult{Records: out, HighWatermark: l.hw, LastStableOffset: l.hw, LogStartOffset: l.start}, nil
 }
 
-func (f *fakeReplicas) ListOffset(tp cluster.TopicPartition, timestamp int64, _ int32, consumer bool) (int64, int64, int32, error) {
+func (f *fakeReplicas) ListOffset(tp cluster.TopicPartition, timestamp int64, _ int32, asker partition.OffsetsAsker) (int64, int64, int32, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.askers = append(f.askers, asker)
 	l := f.parts[tp]
 	if l == nil {
 		return 0, 0, 0, partition.ErrUnknownTopicOrPartition
 	}
 	switch timestamp {
 	case partition.LatestTimestamp:
-		if f.lagging && consumer {
+		if f.lagging && asker == partition.AskerConsumer {
 			return 0, 0, 0, partition.ErrOffsetNotAvailable
 		}
 		return l.hw, -1, 0, nil

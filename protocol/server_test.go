@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -390,7 +391,8 @@ func TestListOffsets(t *testing.T) {
 
 // TestListOffsetsOffsetNotAvailable: only a consumer's request at v1 or
 // later (Kafka's path with an isolation level) can get KIP-207's
-// OFFSET_NOT_AVAILABLE; v0 and a replica's request get the HW.
+// OFFSET_NOT_AVAILABLE; a v0 consumer and any other replica id are
+// answered for what they are (partition.OffsetsAsker).
 func TestListOffsetsOffsetNotAvailable(t *testing.T) {
 	b := startBroker(t)
 	createTopic(t, b, "t", 1)
@@ -421,6 +423,14 @@ func TestListOffsetsOffsetNotAvailable(t *testing.T) {
 	}
 	if p := list(0, -1); p.ErrorCode != 0 || len(p.OldStyleOffsets) != 1 || p.OldStyleOffsets[0] != 2 {
 		t.Errorf("v0 consumer: %+v, want offset 2", p)
+	}
+	list(0, 3)
+	b.replicas.mu.Lock()
+	got := b.replicas.askers
+	b.replicas.mu.Unlock()
+	c2, r, l0 := partition.AskerConsumer, partition.AskerReplica, partition.AskerLegacyConsumer
+	if want := []partition.OffsetsAsker{c2, r, c2, r, c2, r, l0, r}; !slices.Equal(got, want) {
+		t.Errorf("askers %v, want %v (v1/v4/v7 consumer then replica, v0 consumer, v0 replica)", got, want)
 	}
 }
 
