@@ -275,7 +275,9 @@ func TestZKConfigChangeNotificationsPurged(t *testing.T) {
 	})
 	// Every purge so far ran before now, so if young is not yet expiration
 	// old it must be there (a slow machine may age it past that).
-	if time.Since(before) < expiration && !exists(young) {
+	if time.Since(before) >= expiration {
+		t.Logf("%s not checked for survival: the machine took over %v to get here, so it may rightly be purged", young, expiration)
+	} else if !exists(young) {
 		t.Fatalf("%s purged younger than %v", young, expiration)
 	}
 	if !exists(foreign) {

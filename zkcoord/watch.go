@@ -430,6 +430,10 @@ func (s *Session) refreshConfig(t string) error {
 // broker, and Kafka's own, the time to read a notification first. This
 // broker applies topic configs from its watch on /config/topics/<t>
 // (refreshConfig), so purging is all it does with the notifications.
+// Sequence order is creation order, so the purge stops at the first
+// notification young enough to keep. A failed read or delete of one node
+// is logged and ends this purge, as Kafka logs it: the next notification
+// or session tries again; only a failed listing (the watch) is retried.
 func (s *Session) refreshConfigChanges() error {
 	kids, err := s.readChildren(watchKey{kind: wConfigChanges}, configChangesPath)
 	if err != nil {
@@ -445,13 +449,18 @@ func (s *Session) refreshConfigChanges() error {
 		p := configChangeNotificationPath(k)
 		exists, stat, err := s.zk.Exists(p)
 		if err != nil {
-			return fmt.Errorf("exists %s: %w", p, err)
+			s.log.Warn().Err(err).Str("zk_path", p).Msg("purging config change notifications: exists")
+			break
 		}
-		if !exists || now.Sub(time.UnixMilli(stat.Ctime)) <= s.cfg.configChangeExpiration {
-			continue
+		if !exists {
+			continue // another broker purged it
+		}
+		if now.Sub(time.UnixMilli(stat.Ctime)) <= s.cfg.configChangeExpiration {
+			break // this one and every later one are young enough to keep
 		}
 		if err := s.zk.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return fmt.Errorf("delete %s: %w", p, err)
+			s.log.Warn().Err(err).Str("zk_path", p).Msg("purging config change notifications: delete")
+			break
 		}
 		purged++
 	}
