@@ -156,11 +156,11 @@ func (s *Session) CreateTopic(ctx context.Context, spec TopicSpec) error {
 		n := len(live)
 		assignment = AssignReplicas(live, spec.NumPartitions, spec.ReplicationFactor, rand.IntN(n), rand.IntN(n))
 	}
-	if _, err := cluster.DefaultLogConfig().WithOverrides(spec.Configs); err != nil {
-		return fmt.Errorf("topic %s: %w", spec.Name, err)
-	}
 	if err := s.checkTopicAbsent(spec.Name); err != nil {
 		return err
+	}
+	if _, err := cluster.DefaultLogConfig().WithOverrides(spec.Configs); err != nil {
+		return fmt.Errorf("topic %s: %w", spec.Name, err)
 	}
 	if spec.ValidateOnly || ctx.Err() != nil {
 		return ctx.Err()

@@ -545,6 +545,8 @@ func TestZKCreateTopic(t *testing.T) {
 		{"assignment and count", TopicSpec{Name: "z", NumPartitions: 3, Assignment: map[int32][]int32{0: {1}}}, cluster.ErrInvalidReplicaAssignment},
 		{"unknown config", TopicSpec{Name: "z", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"nope": "1"}}, cluster.ErrInvalidConfig},
 		{"bad config value", TopicSpec{Name: "z", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"min.insync.replicas": "0"}}, cluster.ErrInvalidConfig},
+		// ZkAdminManager checks the metadata for the topic before its config.
+		{"exists, bad config", TopicSpec{Name: "orders", NumPartitions: 1, ReplicationFactor: 1, Configs: map[string]string{"nope": "1"}}, cluster.ErrTopicExists},
 	}
 	for _, c := range errCases {
 		t.Run(c.name, func(t *testing.T) {
