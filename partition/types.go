@@ -106,22 +106,23 @@ const (
 )
 
 // OffsetsAsker is who sends a ListOffsets, which decides what bounds the
-// answer, as the isolation level Kafka derives from the request does.
+// answer, as the isolation level Kafka derives from the request does. The
+// zero value is the most restricted asker, a consumer.
 type OffsetsAsker uint8
 
 const (
-	// AskerReplica is a request with a replica id (not -1), at any
-	// version: Kafka gives it no isolation level, so the log end offset
-	// bounds the answer.
-	AskerReplica OffsetsAsker = iota
-	// AskerLegacyConsumer is a consumer's v0 request: the high watermark
-	// bounds the answer.
-	AskerLegacyConsumer
 	// AskerConsumer is a consumer's v1+ request (replica id -1): the high
 	// watermark bounds the answer (the last stable offset is the HW
 	// without transactions), and while a new leader's HW lags the start
 	// of its epoch the answer is ErrOffsetNotAvailable (KIP-207).
-	AskerConsumer
+	AskerConsumer OffsetsAsker = iota
+	// AskerLegacyConsumer is a consumer's v0 request: the high watermark
+	// bounds the answer.
+	AskerLegacyConsumer
+	// AskerReplica is a request with a replica id (not -1), at any
+	// version: Kafka gives it no isolation level, so the log end offset
+	// bounds the answer.
+	AskerReplica
 )
 
 // PartitionState is what the broker is told about one partition it holds a

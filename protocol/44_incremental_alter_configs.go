@@ -4,8 +4,9 @@ package protocol
 //
 //   - Topic resources (type 2): each op changes one override in
 //     /config/topics/<t> through ConfigAdmin, which validates the result
-//     and notifies every broker (a config_change_ znode); the brokers
-//     apply it to their live replicas without a restart. Served only when
+//     and writes a config_change_ notification as Kafka does; every broker
+//     sees the change through its watch on /config/topics/<t> and applies
+//     it to its live replicas without a restart. Served only when
 //     Config.Admin implements ConfigAdmin.
 //   - SET needs a value (null: INVALID_REQUEST); DELETE drops the override
 //     (the broker default applies again); APPEND and SUBTRACT add or

@@ -28,8 +28,10 @@ type Replicas interface {
 	// watermark for consumers.
 	Read(tp cluster.TopicPartition, req partition.ReadRequest) (partition.ReadResult, error)
 	// ListOffset resolves a ListOffsets timestamp (partition.LatestTimestamp,
-	// partition.EarliestTimestamp, or a time in ms) to an offset, the
-	// timestamp found (-1 for the special ones) and the leader epoch.
+	// partition.EarliestTimestamp, partition.MaxTimestamp or a time in ms)
+	// to an offset, the timestamp found (-1 for latest and earliest) and the
+	// leader epoch, bounded as asker may see (the HW for consumers, the LEO
+	// for other replica ids; partition.ErrOffsetNotAvailable per KIP-207).
 	ListOffset(tp cluster.TopicPartition, timestamp int64, currentLeaderEpoch int32, asker partition.OffsetsAsker) (offset, ts int64, leaderEpoch int32, err error)
 	// Changed returns a channel closed the next time a replica changes in
 	// a way a fetch could see; long-polling fetches wait on it. A

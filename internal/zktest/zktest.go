@@ -57,11 +57,12 @@ func Start(t testing.TB) *Server {
 // Launch starts a standalone ZooKeeper with its data in dir and waits until
 // it answers and has served one session. The caller must call Stop.
 //
-// A server that answers "ruok" but serves no session within its budget is
-// stopped and started again on a fresh port and data directory (at most
-// three tries): on a loaded two-core machine a JVM has once been seen to do
-// that for a whole minute, and the test that needed it failed for nothing
-// of its own. Every failure carries the tail of the server's log.
+// A server that exits, does not answer "ruok" within 60 s, or answers but
+// serves no session within 30 s is stopped and started again on a fresh
+// port and data directory (at most three tries, so at worst about 4.5
+// minutes): on a loaded two-core machine a JVM has once been seen to serve
+// no session for a whole minute, and the test that needed it failed for
+// nothing of its own. Every failure carries the tail of the server's log.
 func Launch(dir string) (*Server, error) {
 	var errs []error
 	for try := 1; try <= launchTries; try++ {
