@@ -7,6 +7,10 @@ package protocol
 //     for a partition this broker holds no replica of if the metadata
 //     knows it (as Produce and Fetch, and Kafka), else
 //     UNKNOWN_TOPIC_OR_PARTITION.
+//   - A partition of the internal __consumer_offsets that the metadata
+//     knows answers INVALID_TOPIC_EXCEPTION, as Kafka's
+//     ReplicaManager.deleteRecordsOnLocalLog refuses internal topics
+//     before it looks for the replica.
 //   - Offset is the new log start offset ("low watermark"); -1 means the
 //     high watermark. Above the high watermark, or another negative value,
 //     is OFFSET_OUT_OF_RANGE. An offset below the current start changes
@@ -24,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
@@ -59,6 +64,12 @@ func (s *Server) handleDeleteRecords(ctx context.Context, rc *reqContext, req *k
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			if tp.Topic == offsetsTopic {
+				if _, known := s.hasPartition(tp); known {
+					rp.ErrorCode = kerr.InvalidTopicException.Code
+					continue
+				}
+			}
 			offset := p.Offset
 			wg.Add(1)
 			sem <- struct{}{}

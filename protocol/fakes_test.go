@@ -204,7 +204,7 @@ func (f *fakeReplicas) ListOffset(tp cluster.TopicPartition, timestamp int64, _ 
 		}
 		return l.hw, -1, 0, nil
 	case partition.EarliestTimestamp:
-		return 0, -1, 0, nil
+		return l.start, -1, 0, nil
 	}
 	for _, b := range l.batches {
 		if b.maxTimestamp >= timestamp && b.last < l.hw {

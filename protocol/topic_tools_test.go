@@ -378,6 +378,33 @@ func TestTopicToolsDescribeClusterAndLogDirs(t *testing.T) {
 // metadata knows the partition (the client's metadata is stale, as after a
 // reassignment) and UNKNOWN_TOPIC_OR_PARTITION otherwise, as Kafka's
 // ReplicaManager.getPartitionOrError does and as Produce and Fetch here.
+// TestTopicToolsDeleteRecordsInternalTopic: records of __consumer_offsets
+// cannot be deleted (INVALID_TOPIC_EXCEPTION, as in Kafka), and nothing is
+// deleted from its log; a partition the metadata does not know is still
+// UNKNOWN_TOPIC_OR_PARTITION.
+func TestTopicToolsDeleteRecordsInternalTopic(t *testing.T) {
+	b := startBroker(t, withoutAutoCreate())
+	createTopic(t, b, offsetsTopic, 1)
+	tp := cluster.TopicPartition{Topic: offsetsTopic, Partition: 0}
+	b.replicas.Append(tp, makeBatch(1000, "a", "b"), 1)
+	req := kmsg.NewPtrDeleteRecordsRequest()
+	req.Version = 2
+	req.TimeoutMillis = 1000
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = offsetsTopic
+	rt.Partitions = []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 1}, {Partition: 7, Offset: 1}}
+	req.Topics = append(req.Topics, rt)
+	got := b.dial(t).roundTrip(req).(*kmsg.DeleteRecordsResponse).Topics[0].Partitions
+	for i, w := range []*kerr.Error{kerr.InvalidTopicException, kerr.UnknownTopicOrPartition} {
+		if got[i].ErrorCode != w.Code || got[i].LowWatermark != -1 {
+			t.Errorf("%s-%d: error %d, low watermark %d; want %d (%s), -1", offsetsTopic, got[i].Partition, got[i].ErrorCode, got[i].LowWatermark, w.Code, w.Message)
+		}
+	}
+	if start, _, _, err := b.replicas.ListOffset(tp, partition.EarliestTimestamp, -1, partition.AskerConsumer); err != nil || start != 0 {
+		t.Fatalf("log start offset of %s: %d (%v), want 0: nothing deleted", tp, start, err)
+	}
+}
+
 func TestTopicToolsDeleteRecordsNoReplicaHere(t *testing.T) {
 	b := startBroker(t, withoutAutoCreate())
 	createTopic(t, b, "moved", 1)
