@@ -44,10 +44,9 @@ func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *km
 	}
 	unknown := map[cluster.TopicPartition]bool{}
 	for _, t := range req.Topics {
-		info, known := s.cfg.Metadata.Topic(t.Topic)
 		for _, p := range t.Partitions {
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
-			if !known || !hasPartition(info, p.Partition) {
+			if _, known := s.hasPartition(tp); !known {
 				unknown[tp] = true
 				continue
 			}
