@@ -1,6 +1,9 @@
 package cluster
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // TopicPartition names one partition of one topic.
 type TopicPartition struct {
@@ -9,6 +12,13 @@ type TopicPartition struct {
 }
 
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// IsInternalTopic reports whether topic is one of Kafka's internal topics
+// (Topic.isInternal): flagged in Metadata, and its records cannot be
+// deleted by DeleteRecords.
+func IsInternalTopic(topic string) bool {
+	return topic == "__consumer_offsets" || topic == "__transaction_state"
+}
 
 // NoLeader is the leader id of a partition that has no live leader.
 const NoLeader int32 = -1
@@ -28,6 +38,17 @@ type Broker struct {
 	Rack      *string
 	// Epoch is the broker epoch: the czxid of its registration znode.
 	Epoch int64
+}
+
+// Clone returns b with its own copies of the endpoints and the rack, so a
+// cache can hand it out and keep its own.
+func (b Broker) Clone() Broker {
+	b.Endpoints = slices.Clone(b.Endpoints)
+	if b.Rack != nil {
+		r := *b.Rack
+		b.Rack = &r
+	}
+	return b
 }
 
 // Endpoint returns the broker's endpoint for the named listener.

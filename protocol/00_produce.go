@@ -70,7 +70,7 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 				setErr(&rp, kerr.InvalidRequiredAcks.Code, fmt.Errorf("acks %d is not -1, 0 or 1", req.Acks))
 			case p.Records == nil:
 				setErr(&rp, kerr.InvalidRecord.Code, errors.New("null records"))
-			case internalTopics[t.Topic]:
+			case cluster.IsInternalTopic(t.Topic):
 				// Only the group coordinator writes __consumer_offsets (through
 				// Replicas, not Produce), as Kafka refuses clients.
 				setErr(&rp, kerr.InvalidTopicException.Code, fmt.Errorf("cannot append to internal topic %s", t.Topic))

@@ -7,8 +7,9 @@ package protocol
 //     for a partition this broker holds no replica of if the metadata
 //     knows it (as Produce and Fetch, and Kafka), else
 //     UNKNOWN_TOPIC_OR_PARTITION.
-//   - A partition of the internal __consumer_offsets that the metadata
-//     knows answers INVALID_TOPIC_EXCEPTION, as Kafka's
+//   - A partition of an internal topic (__consumer_offsets,
+//     __transaction_state) that the metadata knows answers
+//     INVALID_TOPIC_EXCEPTION, as Kafka's
 //     ReplicaManager.deleteRecordsOnLocalLog refuses internal topics
 //     before it looks for the replica.
 //   - Offset is the new log start offset ("low watermark"); -1 means the
@@ -64,7 +65,7 @@ func (s *Server) handleDeleteRecords(ctx context.Context, rc *reqContext, req *k
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
-			if tp.Topic == offsetsTopic {
+			if cluster.IsInternalTopic(tp.Topic) {
 				if _, known := s.hasPartition(tp); known {
 					rp.ErrorCode = kerr.InvalidTopicException.Code
 					continue

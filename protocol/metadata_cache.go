@@ -13,10 +13,6 @@ import (
 // LeaderAndIsr.LeaderDuringDelete): the cache drops the partition.
 const leaderDuringDelete int32 = -2
 
-// internalTopics are marked Internal in the cache, as Kafka's
-// Topic.isInternal does.
-var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
-
 // MetadataCache is a broker's view of the cluster built only from the
 // controller's UpdateMetadata requests, as Kafka's MetadataCache is. It
 // implements Metadata. Safe for concurrent use; every method copies in
@@ -50,7 +46,7 @@ func NewMetadataCache(clusterID string) *MetadataCache {
 func (c *MetadataCache) Apply(req cluster.UpdateMetadataRequest) {
 	brokers := make(map[int32]cluster.Broker, len(req.LiveBrokers))
 	for _, b := range req.LiveBrokers {
-		brokers[b.ID] = copyBroker(b)
+		brokers[b.ID] = b.Clone()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -93,7 +89,7 @@ func (c *MetadataCache) Broker(id int32) (cluster.Broker, bool) {
 	if !ok {
 		return cluster.Broker{}, false
 	}
-	return copyBroker(b), true
+	return b.Clone(), true
 }
 
 // Brokers lists the live brokers sorted by id.
@@ -102,7 +98,7 @@ func (c *MetadataCache) Brokers() []cluster.Broker {
 	defer c.mu.RUnlock()
 	out := make([]cluster.Broker, 0, len(c.brokers))
 	for _, b := range c.brokers {
-		out = append(out, copyBroker(b))
+		out = append(out, b.Clone())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -152,21 +148,12 @@ var (
 // topicInfoLocked copies one topic out. Caller holds c.mu. UpdateMetadata
 // carries no topic configs, so Config is nil.
 func topicInfoLocked(name string, parts map[int32]cluster.PartitionInfo) cluster.TopicInfo {
-	t := cluster.TopicInfo{Name: name, Internal: internalTopics[name], Partitions: make([]cluster.PartitionInfo, 0, len(parts))}
+	t := cluster.TopicInfo{Name: name, Internal: cluster.IsInternalTopic(name), Partitions: make([]cluster.PartitionInfo, 0, len(parts))}
 	for _, p := range parts {
 		t.Partitions = append(t.Partitions, copyPartition(p))
 	}
 	sort.Slice(t.Partitions, func(i, j int) bool { return t.Partitions[i].Partition < t.Partitions[j].Partition })
 	return t
-}
-
-func copyBroker(b cluster.Broker) cluster.Broker {
-	b.Endpoints = slices.Clone(b.Endpoints)
-	if b.Rack != nil {
-		r := *b.Rack
-		b.Rack = &r
-	}
-	return b
 }
 
 func copyPartition(p cluster.PartitionInfo) cluster.PartitionInfo {

@@ -12,9 +12,6 @@ import (
 // methods serve it under s.mu without touching ZooKeeper, and return copies
 // the caller owns. Together they satisfy protocol.Metadata.
 
-// internalTopics are Kafka's internal topics, flagged in Metadata responses.
-var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true}
-
 // Brokers lists the registered brokers sorted by id, with the endpoints of
 // their registration and Epoch = the registration's czxid.
 func (s *Session) Brokers() []cluster.Broker {
@@ -22,7 +19,7 @@ func (s *Session) Brokers() []cluster.Broker {
 	defer s.mu.Unlock()
 	out := make([]cluster.Broker, 0, len(s.brokers))
 	for _, b := range s.brokers {
-		out = append(out, cloneBroker(b))
+		out = append(out, b.Clone())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -36,18 +33,7 @@ func (s *Session) Broker(id int32) (cluster.Broker, bool) {
 	if !ok {
 		return cluster.Broker{}, false
 	}
-	return cloneBroker(b), true
-}
-
-// cloneBroker copies b's endpoints and rack, so the caller's copy shares
-// nothing with the session's.
-func cloneBroker(b cluster.Broker) cluster.Broker {
-	b.Endpoints = slices.Clone(b.Endpoints)
-	if b.Rack != nil {
-		r := *b.Rack
-		b.Rack = &r
-	}
-	return b
+	return b.Clone(), true
 }
 
 // Topics lists every topic sorted by name, each with its partitions sorted.
@@ -101,7 +87,7 @@ func (s *Session) topicInfoLocked(name string, e *topicEntry) cluster.TopicInfo 
 		Name:       name,
 		Partitions: make([]cluster.PartitionInfo, 0, len(e.assignment)),
 		Config:     maps.Clone(e.config),
-		Internal:   internalTopics[name],
+		Internal:   cluster.IsInternalTopic(name),
 	}
 	if ti.Config == nil {
 		ti.Config = map[string]string{}
