@@ -78,6 +78,19 @@ func benchServer(r Replicas) *Server {
 	return NewServer(Config{BrokerID: 1, Replicas: r, Metadata: c, Admin: c, ProducerIDs: c, Log: zerolog.Nop()})
 }
 
+// benchConn is a connection of a benchServer over r, its peer end of a
+// net.Pipe unread (handlers are called directly), closed when b ends.
+func benchConn(b *testing.B, r Replicas) *conn {
+	s := benchServer(r)
+	p1, p2 := net.Pipe()
+	b.Cleanup(func() {
+		p2.Close()
+		p1.Close()
+		s.Close()
+	})
+	return s.newConn(p1, "PLAINTEXT")
+}
+
 // benchValues returns n values of size bytes.
 func benchValues(n, size int) []string {
 	v := strings.Repeat("x", size)
@@ -109,12 +122,7 @@ func BenchmarkProduce(b *testing.B) {
 	for _, records := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("records=%d", records), func(b *testing.B) {
 			m := benchManager(b)
-			s := benchServer(m)
-			defer s.Close()
-			p1, p2 := net.Pipe()
-			defer p1.Close()
-			defer p2.Close()
-			c := s.newConn(p1, "PLAINTEXT")
+			c := benchConn(b, m)
 			batch := makeBatch(1, benchValues(records, 100)...)
 			frame := benchFrame(produceRequest(9, 1, 30000, benchTP.Topic, 0, batch))
 			// Append assigns offsets in the batch it is given, here inside
@@ -146,12 +154,7 @@ func BenchmarkFetchEncode(b *testing.B) {
 	for _, size := range []int{16 << 10, 1 << 20} {
 		b.Run("bytes="+strconv.Itoa(size), func(b *testing.B) {
 			r := &fixedReplicas{records: fetchRecords(size), changed: make(chan struct{})}
-			s := benchServer(r)
-			defer s.Close()
-			p1, p2 := net.Pipe()
-			defer p1.Close()
-			defer p2.Close()
-			c := s.newConn(p1, "PLAINTEXT")
+			c := benchConn(b, r)
 			frame := benchFrame(fetchRequest(11, 0, 1, benchTP.Topic, 0, 0))
 			b.SetBytes(int64(len(r.records)))
 			b.ReportAllocs()
@@ -181,12 +184,7 @@ func BenchmarkFetchFromLog(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			s := benchServer(m)
-			defer s.Close()
-			p1, p2 := net.Pipe()
-			defer p1.Close()
-			defer p2.Close()
-			c := s.newConn(p1, "PLAINTEXT")
+			c := benchConn(b, m)
 			req := fetchRequest(11, 0, 1, benchTP.Topic, 0, 0)
 			req.ReplicaID = replica
 			frame := benchFrame(req)
