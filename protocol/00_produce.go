@@ -32,12 +32,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
-	"github.com/kafkazk/broker/partition"
 )
 
 // errAcksZeroFailed closes the connection after a failed acks=0 produce.
@@ -140,21 +138,6 @@ func (s *Server) awaitCommitted(ctx context.Context, rc *reqContext, resp *kmsg.
 	}
 }
 
-// requestLog is the server's logger with the request's remote address and
-// correlation id, for the rare line a request logs.
-func (s *Server) requestLog(rc *reqContext) *zerolog.Logger {
-	l := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
-	return &l
-}
-
-// requestEvent adds the request's remote address and correlation id to e,
-// a line of the server's logger, which then reads as one of requestLog's:
-// a handler logging a line or two needs no logger of its own, and a line
-// at a disabled level (e nil) costs nothing.
-func requestEvent(e *zerolog.Event, rc *reqContext) *zerolog.Event {
-	return e.Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID)
-}
-
 // setProduceErr fails one partition of a Produce response; v8+ carries
 // the error's text.
 func setProduceErr(rp *kmsg.ProduceResponseTopicPartition, version int16, code int16, err error) {
@@ -164,56 +147,6 @@ func setProduceErr(rp *kmsg.ProduceResponseTopicPartition, version int16, code i
 		msg := err.Error()
 		rp.ErrorMessage = &msg
 	}
-}
-
-// partitionErrorCode maps err from a call on tp's replica, for the
-// handlers that read or write one (Produce, Fetch, ListOffsets,
-// OffsetForLeaderEpoch, DeleteRecords). partition.ErrUnknownTopicOrPartition
-// means this broker holds no replica of tp, which unknownPartitionCode
-// answers from the metadata (created as there: nil but for Produce); any
-// other error maps through mapErr, Server.errorCode or, for Produce,
-// Server.produceErrorCode.
-func (s *Server) partitionErrorCode(ctx context.Context, rc *reqContext, tp cluster.TopicPartition, err error,
-	mapErr func(*reqContext, error) int16, created *map[string]bool) int16 {
-	if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
-		return s.unknownPartitionCode(ctx, tp, created)
-	}
-	return mapErr(rc, err)
-}
-
-// unknownPartitionCode answers a request for a partition this broker holds
-// no replica of: NOT_LEADER_OR_FOLLOWER if the metadata knows the
-// partition (the client's metadata is stale), else
-// UNKNOWN_TOPIC_OR_PARTITION, creating the topic first when auto-creation
-// is on. *created remembers topics already tried in this request (made
-// on first use); a nil created means no auto-creation.
-func (s *Server) unknownPartitionCode(ctx context.Context, tp cluster.TopicPartition, created *map[string]bool) int16 {
-	if topicExists, partitionExists := s.hasPartition(tp); topicExists {
-		if partitionExists {
-			return kerr.NotLeaderForPartition.Code
-		}
-		return kerr.UnknownTopicOrPartition.Code
-	}
-	if s.cfg.AutoCreateTopics && created != nil && !(*created)[tp.Topic] {
-		if *created == nil {
-			*created = map[string]bool{}
-		}
-		(*created)[tp.Topic] = true
-		if err := s.autoCreateTopic(ctx, tp.Topic); err != nil && !errors.Is(err, cluster.ErrTopicExists) {
-			s.log.Warn().Err(err).Str("topic", tp.Topic).Msg("auto-creating topic")
-		}
-	}
-	return kerr.UnknownTopicOrPartition.Code
-}
-
-// hasPartition reports whether the metadata knows tp's topic, and tp:
-// through PartitionLookup, which copies nothing, when Metadata has it.
-func (s *Server) hasPartition(tp cluster.TopicPartition) (topicExists, partitionExists bool) {
-	if pl, ok := s.cfg.Metadata.(PartitionLookup); ok {
-		return pl.HasPartition(tp)
-	}
-	info, ok := s.cfg.Metadata.Topic(tp.Topic)
-	return ok, ok && hasPartition(info, tp.Partition)
 }
 
 // adminTimeout bounds an Admin call by a request's timeout, or by 30 s

@@ -89,12 +89,3 @@ func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *km
 	}
 	return resp, nil
 }
-
-func hasPartition(info cluster.TopicInfo, p int32) bool {
-	for _, pi := range info.Partitions {
-		if pi.Partition == p {
-			return true
-		}
-	}
-	return false
-}
