@@ -148,3 +148,50 @@ func TestProxyHoldsAndHeals(t *testing.T) {
 		t.Fatalf("held bytes not delivered after heal: %v", err)
 	}
 }
+
+// TestProxySetTarget: after SetTarget, new connections reach the new
+// target (a broker restarted on another port behind the same proxy).
+func TestProxySetTarget(t *testing.T) {
+	t.Parallel()
+	serve := func(greeting string) net.Listener {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte(greeting))
+				c.Close()
+			}
+		}()
+		return l
+	}
+	first, second := serve("one"), serve("two")
+	px, err := NewProxy(first.Addr().String(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	greet := func() string {
+		c, err := net.Dial("tcp", px.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	if got := greet(); got != "one" {
+		t.Fatalf("before SetTarget: %q, want one", got)
+	}
+	px.SetTarget(second.Addr().String())
+	if got := greet(); got != "two" {
+		t.Fatalf("after SetTarget: %q, want two", got)
+	}
+}

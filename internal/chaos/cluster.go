@@ -262,6 +262,31 @@ func (b *Broker) Start() error {
 	}); err != nil {
 		return fmt.Errorf("broker %d: %w", b.ID, err)
 	}
+	for try := 1; ; try++ {
+		err := b.startOnce(path)
+		if err == nil || try == 3 || !errors.Is(err, errListenerTaken) {
+			return err
+		}
+		// The port freeAddr reserved was taken (by any process's outgoing
+		// connection, say) before the broker bound it: take another. The
+		// proxy, which clients and peers use, keeps its address.
+		listen, aerr := freeAddr()
+		if aerr != nil {
+			return err
+		}
+		b.Listen = listen
+		b.Props["listeners"] = "PLAINTEXT://" + listen
+		b.Proxy.SetTarget(listen)
+	}
+}
+
+// errListenerTaken is a broker that exited while starting because its
+// listener's address was in use.
+var errListenerTaken = errors.New("listener address in use")
+
+// startOnce writes the properties, starts the process and waits until it
+// is ready (Start).
+func (b *Broker) startOnce(path string) error {
 	if err := writeProps(filepath.Join(b.Dir, "server.properties"), b.Props); err != nil {
 		return err
 	}
@@ -295,7 +320,12 @@ func (b *Broker) waitReady(timeout time.Duration, path string, done chan struct{
 	return waitFor(timeout, func() error {
 		select {
 		case <-done:
-			return &permanentError{fmt.Errorf("broker %d exited while starting; see %s", b.ID, b.LogPath)}
+			data, _ := os.ReadFile(b.LogPath)
+			last := string(data[max(0, len(data)-1500):])
+			if strings.Contains(last, "address already in use") {
+				return &permanentError{fmt.Errorf("broker %d exited while starting (%w): %s", b.ID, errListenerTaken, b.Listen)}
+			}
+			return &permanentError{fmt.Errorf("broker %d exited while starting; %s ends: %s", b.ID, b.LogPath, last)}
 		default:
 		}
 		ok, _, err := b.c.ZK.Exists(path)

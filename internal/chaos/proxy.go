@@ -28,11 +28,11 @@ const sourceAll = "*"
 // ZooKeeper still reach it. A plain proxy (ZooKeeper) has one source.
 type Proxy struct {
 	Addr     string // where the proxy listens
-	target   string
 	classify bool
 
 	l       net.Listener
 	mu      sync.Mutex
+	target  string // guarded by mu: SetTarget moves it
 	cond    *sync.Cond
 	blocked map[string]bool
 	conns   map[net.Conn]struct{}
@@ -53,6 +53,14 @@ func NewProxy(target string, classify bool) (*Proxy, error) {
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
+}
+
+// SetTarget makes new connections go to target (a broker restarted on
+// another port); open ones keep theirs.
+func (p *Proxy) SetTarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
 }
 
 // Block holds traffic of the given sources (SourceClient, BrokerSource(id)).
@@ -160,7 +168,10 @@ func (p *Proxy) serve(c net.Conn) {
 	if !p.waitOpen(src) {
 		return
 	}
-	up, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", target)
 	if err != nil {
 		return
 	}
