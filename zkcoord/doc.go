@@ -61,9 +61,13 @@
 //
 // Partition leaders write ISR changes themselves (Session implements
 // partition.StateWriter) with a setData conditional on the zkVersion from
-// LeaderAndIsr, and batch NotifyIsrChange calls into one sequential
-// /isr_change_notification node once no change came for 500 ms (at most
-// 5 s after the first; Kafka uses 2.5 s checks and a 5 s blackout).
+// LeaderAndIsr (never unconditional: a zkVersion below 0 is refused). A
+// write that lost its connection has an unknown outcome: it is retried once
+// the session is back and settled by reading the znode back (Kafka's
+// retryRequestsUntilConnected and checkLeaderAndIsrZkData). Leaders batch
+// NotifyIsrChange calls into one sequential /isr_change_notification node
+// once no change came for 500 ms (at most 5 s after the first; Kafka uses
+// 2.5 s checks and a 5 s blackout).
 //
 // Brokers read topic configs through a data watch on each
 // /config/topics/<t>, not from the /config/changes notifications; they

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -25,43 +26,156 @@ var _ partition.StateWriter = (*Session)(nil)
 // WriteLeaderAndIsr writes st as tp's state znode, conditional on
 // st.ZkVersion, with no controller-epoch check: the leader writes the
 // controller epoch of the LeaderAndIsr that made it leader (ReplUtils
-// updateLeaderAndIsr). It returns the new zkVersion. On BADVERSION it reads
-// the znode back: if the stored leader, leader epoch, ISR and controller
-// epoch are what it tried to write, an earlier attempt landed and lost its
-// response, and that counts as success; otherwise the error wraps
+// updateLeaderAndIsr). It returns the new zkVersion.
+//
+// A write whose request or reply was lost with the connection has an
+// unknown outcome, not a failed one: ZooKeeper may have applied it. As
+// Kafka's retryRequestsUntilConnected, it waits for the session to be back
+// and writes again, conditional on the same version; a BADVERSION then
+// (or at the first try) makes it read the znode back, and if the stored
+// leader, leader epoch, ISR and controller epoch are what it tried to
+// write, an earlier attempt landed and that counts as success with the
+// stored zkVersion (checkLeaderAndIsrZkData); otherwise the error wraps
 // partition.ErrStateConflict (the leader is stale and must wait for the
 // controller). A missing znode (topic deleted) is a conflict too.
+//
+// After the session expired it does not write again, it only reads back:
+// the write landed (success) or the znode moved on (conflict), or it is
+// unchanged and the error wraps zk.ErrSessionExpired (not written). A
+// state without a zkVersion (below 0) is refused with
+// partition.ErrStateConflict, never written unconditionally. The retries
+// end with ctx, whose error then means the outcome is unknown, and with
+// the Session (ErrClosed).
 func (s *Session) WriteLeaderAndIsr(ctx context.Context, tp cluster.TopicPartition, st cluster.LeaderAndIsr) (int32, error) {
+	p := partitionStatePath(tp.Topic, tp.Partition)
+	if st.ZkVersion < 0 {
+		// zkVersion -1 would make the setData unconditional and overwrite
+		// whatever the controller wrote since.
+		return -1, fmt.Errorf("write %s: zk_version %d is no version to write on: %w", p, st.ZkVersion, partition.ErrStateConflict)
+	}
 	if err := ctx.Err(); err != nil {
 		return -1, err
 	}
-	p := partitionStatePath(tp.Topic, tp.Partition)
-	stat, err := s.zk.Set(p, encodePartitionState(st), st.ZkVersion)
-	switch {
-	case err == nil:
-		return stat.Version, nil
-	case errors.Is(err, zk.ErrNoNode):
-		return -1, fmt.Errorf("write %s: %w: the znode is gone", p, partition.ErrStateConflict)
-	case !errors.Is(err, zk.ErrBadVersion):
-		return -1, fmt.Errorf("write %s at zk_version %d: %w", p, st.ZkVersion, err)
+	log := s.log.With().Str("topic", tp.Topic).Int32("partition", tp.Partition).Str("zk_path", p).
+		Int32("zk_version", st.ZkVersion).Ints32("isr", st.Isr).Logger()
+	data := encodePartitionState(st)
+	sid := s.zk.c.SessionID()
+	var (
+		readBack bool  // a write may have landed: read the znode back
+		expired  bool  // the session expired since the first attempt
+		lost     error // the last connection error, when one is being retried
+	)
+	for {
+		if lost != nil {
+			now, err := s.awaitSession(ctx)
+			if err != nil {
+				return -1, fmt.Errorf("write %s at zk_version %d: outcome unknown after %v: %w", p, st.ZkVersion, lost, err)
+			}
+			if now != sid && !expired {
+				expired, readBack = true, true
+				log.Warn().Int64("session_id", now).Int64("old_session_id", sid).
+					Msg("ISR write lost its reply and the session expired; reading the state back")
+			}
+			lost = nil
+		}
+		if !readBack {
+			stat, err := s.zk.Set(p, data, st.ZkVersion)
+			switch {
+			case err == nil:
+				return stat.Version, nil
+			case errors.Is(err, zk.ErrNoNode):
+				return -1, fmt.Errorf("write %s: %w: the znode is gone", p, partition.ErrStateConflict)
+			case errors.Is(err, zk.ErrBadVersion):
+				readBack = true
+			case errors.Is(err, zk.ErrClosing):
+				return -1, fmt.Errorf("write %s: %w", p, ErrClosed)
+			case outcomeUnknown(err):
+				// Retryable: the request or its reply was lost with the
+				// connection, so the write may or may not have landed.
+				lost = err
+				if errors.Is(err, zk.ErrSessionExpired) {
+					expired, readBack = true, true
+				}
+				log.Warn().Err(err).Msg("ISR write lost its connection; retrying once reconnected")
+			default:
+				return -1, fmt.Errorf("write %s at zk_version %d: %w", p, st.ZkVersion, err)
+			}
+			continue
+		}
+		cur, err := s.readLeaderAndIsr(p)
+		switch {
+		case err == nil:
+		case errors.Is(err, zk.ErrNoNode):
+			return -1, fmt.Errorf("write %s: %w: the znode is gone", p, partition.ErrStateConflict)
+		case errors.Is(err, zk.ErrClosing):
+			return -1, fmt.Errorf("write %s: %w", p, ErrClosed)
+		case outcomeUnknown(err):
+			lost = err // retryable as above: a read that lost its connection
+			continue
+		default:
+			return -1, fmt.Errorf("write %s: read back: %w", p, err)
+		}
+		switch {
+		case cur.Leader == st.Leader && cur.LeaderEpoch == st.LeaderEpoch && cur.ControllerEpoch == st.ControllerEpoch &&
+			slices.Equal(cur.Isr, st.Isr):
+			return cur.ZkVersion, nil
+		case expired && cur.ZkVersion == st.ZkVersion:
+			return -1, fmt.Errorf("write %s at zk_version %d: not written before the session expired: %w",
+				p, st.ZkVersion, zk.ErrSessionExpired)
+		}
+		return -1, fmt.Errorf("write %s at zk_version %d: stored zk_version %d has leader %d leader_epoch %d isr %v controller_epoch %d: %w",
+			p, st.ZkVersion, cur.ZkVersion, cur.Leader, cur.LeaderEpoch, cur.Isr, cur.ControllerEpoch, partition.ErrStateConflict)
 	}
+}
+
+// readLeaderAndIsr reads and decodes a partition state znode.
+func (s *Session) readLeaderAndIsr(p string) (cluster.LeaderAndIsr, error) {
 	data, stat, err := s.zk.Get(p)
-	if errors.Is(err, zk.ErrNoNode) {
-		return -1, fmt.Errorf("write %s: %w: the znode is gone", p, partition.ErrStateConflict)
-	}
 	if err != nil {
-		return -1, fmt.Errorf("write %s: read back after BADVERSION: %w", p, err)
+		return cluster.LeaderAndIsr{}, err
 	}
 	cur, err := decodePartitionState(data, stat.Version)
 	if err != nil {
-		return -1, fmt.Errorf("write %s: read back: %w", p, err)
+		return cluster.LeaderAndIsr{}, fmt.Errorf("decode %s: %w", p, err)
 	}
-	if cur.Leader == st.Leader && cur.LeaderEpoch == st.LeaderEpoch && cur.ControllerEpoch == st.ControllerEpoch &&
-		slices.Equal(cur.Isr, st.Isr) {
-		return cur.ZkVersion, nil
+	return cur, nil
+}
+
+// reconnectPoll is how often awaitSession looks at the connection state;
+// it is also the least wait before a retry after a lost connection.
+const reconnectPoll = 50 * time.Millisecond
+
+// awaitSession waits until the client has a session again and returns its
+// id; it ends with ctx or the Session. go-zookeeper announces state changes
+// only to its event callback, which belongs to the session goroutine, so
+// this looks at the state every reconnectPoll.
+func (s *Session) awaitSession(ctx context.Context) (int64, error) {
+	t := time.NewTicker(reconnectPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-s.done:
+			return 0, ErrClosed
+		case <-t.C:
+		}
+		if s.zk.c.State() == zk.StateHasSession {
+			return s.zk.c.SessionID(), nil
+		}
 	}
-	return -1, fmt.Errorf("write %s at zk_version %d: stored zk_version %d has leader %d leader_epoch %d isr %v controller_epoch %d: %w",
-		p, st.ZkVersion, cur.ZkVersion, cur.Leader, cur.LeaderEpoch, cur.Isr, cur.ControllerEpoch, partition.ErrStateConflict)
+}
+
+// outcomeUnknown reports whether err from a ZooKeeper request means the
+// connection failed around it, so the request may or may not have been
+// applied: go-zookeeper fails the requests in flight when the connection
+// drops (ErrConnectionClosed) or the session turns out expired
+// (ErrSessionExpired), and the unsent ones when no server answers
+// (ErrNoServer); a failed socket write surfaces as a net.Error.
+func outcomeUnknown(err error) bool {
+	var ne net.Error
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrSessionExpired) ||
+		errors.Is(err, zk.ErrNoServer) || errors.Is(err, zk.ErrSessionMoved) || errors.As(err, &ne)
 }
 
 // ISR change propagation timing. Kafka checks every 2500 ms and writes
