@@ -11,15 +11,22 @@ package protocol
 //     are read and dropped: cluster.PartitionAssignment has no place for
 //     them and this broker does not reassign. v4 is flexible. v5 adds topic
 //     ids and the request type, which we do not have.
-//   - Fencing (admitControl): a BrokerEpoch other than -1 and older than
+//   - Fencing (admitControl): any request before this broker registered
+//     (Config.BrokerEpoch() is 0) answers BROKER_NOT_AVAILABLE, which the
+//     controller retries; a BrokerEpoch other than -1 and older than
 //     Config.BrokerEpoch() answers STALE_BROKER_EPOCH; a controller epoch
-//     below the highest seen answers STALE_CONTROLLER_EPOCH. Either fails
+//     below the highest seen answers STALE_CONTROLLER_EPOCH. Each fails
 //     the whole request: the top-level error code and every partition's
 //     carry it, as Kafka's getErrorResponse does.
 //   - LiveLeaders carry one host:port per broker, on the controller's
 //     inter-broker listener; they are decoded as brokers with one
 //     PLAINTEXT endpoint named after the listener the request arrived on
 //     (the same inter-broker listener), epoch 0 and no rack.
+//   - A partition state without a zkVersion (below 0) answers
+//     INVALID_REQUEST for that partition and is left out of what the
+//     control plane gets: a leader would write its ISR changes on that
+//     version, and -1 makes ZooKeeper's setData unconditional. Kafka's
+//     controller always sends the state znode's version.
 //   - The decoded cluster.LeaderAndIsrRequest goes to
 //     ControlPlane.LeaderAndIsr. Its per-partition errors become the
 //     partitions' codes through the error table (UNKNOWN_TOPIC_OR_PARTITION
@@ -32,6 +39,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
@@ -48,8 +56,20 @@ func (s *Server) handleLeaderAndIsr(ctx context.Context, rc *reqContext, req *km
 		err  error
 	)
 	release, err := s.admitControl(ctx, rc, creq.ControllerID, creq.ControllerEpoch, creq.BrokerEpoch, req.Version >= 2)
+	refused := map[cluster.TopicPartition]bool{}
 	if err == nil {
-		errs, err = s.cfg.ControlPlane.LeaderAndIsr(ctx, creq)
+		valid := creq
+		valid.Partitions = make([]cluster.PartitionAssignment, 0, len(creq.Partitions))
+		for _, p := range creq.Partitions {
+			if p.LeaderAndIsr.ZkVersion < 0 {
+				refused[p.TopicPartition] = true
+				log.Warn().Str("topic", p.TopicPartition.Topic).Int32("partition", p.TopicPartition.Partition).
+					Int32("zk_version", p.LeaderAndIsr.ZkVersion).Msg("refusing partition state without a zkVersion")
+				continue
+			}
+			valid.Partitions = append(valid.Partitions, p)
+		}
+		errs, err = s.cfg.ControlPlane.LeaderAndIsr(ctx, valid)
 		release()
 	}
 	var all int16
@@ -61,8 +81,12 @@ func (s *Server) handleLeaderAndIsr(ctx context.Context, rc *reqContext, req *km
 	for _, p := range creq.Partitions {
 		rp := kmsg.NewLeaderAndISRResponseTopicPartition()
 		rp.Topic, rp.Partition = p.TopicPartition.Topic, p.TopicPartition.Partition
-		rp.ErrorCode = all
-		if err == nil {
+		switch {
+		case err != nil:
+			rp.ErrorCode = all
+		case refused[p.TopicPartition]:
+			rp.ErrorCode = kerr.InvalidRequest.Code
+		default:
 			rp.ErrorCode = errorCode(&log, errs[p.TopicPartition])
 		}
 		resp.Partitions = append(resp.Partitions, rp)

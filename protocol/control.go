@@ -19,6 +19,13 @@ type ControllerVerifier interface {
 // UpdateMetadata) as Kafka does, and on success returns with controlSem
 // held; the caller runs the request and then calls release.
 //
+//   - Registration: before this broker has registered (Config.BrokerEpoch()
+//     is 0) no controller can have meant a request for this incarnation,
+//     and Kafka reads none (its socket server starts after
+//     registerBroker): cluster.ErrBrokerNotAvailable, whatever epoch the
+//     request carries. The controller retries that code, so a controller
+//     that saw the registration before this broker learnt its epoch gets
+//     through on a later attempt; STALE_BROKER_EPOCH would drop the request.
 //   - Broker epoch (KIP-380): a request that carries one (hasBrokerEpoch)
 //     other than -1, older than Config.BrokerEpoch(), was meant for an
 //     earlier incarnation of this broker: cluster.ErrStaleBrokerEpoch. A
@@ -29,8 +36,14 @@ type ControllerVerifier interface {
 //     controller: cluster.ErrStaleControllerEpoch. Otherwise the epoch is
 //     adopted.
 func (s *Server) admitControl(ctx context.Context, rc *reqContext, controllerID, controllerEpoch int32, brokerEpoch int64, hasBrokerEpoch bool) (release func(), err error) {
-	if hasBrokerEpoch && brokerEpoch != -1 && s.cfg.BrokerEpoch != nil {
-		if cur := s.cfg.BrokerEpoch(); brokerEpoch < cur {
+	if s.cfg.BrokerEpoch != nil {
+		cur := s.cfg.BrokerEpoch()
+		if cur <= 0 {
+			s.log.Warn().Str("remote_addr", rc.remoteAddr).Int32("controller_id", controllerID).
+				Int64("broker_epoch", brokerEpoch).Msg("refusing controller request before this broker registered")
+			return nil, fmt.Errorf("broker not registered yet: %w", cluster.ErrBrokerNotAvailable)
+		}
+		if hasBrokerEpoch && brokerEpoch != -1 && brokerEpoch < cur {
 			s.log.Warn().Str("remote_addr", rc.remoteAddr).Int32("controller_id", controllerID).
 				Int64("broker_epoch", brokerEpoch).Int64("current_broker_epoch", cur).
 				Msg("refusing controller request for an older broker epoch")

@@ -73,11 +73,15 @@
 // # Controller requests
 //
 // The server remembers the highest controller epoch seen across
-// LeaderAndIsr, StopReplica and UpdateMetadata. A request whose broker
+// LeaderAndIsr, StopReplica and UpdateMetadata. Before this broker has
+// registered (Config.BrokerEpoch() is 0) every one answers
+// BROKER_NOT_AVAILABLE, which the controller retries. A request whose broker
 // epoch (where the version carries one, and it is not -1) is older than
 // Config.BrokerEpoch() answers STALE_BROKER_EPOCH; one whose controller
 // epoch is older than the highest seen answers STALE_CONTROLLER_EPOCH.
-// Either fails the whole request and never reaches ControlPlane. The wire
+// Each fails the whole request and never reaches ControlPlane. A
+// LeaderAndIsr partition state without a zkVersion (-1) answers
+// INVALID_REQUEST for that partition and is left out. The wire
 // forms (ungrouped and grouped partition states, endpoints, leader epochs
 // of StopReplica v3) are decoded into the cluster value types by
 // functions that sit beside their encoders in each handler file, so one

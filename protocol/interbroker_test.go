@@ -71,7 +71,7 @@ func sampleLeaderAndIsr(controllerEpoch int32, brokerEpoch int64) cluster.Leader
 			{
 				TopicPartition: cluster.TopicPartition{Topic: "b", Partition: 1},
 				Replicas:       []int32{1},
-				LeaderAndIsr:   cluster.LeaderAndIsr{Leader: -1, LeaderEpoch: 9, Isr: []int32{1}, ControllerEpoch: 5, ZkVersion: -1},
+				LeaderAndIsr:   cluster.LeaderAndIsr{Leader: -1, LeaderEpoch: 9, Isr: []int32{1}, ControllerEpoch: 5, ZkVersion: 3},
 			},
 		},
 		LiveLeaders: []cluster.Broker{plaintext(1, "h1", 9092), plaintext(2, "h2", 9093)},
@@ -418,6 +418,74 @@ func TestBrokerEpochFencing(t *testing.T) {
 	b.brokerEpoch.Store(50)
 	if err := c.UpdateMetadata(ctx, b.self(), sampleUpdateMetadata(5, 42)); !errors.Is(err, cluster.ErrStaleBrokerEpoch) {
 		t.Fatalf("after re-registration: %v", err)
+	}
+}
+
+// TestControlBeforeRegistration: before this broker has registered
+// (broker epoch 0) no controller request can be meant for it, whatever
+// epoch it carries, and in Kafka none is even read (the socket server
+// starts after registerBroker). They answer BROKER_NOT_AVAILABLE, which the
+// controller retries: a controller that saw the new registration before
+// this broker learnt its epoch gets through on a later attempt.
+func TestControlBeforeRegistration(t *testing.T) {
+	b := startBroker(t)
+	b.brokerEpoch.Store(0)
+	c := newBrokerClient(t, b)
+	ctx := context.Background()
+	for _, epoch := range []int64{42, -1, 0} {
+		if err := c.LeaderAndIsr(ctx, b.self(), sampleLeaderAndIsr(5, epoch)); !errors.Is(err, cluster.ErrBrokerNotAvailable) {
+			t.Errorf("LeaderAndIsr broker epoch %d before registration: %v", epoch, err)
+		}
+		if err := c.UpdateMetadata(ctx, b.self(), sampleUpdateMetadata(5, epoch)); !errors.Is(err, cluster.ErrBrokerNotAvailable) {
+			t.Errorf("UpdateMetadata broker epoch %d before registration: %v", epoch, err)
+		}
+		if err := c.StopReplica(ctx, b.self(), sampleStopReplica(5, epoch)); !errors.Is(err, cluster.ErrBrokerNotAvailable) {
+			t.Errorf("StopReplica broker epoch %d before registration: %v", epoch, err)
+		}
+	}
+	// Versions without a broker epoch too.
+	kreq, _ := leaderAndIsrToKmsg(sampleLeaderAndIsr(5, 42), 1, "PLAINTEXT")
+	resp := b.dial(t).roundTrip(kreq).(*kmsg.LeaderAndISRResponse)
+	if resp.ErrorCode != kerr.BrokerNotAvailable.Code || len(resp.Partitions) != 3 || resp.Partitions[0].ErrorCode != kerr.BrokerNotAvailable.Code {
+		t.Fatalf("LeaderAndIsr v1 before registration: %+v", resp)
+	}
+	if n, m, s := len(b.control.leaderAndIsr), len(b.control.updateMetadata), len(b.control.stopReplica); n != 0 || m != 0 || s != 0 {
+		t.Fatalf("requests before registration reached the control plane: %d %d %d", n, m, s)
+	}
+	b.brokerEpoch.Store(42)
+	if err := c.LeaderAndIsr(ctx, b.self(), sampleLeaderAndIsr(5, 42)); err != nil {
+		t.Fatalf("after registration: %v", err)
+	}
+}
+
+// TestLeaderAndIsrRefusesNoZkVersion: a partition state without a
+// zkVersion (-1) would make the leader's conditional ISR write
+// unconditional; it is refused with INVALID_REQUEST for that partition
+// alone and never reaches the control plane.
+func TestLeaderAndIsrRefusesNoZkVersion(t *testing.T) {
+	b := startBroker(t)
+	sent := sampleLeaderAndIsr(5, 42)
+	sent.Partitions[1].LeaderAndIsr.ZkVersion = -1 // a-2
+	kreq, _ := leaderAndIsrToKmsg(sent, 4, "PLAINTEXT")
+	resp := b.dial(t).roundTrip(kreq).(*kmsg.LeaderAndISRResponse)
+	codes := map[string]int16{}
+	for _, p := range resp.Partitions {
+		codes[fmt.Sprintf("%s-%d", p.Topic, p.Partition)] = p.ErrorCode
+	}
+	want := map[string]int16{"a-0": 0, "a-2": kerr.InvalidRequest.Code, "b-1": 0}
+	if resp.ErrorCode != 0 || !reflect.DeepEqual(codes, want) {
+		t.Fatalf("top %d, partitions %v, want %v", resp.ErrorCode, codes, want)
+	}
+	if len(b.control.leaderAndIsr) != 1 {
+		t.Fatalf("%d calls", len(b.control.leaderAndIsr))
+	}
+	for _, p := range b.control.leaderAndIsr[0].Partitions {
+		if p.LeaderAndIsr.ZkVersion < 0 {
+			t.Fatalf("the control plane got %+v", p)
+		}
+	}
+	if n := len(b.control.leaderAndIsr[0].Partitions); n != 2 {
+		t.Fatalf("the control plane got %d partitions, want 2", n)
 	}
 }
 

@@ -74,7 +74,9 @@ type Config struct {
 	OffsetsTopic OffsetsTopicConfig
 	// BrokerEpoch returns this broker's current epoch (the czxid of its
 	// registration znode). A controller request carrying an older one is
-	// refused with STALE_BROKER_EPOCH. Nil skips the check.
+	// refused with STALE_BROKER_EPOCH; while it returns 0 (not registered
+	// yet) every controller request is refused with BROKER_NOT_AVAILABLE.
+	// Nil skips both checks.
 	BrokerEpoch func() int64
 	// RequestObserver, when set, is told of every dispatched request
 	// (request counts and latency per API key).
