@@ -18,6 +18,11 @@ package protocol
 //     (TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION, INVALID_PARTITIONS,
 //     INVALID_REPLICATION_FACTOR, INVALID_REPLICA_ASSIGNMENT,
 //     INVALID_CONFIG, NOT_CONTROLLER); ErrorMessage from v1.
+//   - A created topic is answered once every partition has a leader in
+//     the metadata this broker serves (Kafka's DelayedCreateTopics), woken
+//     by the metadata's changes; still missing at timeout_ms it answers
+//     REQUEST_TIMED_OUT (the topic exists). timeout_ms <= 0 answers
+//     REQUEST_TIMED_OUT at once, as Kafka's AdminManager.createTopics.
 //   - v5+ answers NumPartitions, ReplicationFactor and Configs (from
 //     Admin.TopicConfig; ConfigErrorCode if that fails, e.g. after a
 //     ValidateOnly request). Topic ids (v7) are zero.
@@ -81,7 +86,16 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	if req.TimeoutMillis > 0 && len(created) > 0 {
+	switch {
+	case len(created) == 0:
+	case req.TimeoutMillis <= 0:
+		// Kafka's AdminManager.createTopics: with no time to wait, a
+		// created topic answers REQUEST_TIMED_OUT at once (it exists, but
+		// its leaders are not known to be in the metadata yet).
+		for i := range created {
+			resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+		}
+	default:
 		s.awaitTopicLeaders(actx, resp, created)
 	}
 	return resp, nil

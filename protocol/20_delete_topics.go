@@ -8,6 +8,12 @@ package protocol
 //   - Each name goes to Admin.DeleteTopic under TimeoutMillis; errors map
 //     through the error table (UNKNOWN_TOPIC_OR_PARTITION,
 //     NOT_CONTROLLER, ...). ErrorMessage from v5.
+//   - A topic marked for deletion is answered once it has left the
+//     metadata this broker serves (Kafka's DelayedDeleteTopics), woken by
+//     the metadata's changes, so a client that deletes and then asks for
+//     metadata no longer sees it; still there at timeout_ms it answers
+//     REQUEST_TIMED_OUT (the deletion goes on). timeout_ms <= 0 answers
+//     REQUEST_TIMED_OUT at once, as Kafka's AdminManager.deleteTopics.
 
 import (
 	"context"
@@ -30,6 +36,7 @@ func (s *Server) handleDeleteTopics(ctx context.Context, rc *reqContext, req *km
 		}
 	}
 	resp.Topics = make([]kmsg.DeleteTopicsResponseTopic, 0, len(topics))
+	deleted := map[int]string{} // index in resp.Topics -> topic to wait for
 	for _, t := range topics {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic = t.Topic
@@ -47,6 +54,7 @@ func (s *Server) handleDeleteTopics(ctx context.Context, rc *reqContext, req *km
 				rt.ErrorCode = s.errorCode(rc, err)
 			} else {
 				requestEvent(s.log.Info(), rc).Str("topic", *t.Topic).Msg("deleted topic")
+				deleted[len(resp.Topics)] = *t.Topic
 			}
 		}
 		if err != nil && req.Version >= 5 {
@@ -54,6 +62,26 @@ func (s *Server) handleDeleteTopics(ctx context.Context, rc *reqContext, req *km
 			rt.ErrorMessage = &msg
 		}
 		resp.Topics = append(resp.Topics, rt)
+	}
+	if len(deleted) == 0 {
+		return resp, nil
+	}
+	if req.TimeoutMillis > 0 {
+		s.awaitMetadata(actx, func() bool {
+			for i, name := range deleted {
+				if _, ok := s.cfg.Metadata.Topic(name); !ok {
+					delete(deleted, i)
+				}
+			}
+			return len(deleted) == 0
+		})
+	}
+	for i := range deleted {
+		resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+		if req.Version >= 5 {
+			msg := "the topic is marked for deletion but still in this broker's metadata"
+			resp.Topics[i].ErrorMessage = &msg
+		}
 	}
 	return resp, nil
 }

@@ -94,6 +94,38 @@ func errRepeatedTopic(topic string) error {
 	return fmt.Errorf("topic %q appears more than once in the request", topic)
 }
 
+// metadataPoll is how often a wait on the metadata looks again when the
+// Metadata cannot tell of its changes (no MetadataNotifier).
+const metadataPoll = 20 * time.Millisecond
+
+// awaitMetadata returns true as soon as done holds, checking it again
+// after every change of the metadata (MetadataNotifier) or every
+// metadataPoll, and false once ctx ends first.
+func (s *Server) awaitMetadata(ctx context.Context, done func() bool) bool {
+	n, _ := s.cfg.Metadata.(MetadataNotifier)
+	var tick <-chan time.Time
+	if n == nil {
+		t := time.NewTicker(metadataPoll)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		var changed <-chan struct{}
+		if n != nil {
+			changed = n.Changed() // before the check, so no change is missed
+		}
+		if done() {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-tick:
+		case <-ctx.Done():
+			return done()
+		}
+	}
+}
+
 // awaitLeaders holds a response until this broker's metadata shows at
 // least want[i] partitions of topic name(i), each with a leader, for every
 // i in want, or until ctx ends, when timedOut(i) marks the rest (the
@@ -111,24 +143,17 @@ func (s *Server) awaitLeaders(ctx context.Context, name func(int) string, timedO
 		}
 		return true
 	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	all := func() bool {
 		for i, n := range want {
 			if ready(name(i), n) {
 				delete(want, i)
 			}
 		}
-		if len(want) == 0 {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			for i := range want {
-				timedOut(i)
-			}
-			return
+		return len(want) == 0
+	}
+	if !s.awaitMetadata(ctx, all) {
+		for i := range want {
+			timedOut(i)
 		}
 	}
 }

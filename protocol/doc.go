@@ -12,7 +12,10 @@
 // followers use as partition.LeaderClient, the controller as its
 // BrokerSender, and a stopping broker for ControlledShutdown.
 // MetadataCache (metadata_cache.go) is a Metadata filled only by
-// UpdateMetadata, as Kafka's is.
+// UpdateMetadata, as Kafka's is. CreateTopics, CreatePartitions and
+// DeleteTopics answer once it shows their outcome (leaders for new
+// partitions, a deleted topic gone), woken by its Changed channel, or at
+// timeout_ms with REQUEST_TIMED_OUT, as Kafka's delayed admin operations.
 //
 // # Framing
 //

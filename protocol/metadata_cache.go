@@ -24,6 +24,17 @@ type MetadataCache struct {
 	controllerID int32
 	brokers      map[int32]cluster.Broker
 	topics       map[string]map[int32]cluster.PartitionInfo
+	changed      chan struct{} // closed by the next Apply, then replaced
+}
+
+// MetadataNotifier is a capability beside Metadata: Changed returns a
+// channel closed at the next change of what Metadata answers. Requests
+// that wait for the metadata to show something (CreateTopics,
+// CreatePartitions and DeleteTopics, as Kafka's delayed operations) take
+// the channel, check, and wait on it; with a Metadata that does not
+// implement it they check every 20 ms. MetadataCache implements it.
+type MetadataNotifier interface {
+	Changed() <-chan struct{}
 }
 
 // NewMetadataCache returns an empty cache: no brokers, no topics, and no
@@ -34,7 +45,15 @@ func NewMetadataCache(clusterID string) *MetadataCache {
 		controllerID: -1,
 		brokers:      make(map[int32]cluster.Broker),
 		topics:       make(map[string]map[int32]cluster.PartitionInfo),
+		changed:      make(chan struct{}),
 	}
+}
+
+// Changed returns a channel closed by the next Apply.
+func (c *MetadataCache) Changed() <-chan struct{} {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.changed
 }
 
 // Apply applies one UpdateMetadata request. The live brokers and the
@@ -42,7 +61,8 @@ func NewMetadataCache(clusterID string) *MetadataCache {
 // are merged in, because an update may cover only some partitions. A
 // partition whose leader is -2 (deleted) is removed, and a topic left
 // without partitions disappears. Apply does not check the controller
-// epoch: the server has already fenced the request.
+// epoch: the server has already fenced the request. It closes the channel
+// Changed returned, waking the requests waiting on the metadata.
 func (c *MetadataCache) Apply(req cluster.UpdateMetadataRequest) {
 	brokers := make(map[int32]cluster.Broker, len(req.LiveBrokers))
 	for _, b := range req.LiveBrokers {
@@ -50,6 +70,8 @@ func (c *MetadataCache) Apply(req cluster.UpdateMetadataRequest) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	close(c.changed)
+	c.changed = make(chan struct{})
 	c.controllerID = req.ControllerID
 	c.brokers = brokers
 	for _, p := range req.Partitions {
@@ -141,8 +163,9 @@ func (c *MetadataCache) HasPartition(tp cluster.TopicPartition) (topicExists, pa
 }
 
 var (
-	_ Metadata        = (*MetadataCache)(nil)
-	_ PartitionLookup = (*MetadataCache)(nil)
+	_ Metadata         = (*MetadataCache)(nil)
+	_ PartitionLookup  = (*MetadataCache)(nil)
+	_ MetadataNotifier = (*MetadataCache)(nil)
 )
 
 // topicInfoLocked copies one topic out. Caller holds c.mu. UpdateMetadata
