@@ -34,8 +34,12 @@
 // for all fetching partitions, (3) appends the batches unchanged, takes
 // HW = min(leader HW, LEO), and restarts the log at the leader's log start
 // if that passed our LEO (logstore cannot raise a log start in place).
-// Offset out of range follows Kafka §4.4 (the leader's LEO comes from
-// OffsetsForLeaderEpoch of its current epoch). Fenced epochs park the
+// Offset out of range follows Kafka's fetchOffsetAndTruncate (§4.4): the
+// leader's LEO comes from OffsetsForLeaderEpoch of its current epoch; below
+// our fetch offset, truncate to it; else ask the leader for its log start
+// (ListOffsets EARLIEST as a replica, through EarliestOffsetLister, since an
+// errored Fetch partition carries log start -1 on the wire) and, if it is
+// past our LEO, empty the log and restart it there. Fenced epochs park the
 // partition until a new state; other errors back off
 // ReplicaFetchBackoff. Responses are applied only if the replica still
 // follows in the same epoch at the same LEO.
