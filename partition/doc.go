@@ -4,7 +4,14 @@
 // A Replica knows its role (leader or follower), leader epoch, assigned
 // replicas (AR), in-sync replicas (ISR), its own log end offset (LEO) and the
 // high watermark (HW). Consumers read only below the HW and followers up to
-// the LEO. acks=all waiters are woken by HW movement, never by polling.
+// the LEO. acks=all waiters sit in a list ordered by the offset they need
+// (hashicorp/raft's commitment): an HW advance completes exactly those it
+// passes, and nothing else wakes them but a lost leadership or a close,
+// which fail them all with ErrNotLeader. A wait for records appended in
+// epoch E fails unless this broker has led without a break since E: a new
+// epoch in which it stays leader (the controller removed a dead follower)
+// keeps its waiters, as Kafka's DelayedProduce does, but once it has
+// followed, a truncation may have removed the records.
 //
 // # Roles
 //
