@@ -64,9 +64,15 @@
 // Replica.mu; on success the ISR and zkVersion change, the HW may advance
 // and NotifyIsrChange is called; on ErrStateConflict the old ISR stays
 // until the controller sends a new state. Without a StateWriter the ISR
-// never changes. The HW is the minimum LEO over the leader, the ISR and the
-// followers caught up within the lag time (Kafka 2.4+), and never moves
-// backwards on a leader. The HW is checkpointed for leaders and followers
+// never changes. The HW is the minimum LEO over the leader, the maximal
+// ISR and the followers caught up within the lag time (Kafka 2.4+), and
+// never moves backwards on a leader. The maximal ISR (AlterIsr's) is the
+// ISR plus the members of a write in flight, and of every write that
+// failed since (a conflict, or an outcome the StateWriter could not
+// resolve): such a write may have landed, putting its members in the
+// znode ISR where the controller may elect them. It is the ISR again
+// after a successful write (which proves the failed ones, based on the
+// same zkVersion, did not land) or a newer state from the controller. The HW is checkpointed for leaders and followers
 // alike (replication-offset-checkpoint) and restored on open.
 //
 // Idempotent producers: per producer id the replica keeps the producer epoch

@@ -58,6 +58,14 @@ type Replica struct {
 	// isrChangeInFlight is set while an ISR write is outstanding: one
 	// change at a time per partition, as Kafka does.
 	isrChangeInFlight bool
+	// maximalIsr, when not nil, is the ISR the HW is computed over: the
+	// ISR plus every member of an ISR write in flight or of one whose
+	// write failed since the last state (AlterIsr's maximal ISR). Such a
+	// write may have landed, its new members be in the znode ISR and be
+	// elected, so the HW must not pass what they hold. It is cleared by a
+	// successful write (which proves the failed ones, based on the same
+	// zkVersion, did not land) and by a newer state from the controller.
+	maximalIsr []int32
 	// waiters are the acks=all waits, ordered by the offset they need
 	// (hashicorp/raft's commitment): an HW advance completes exactly
 	// those it passes, a lost leadership or close fails them all.
@@ -217,6 +225,12 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 			Msg("ignoring partition state with an older zkVersion")
 		return roleChange{}, nil
 	}
+	if newEpoch || lai.ZkVersion > r.zkVersion {
+		// The controller wrote this state after any write of ours that
+		// landed (a conditional write cannot land after it), so it is
+		// what the znode holds now.
+		r.maximalIsr = nil
+	}
 	if st.Config != r.cfg {
 		r.cfg = st.Config
 		r.log.SetConfig(logstoreConfig(st.Config, r.logger))
@@ -289,13 +303,22 @@ func (r *Replica) maybeIncrementHWLocked(now time.Time) bool {
 	if !r.isLeaderLocked() {
 		return false
 	}
-	candidate := highWatermarkCandidate(r.log.LogEndOffset(), r.brokerID, r.isr, r.followers, now, r.lagTimeMax)
+	candidate := highWatermarkCandidate(r.log.LogEndOffset(), r.brokerID, r.hwIsrLocked(), r.followers, now, r.lagTimeMax)
 	if candidate <= r.hw {
 		return false
 	}
 	r.hw = candidate
 	r.completeWaitersLocked()
 	return true
+}
+
+// hwIsrLocked is the ISR the HW is computed over: the maximal ISR while
+// an ISR change may have landed unseen, else the ISR. Caller holds r.mu.
+func (r *Replica) hwIsrLocked() []int32 {
+	if r.maximalIsr != nil {
+		return r.maximalIsr
+	}
+	return r.isr
 }
 
 // checkLeaderEpochLocked applies KIP-320 fencing for a client's view of the
