@@ -4,7 +4,14 @@
 // A Replica knows its role (leader or follower), leader epoch, assigned
 // replicas (AR), in-sync replicas (ISR), its own log end offset (LEO) and the
 // high watermark (HW). Consumers read only below the HW and followers up to
-// the LEO. acks=all waiters are woken by HW movement, never by polling.
+// the LEO. acks=all waiters sit in a list ordered by the offset they need
+// (hashicorp/raft's commitment): an HW advance completes exactly those it
+// passes, and nothing else wakes them but a lost leadership or a close,
+// which fail them all with ErrNotLeader. A wait for records appended in
+// epoch E fails unless this broker has led without a break since E: a new
+// epoch in which it stays leader (the controller removed a dead follower)
+// keeps its waiters, as Kafka's DelayedProduce does, but once it has
+// followed, a truncation may have removed the records.
 //
 // # Roles
 //
@@ -34,8 +41,12 @@
 // for all fetching partitions, (3) appends the batches unchanged, takes
 // HW = min(leader HW, LEO), and restarts the log at the leader's log start
 // if that passed our LEO (logstore cannot raise a log start in place).
-// Offset out of range follows Kafka §4.4 (the leader's LEO comes from
-// OffsetsForLeaderEpoch of its current epoch). Fenced epochs park the
+// Offset out of range follows Kafka's fetchOffsetAndTruncate (§4.4): the
+// leader's LEO comes from OffsetsForLeaderEpoch of its current epoch; below
+// our fetch offset, truncate to it; else ask the leader for its log start
+// (ListOffsets EARLIEST as a replica, through EarliestOffsetLister, since an
+// errored Fetch partition carries log start -1 on the wire) and, if it is
+// past our LEO, empty the log and restart it there. Fenced epochs park the
 // partition until a new state; other errors back off
 // ReplicaFetchBackoff. Responses are applied only if the replica still
 // follows in the same epoch at the same LEO.
@@ -53,9 +64,15 @@
 // Replica.mu; on success the ISR and zkVersion change, the HW may advance
 // and NotifyIsrChange is called; on ErrStateConflict the old ISR stays
 // until the controller sends a new state. Without a StateWriter the ISR
-// never changes. The HW is the minimum LEO over the leader, the ISR and the
-// followers caught up within the lag time (Kafka 2.4+), and never moves
-// backwards on a leader. The HW is checkpointed for leaders and followers
+// never changes. The HW is the minimum LEO over the leader, the maximal
+// ISR and the followers caught up within the lag time (Kafka 2.4+), and
+// never moves backwards on a leader. The maximal ISR (AlterIsr's) is the
+// ISR plus the members of a write in flight, and of every write that
+// failed since (a conflict, or an outcome the StateWriter could not
+// resolve): such a write may have landed, putting its members in the
+// znode ISR where the controller may elect them. It is the ISR again
+// after a successful write (which proves the failed ones, based on the
+// same zkVersion, did not land) or a newer state from the controller. The HW is checkpointed for leaders and followers
 // alike (replication-offset-checkpoint) and restored on open.
 //
 // Idempotent producers: per producer id the replica keeps the producer epoch

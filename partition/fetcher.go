@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -327,9 +328,14 @@ func (f *fetcher) delay(s partSnap, d time.Duration) {
 	}
 }
 
-// outOfRange resolves OFFSET_OUT_OF_RANGE (§4.4). The leader's LEO comes
-// from OffsetsForLeaderEpoch for its current epoch (which answers the
-// LEO), its log start from the fetch answer.
+// outOfRange resolves OFFSET_OUT_OF_RANGE as Kafka's fetcher does
+// (AbstractFetcherThread fetchOffsetAndTruncate, §4.4). The leader's LEO
+// comes from OffsetsForLeaderEpoch for its current epoch (which answers
+// the LEO); when it is below our fetch offset (an unclean election) we
+// truncate to it. Otherwise our fetch offset is below the leader's log
+// start, which comes from ListOffsets EARLIEST when the LeaderClient is an
+// EarliestOffsetLister (the errored Fetch answer carries -1 on the wire),
+// and we restart the log there.
 func (f *fetcher) outOfRange(ctx context.Context, s partSnap, fetchOffset int64, res FetchPartitionResult) {
 	answers, err := f.m.cfg.LeaderClient.OffsetsForLeaderEpoch(ctx, f.leader, []EpochQuery{{
 		TopicPartition: s.tp, CurrentLeaderEpoch: s.leaderEpoch, LeaderEpoch: s.leaderEpoch}})
@@ -345,7 +351,17 @@ func (f *fetcher) outOfRange(ctx context.Context, s partSnap, fetchOffset int64,
 	case len(answers) == 1 && answers[0].LeaderEpoch == s.leaderEpoch:
 		leaderLEO = answers[0].EndOffset
 	}
-	if err := s.r.resetOutOfRange(s.leaderEpoch, fetchOffset, leaderLEO, res.LogStartOffset); err != nil && !errors.Is(err, errStale) {
+	leaderLogStart := res.LogStartOffset
+	if lister, ok := f.m.cfg.LeaderClient.(EarliestOffsetLister); ok && (leaderLEO < 0 || leaderLEO >= fetchOffset) {
+		leaderLogStart, err = lister.ListEarliestOffset(ctx, f.leader, s.tp, s.leaderEpoch)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.partitionError(s, fmt.Errorf("asking the leader for its log start offset: %w", err))
+			}
+			return
+		}
+	}
+	if err := s.r.resetOutOfRange(s.leaderEpoch, fetchOffset, leaderLEO, leaderLogStart); err != nil && !errors.Is(err, errStale) {
 		s.r.logger.Warn().Err(err).Msg("fetch offset out of range")
 		f.delay(s, f.m.cfg.ReplicaFetchBackoff)
 	}

@@ -103,9 +103,17 @@ func (r *Replica) maybeShrinkIsrLocked(now time.Time) *isrChange {
 	return r.proposeIsrLocked(newIsr, false)
 }
 
-// proposeIsrLocked marks an ISR change in flight. Caller holds r.mu.
+// proposeIsrLocked marks an ISR change in flight and widens the maximal
+// ISR by its new members until the outcome is known. Caller holds r.mu.
 func (r *Replica) proposeIsrLocked(newIsr []int32, expand bool) *isrChange {
 	r.isrChangeInFlight = true
+	maximal := slices.Clone(r.hwIsrLocked())
+	for _, id := range newIsr {
+		if !slices.Contains(maximal, id) {
+			maximal = append(maximal, id)
+		}
+	}
+	r.maximalIsr = maximal
 	return &isrChange{expand: expand, state: cluster.LeaderAndIsr{
 		Leader: r.brokerID, LeaderEpoch: r.leaderEpoch, Isr: newIsr,
 		ControllerEpoch: r.controllerEpoch, ZkVersion: r.zkVersion,
@@ -113,11 +121,15 @@ func (r *Replica) proposeIsrLocked(newIsr []int32, expand bool) *isrChange {
 }
 
 // completeIsrChange applies the outcome of writing ch. On success the new
-// ISR and zkVersion take effect, the HW may advance and waiters wake; it
-// reports whether the change should be announced (NotifyIsrChange). On
-// failure the old ISR stays: after ErrStateConflict the leader's zkVersion
-// is stale and every later write fails too until the controller sends a
-// new state (Kafka's "Cached zkVersion ... skip updating ISR").
+// ISR and zkVersion take effect, the maximal ISR is the ISR again, the HW
+// may advance and waiters wake; it reports whether the change should be
+// announced (NotifyIsrChange). On failure the old ISR stays: after
+// ErrStateConflict the leader's zkVersion is stale and every later write
+// fails too until the controller sends a new state (Kafka's "Cached
+// zkVersion ... skip updating ISR"). Either way, and for any other error
+// (an outcome the StateWriter could not resolve), the write may have
+// landed: the HW stays bounded by the maximal ISR, with ch's members,
+// until a write succeeds or a new state comes.
 func (r *Replica) completeIsrChange(ch *isrChange, newZkVersion int32, err error, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -128,10 +140,11 @@ func (r *Replica) completeIsrChange(ch *isrChange, newZkVersion int32, err error
 	if err != nil {
 		ev := r.logger.Warn().Err(err).Ints32("isr", r.isr).Ints32("proposed_isr", ch.state.Isr).
 			Int32("zk_version", ch.state.ZkVersion)
+		ev = ev.Ints32("maximal_isr", r.maximalIsr)
 		if errors.Is(err, ErrStateConflict) {
 			ev.Msg("cached zkVersion not equal to that in zookeeper, skip updating ISR")
 		} else {
-			ev.Msg("ISR write failed, keeping the old ISR")
+			ev.Msg("ISR write failed, keeping the old ISR and the high watermark within the maximal ISR")
 		}
 		return false
 	}
@@ -141,6 +154,7 @@ func (r *Replica) completeIsrChange(ch *isrChange, newZkVersion int32, err error
 	old := r.isr
 	r.isr = slices.Clone(ch.state.Isr)
 	r.zkVersion = newZkVersion
+	r.maximalIsr = nil
 	r.maybeIncrementHWLocked(now)
 	r.signalLocked()
 	r.logger.Info().Ints32("old_isr", old).Ints32("isr", r.isr).Int32("zk_version", newZkVersion).

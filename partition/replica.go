@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,17 +43,37 @@ type Replica struct {
 	leader                 int32
 	leaderEpoch            int32
 	leaderEpochStartOffset int64
-	isr                    []int32
-	zkVersion              int32
-	controllerEpoch        int32
-	hw                     int64
-	followers              map[int32]*followerState
-	producers              map[int64]*producerState
+	// leaderSinceEpoch is the first leader epoch of this broker's current
+	// unbroken leadership (set when it becomes leader after not leading).
+	// Records appended in an earlier epoch may have been truncated while
+	// it followed, so their acks=all waits fail; records of a later epoch
+	// of the same run were never at risk.
+	leaderSinceEpoch int32
+	isr              []int32
+	zkVersion        int32
+	controllerEpoch  int32
+	hw               int64
+	followers        map[int32]*followerState
+	producers        map[int64]*producerState
 	// isrChangeInFlight is set while an ISR write is outstanding: one
 	// change at a time per partition, as Kafka does.
 	isrChangeInFlight bool
+	// maximalIsr, when not nil, is the ISR the HW is computed over: the
+	// ISR plus every member of an ISR write in flight or of one whose
+	// write failed since the last state (AlterIsr's maximal ISR). Such a
+	// write may have landed, its new members be in the znode ISR and be
+	// elected, so the HW must not pass what they hold. It is cleared by a
+	// successful write (which proves the failed ones, based on the same
+	// zkVersion, did not land) and by a newer state from the controller.
+	maximalIsr []int32
+	// waiters are the acks=all waits, ordered by the offset they need
+	// (hashicorp/raft's commitment): an HW advance completes exactly
+	// those it passes, a lost leadership or close fails them all.
+	waiters []*commitWaiter
+	// waiterWakeups counts waiters completed or failed, for tests.
+	waiterWakeups uint64
 	// stateCh is closed and replaced whenever the HW, the ISR or the role
-	// changes, waking acks=all waiters.
+	// changes, waking DeleteRecords waits for the low watermark.
 	stateCh chan struct{}
 	closed  bool
 	// leaderHW is, on a follower, the HW of the leader's last fetch
@@ -149,11 +170,11 @@ func (r *Replica) recordProducerLocked(h logstore.BatchHeader) {
 	})
 }
 
-// signalLocked wakes acks=all waiters and every long-polling fetch.
+// signalLocked wakes stateCh waits and every long-polling fetch.
 // Caller holds r.mu.
 func (r *Replica) signalLocked() { r.signalToLocked(wakeAll) }
 
-// signalToLocked wakes acks=all waiters and the long-polling fetches w
+// signalToLocked wakes stateCh waits and the long-polling fetches w
 // names: a leader's LEO moving alone is news to followers only, its HW
 // moving alone to consumers only. Caller holds r.mu.
 func (r *Replica) signalToLocked(w wake) {
@@ -204,6 +225,12 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 			Msg("ignoring partition state with an older zkVersion")
 		return roleChange{}, nil
 	}
+	if newEpoch || lai.ZkVersion > r.zkVersion {
+		// The controller wrote this state after any write of ours that
+		// landed (a conditional write cannot land after it), so it is
+		// what the znode holds now.
+		r.maximalIsr = nil
+	}
 	if st.Config != r.cfg {
 		r.cfg = st.Config
 		r.log.SetConfig(logstoreConfig(st.Config, r.logger))
@@ -217,17 +244,26 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 		r.signalLocked()
 		return roleChange{applied: true, leader: r.leader, leaderEpoch: r.leaderEpoch}, nil
 	}
+	wasLeader := r.leader == r.brokerID
 	r.leader = lai.Leader
 	r.leaderEpoch = lai.LeaderEpoch
 	r.leaderHW = -1
 	if lai.Leader == r.brokerID {
+		// A new epoch of a leader that stays leader (the controller
+		// removed a dead follower) keeps its acks=all waiters, as Kafka's
+		// DelayedProduce does: its log was never truncated meanwhile.
+		if !wasLeader {
+			r.leaderSinceEpoch = lai.LeaderEpoch
+		}
 		r.makeLeaderLocked(now)
 	} else {
-		// A follower keeps no follower state; acks=all waiters fail with
-		// ErrNotLeader when signalled below. The Manager moves the
-		// partition to the new leader's fetcher in the Truncating state.
+		// A follower keeps no follower state and fails its acks=all
+		// waiters: once it truncates, the HW would speak of other
+		// records. The Manager moves the partition to the new leader's
+		// fetcher in the Truncating state.
 		r.followers = map[int32]*followerState{}
 		r.hw = min(r.hw, r.log.LogEndOffset())
+		r.failWaitersLocked(ErrNotLeader)
 	}
 	r.logger.Info().Int32("leader", r.leader).Int32("leader_epoch", r.leaderEpoch).
 		Ints32("isr", r.isr).Int32("zk_version", r.zkVersion).Int64("hw", r.hw).
@@ -267,12 +303,22 @@ func (r *Replica) maybeIncrementHWLocked(now time.Time) bool {
 	if !r.isLeaderLocked() {
 		return false
 	}
-	candidate := highWatermarkCandidate(r.log.LogEndOffset(), r.brokerID, r.isr, r.followers, now, r.lagTimeMax)
+	candidate := highWatermarkCandidate(r.log.LogEndOffset(), r.brokerID, r.hwIsrLocked(), r.followers, now, r.lagTimeMax)
 	if candidate <= r.hw {
 		return false
 	}
 	r.hw = candidate
+	r.completeWaitersLocked()
 	return true
+}
+
+// hwIsrLocked is the ISR the HW is computed over: the maximal ISR while
+// an ISR change may have landed unseen, else the ISR. Caller holds r.mu.
+func (r *Replica) hwIsrLocked() []int32 {
+	if r.maximalIsr != nil {
+		return r.maximalIsr
+	}
+	return r.isr
 }
 
 // checkLeaderEpochLocked applies KIP-320 fencing for a client's view of the
@@ -355,34 +401,124 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 		LogAppendTime: appendTime, LogStartOffset: r.log.LogStartOffset(), LeaderEpoch: r.leaderEpoch}, nil
 }
 
-// waitCommitted blocks until the HW passes lastOffset, leadership of
-// leaderEpoch (the append's) is lost, or ctx ends. A later epoch of this
-// broker's own leadership does not count: another leader may have
-// truncated the records in between, and the HW passing lastOffset would
-// then speak of other records.
+// commitWaiter is one acks=all wait: done receives its outcome once,
+// sent under r.mu by whoever takes it off r.waiters. Waiters are pooled,
+// so a wait allocates nothing in steady state.
+type commitWaiter struct {
+	lastOffset int64 // complete once the HW passes it
+	done       chan error
+}
+
+var commitWaiterPool = sync.Pool{New: func() any { return &commitWaiter{done: make(chan error, 1)} }}
+
+// waitCommitted blocks until the HW passes lastOffset, this broker's
+// leadership since leaderEpoch (the append's) is lost, or ctx ends. A
+// later epoch of this broker's leadership counts only if it led without a
+// break since the append: a leader in between may have truncated the
+// records, and the HW passing lastOffset would then speak of others.
 func (r *Replica) waitCommitted(ctx context.Context, lastOffset int64, leaderEpoch int32) error {
-	for {
-		r.mu.Lock()
-		if !r.isLeaderLocked() || r.leaderEpoch != leaderEpoch {
-			r.mu.Unlock()
-			return ErrNotLeader
-		}
-		if r.hw > lastOffset {
-			short := int64(len(r.isr)) < r.cfg.MinInsyncReplicas
-			r.mu.Unlock()
-			if short {
-				return ErrNotEnoughReplicasAfterAppend
-			}
-			return nil
-		}
-		ch := r.stateCh
+	r.mu.Lock()
+	if !r.ledSinceLocked(leaderEpoch) {
 		r.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: high watermark below %d", ErrRequestTimedOut, lastOffset+1)
+		return ErrNotLeader
+	}
+	if r.hw > lastOffset {
+		err := r.committedLocked()
+		r.mu.Unlock()
+		return err
+	}
+	w := commitWaiterPool.Get().(*commitWaiter)
+	w.lastOffset = lastOffset
+	r.addWaiterLocked(w)
+	r.mu.Unlock()
+
+	var err error
+	select {
+	case err = <-w.done:
+	case <-ctx.Done():
+		r.mu.Lock()
+		removed := r.removeWaiterLocked(w)
+		r.mu.Unlock()
+		if removed {
+			err = fmt.Errorf("%w: high watermark below %d", ErrRequestTimedOut, lastOffset+1)
+		} else {
+			err = <-w.done // completed as ctx ended: the outcome is sent
 		}
 	}
+	commitWaiterPool.Put(w)
+	return err
+}
+
+// ledSinceLocked reports whether this broker has led without a break since
+// leaderEpoch, so records it appended then are still in its log. Caller
+// holds r.mu.
+func (r *Replica) ledSinceLocked(leaderEpoch int32) bool {
+	return r.isLeaderLocked() && leaderEpoch >= r.leaderSinceEpoch && leaderEpoch <= r.leaderEpoch
+}
+
+// committedLocked is the outcome of a wait the HW has passed: Kafka
+// answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR is then below
+// min.insync.replicas. Caller holds r.mu.
+func (r *Replica) committedLocked() error {
+	if int64(len(r.isr)) < r.cfg.MinInsyncReplicas {
+		return ErrNotEnoughReplicasAfterAppend
+	}
+	return nil
+}
+
+// addWaiterLocked inserts w after every waiter needing an offset at or
+// below its own; appends come in offset order, so this is usually the
+// end. Caller holds r.mu.
+func (r *Replica) addWaiterLocked(w *commitWaiter) {
+	i := len(r.waiters)
+	for i > 0 && r.waiters[i-1].lastOffset > w.lastOffset {
+		i--
+	}
+	r.waiters = slices.Insert(r.waiters, i, w)
+}
+
+// removeWaiterLocked takes w off the list, reporting whether it was still
+// there (not yet completed). Caller holds r.mu.
+func (r *Replica) removeWaiterLocked(w *commitWaiter) bool {
+	i, _ := slices.BinarySearchFunc(r.waiters, w.lastOffset, func(x *commitWaiter, off int64) int {
+		return cmp.Compare(x.lastOffset, off)
+	})
+	for ; i < len(r.waiters) && r.waiters[i].lastOffset == w.lastOffset; i++ {
+		if r.waiters[i] == w {
+			r.waiters = slices.Delete(r.waiters, i, i+1)
+			return true
+		}
+	}
+	return false
+}
+
+// completeWaitersLocked completes the waiters the HW has passed, from the
+// head of the list, touching no other. Caller holds r.mu.
+func (r *Replica) completeWaitersLocked() {
+	n := 0
+	for n < len(r.waiters) && r.waiters[n].lastOffset < r.hw {
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	err := r.committedLocked()
+	for _, w := range r.waiters[:n] {
+		w.done <- err
+	}
+	r.waiterWakeups += uint64(n)
+	clear(r.waiters[:n])
+	r.waiters = r.waiters[n:]
+}
+
+// failWaitersLocked ends every waiter with err. Caller holds r.mu.
+func (r *Replica) failWaitersLocked(err error) {
+	for _, w := range r.waiters {
+		w.done <- err
+	}
+	r.waiterWakeups += uint64(len(r.waiters))
+	clear(r.waiters)
+	r.waiters = r.waiters[:0]
 }
 
 // updateFollowerLocked records a follower's fetch at offset as its LEO and
@@ -557,6 +693,7 @@ func (r *Replica) close(remove bool) error {
 		return nil
 	}
 	r.closed = true
+	r.failWaitersLocked(ErrNotLeader)
 	r.signalLocked()
 	r.mu.Unlock()
 	if remove {

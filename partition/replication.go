@@ -84,6 +84,23 @@ type LeaderClient interface {
 	OffsetsForLeaderEpoch(ctx context.Context, leader int32, queries []EpochQuery) ([]EpochAnswer, error)
 }
 
+// EarliestOffsetLister is a LeaderClient that can also ask a leader for
+// its log start offset, as Kafka's fetchEarliestOffsetFromLeader does. A
+// follower whose fetch offset is out of range needs it: the Fetch answer
+// for an errored partition carries log start offset -1 on the wire, so it
+// cannot tell a log start that moved past the follower's LEO. protocol's
+// client implements it; a LeaderClient without it falls back to the
+// log start offset in the Fetch answer.
+type EarliestOffsetLister interface {
+	// ListEarliestOffset asks broker leader for tp's log start offset
+	// (ListOffsets, timestamp EarliestTimestamp, with the follower's
+	// broker id as replica id), fenced by currentLeaderEpoch (KIP-320).
+	// An error wraps this package's sentinel for a per-partition error
+	// (ErrNotLeader, ErrFencedLeaderEpoch, ...) or reports that the
+	// request as a whole failed.
+	ListEarliestOffset(ctx context.Context, leader int32, tp cluster.TopicPartition, currentLeaderEpoch int32) (int64, error)
+}
+
 // StateWriter is how a leader publishes an ISR change. zkcoord implements
 // it with a conditional write of the partition state znode.
 type StateWriter interface {

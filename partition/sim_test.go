@@ -109,8 +109,13 @@ func (c simClient) Fetch(ctx context.Context, leader int32, req FetchRequest) (F
 		for _, p := range req.Partitions {
 			res, err := m.Read(p.TopicPartition, ReadRequest{FetchOffset: p.FetchOffset, MaxBytes: p.MaxBytes,
 				ReplicaID: req.ReplicaID, CurrentLeaderEpoch: p.CurrentLeaderEpoch, LogStartOffset: p.LogStartOffset})
-			resp.Partitions[p.TopicPartition] = FetchPartitionResult{Err: err, HighWatermark: res.HighWatermark,
+			pr := FetchPartitionResult{Err: err, HighWatermark: res.HighWatermark,
 				LogStartOffset: res.LogStartOffset, Records: res.Records}
+			if err != nil {
+				// As on the wire: an errored partition carries no offsets.
+				pr.HighWatermark, pr.LogStartOffset = -1, -1
+			}
+			resp.Partitions[p.TopicPartition] = pr
 			n += len(res.Records)
 			if err != nil {
 				n += int(req.MinBytes) // an error answers at once
@@ -151,6 +156,17 @@ func (c simClient) OffsetsForLeaderEpoch(_ context.Context, leader int32, querie
 		out = append(out, EpochAnswer{TopicPartition: q.TopicPartition, Err: err, LeaderEpoch: e, EndOffset: off})
 	}
 	return out, nil
+}
+
+// ListEarliestOffset makes simClient an EarliestOffsetLister, as
+// protocol's client is.
+func (c simClient) ListEarliestOffset(_ context.Context, leader int32, tp cluster.TopicPartition, currentLeaderEpoch int32) (int64, error) {
+	m, err := c.target(leader)
+	if err != nil {
+		return -1, err
+	}
+	off, _, _, err := m.ListOffset(tp, EarliestTimestamp, currentLeaderEpoch, AskerReplica)
+	return off, err
 }
 
 type simBroker struct {

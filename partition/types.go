@@ -57,9 +57,10 @@ type AppendResult struct {
 	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
 	LogStartOffset int64
 	// LeaderEpoch is the epoch the records were appended in (or a
-	// duplicate found in): WaitCommitted fails if leadership changed
-	// since, even if this broker leads again, because a leader in
-	// between may have truncated them.
+	// duplicate found in): WaitCommitted fails if this broker stopped
+	// leading at some point since, even if it leads again, because a
+	// leader in between may have truncated them; a later epoch in which
+	// it stayed leader is no loss.
 	LeaderEpoch int32
 }
 

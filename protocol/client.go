@@ -22,7 +22,7 @@ import (
 // ClientConfig configures a BrokerClient.
 type ClientConfig struct {
 	// BrokerID is this broker's id: the client id is "broker-<id>" and
-	// OffsetsForLeaderEpoch carries it as the replica id.
+	// OffsetsForLeaderEpoch and ListOffsets carry it as the replica id.
 	BrokerID int32
 	// ListenerName is inter.broker.listener.name: which advertised
 	// endpoint of a broker to connect to.
@@ -57,6 +57,7 @@ const (
 const (
 	clientFetchVersion                int16 = 12
 	clientOffsetForLeaderEpochVersion int16 = 4
+	clientListOffsetsVersion          int16 = 7
 	clientLeaderAndIsrVersion         int16 = 4
 	clientStopReplicaVersion          int16 = 3
 	clientUpdateMetadataVersion       int16 = 6
@@ -71,8 +72,8 @@ var ErrClientClosed = errors.New("protocol: broker client closed")
 type connPurpose uint8
 
 const (
-	// purposeFetch: a follower's Fetch and OffsetsForLeaderEpoch, from its
-	// fetcher for that leader. A Fetch long-polls for up to its MaxWait.
+	// purposeFetch: a follower's Fetch, OffsetsForLeaderEpoch and
+	// ListOffsets, from its fetcher for that leader. A Fetch long-polls for up to its MaxWait.
 	purposeFetch connPurpose = iota
 	// purposeControl: the controller's LeaderAndIsr, UpdateMetadata and
 	// StopReplica, which must never wait behind a long-polling Fetch.
@@ -286,6 +287,49 @@ func (c *BrokerClient) OffsetsForLeaderEpoch(ctx context.Context, leader int32, 
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// ListEarliestOffset asks broker leader for tp's log start offset
+// (ListOffsets v7, timestamp -2, with this broker's id as replica id, so
+// the leader answers as to a replica), for a follower whose fetch offset
+// is out of range: partition.EarliestOffsetLister. A per-partition error
+// code comes back as partition's sentinel (wrapping the kerr error too).
+func (c *BrokerClient) ListEarliestOffset(ctx context.Context, leader int32, tp cluster.TopicPartition, currentLeaderEpoch int32) (int64, error) {
+	addr, err := c.resolve(leader)
+	if err != nil {
+		return -1, fmt.Errorf("list earliest offset of %s from broker %d: %w", tp, leader, err)
+	}
+	kreq := kmsg.NewPtrListOffsetsRequest()
+	kreq.Version = clientListOffsetsVersion
+	kreq.ReplicaID = c.cfg.BrokerID
+	kt := kmsg.NewListOffsetsRequestTopic()
+	kt.Topic = tp.Topic
+	kp := kmsg.NewListOffsetsRequestTopicPartition()
+	kp.Partition = tp.Partition
+	kp.CurrentLeaderEpoch = currentLeaderEpoch
+	kp.Timestamp = partition.EarliestTimestamp
+	kt.Partitions = append(kt.Partitions, kp)
+	kreq.Topics = append(kreq.Topics, kt)
+	kresp, frame, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, 0)
+	putBuf(frame) // nil: this response does not alias its frame
+	if err != nil {
+		return -1, fmt.Errorf("list earliest offset of %s from broker %d: %w", tp, leader, err)
+	}
+	for _, t := range kresp.(*kmsg.ListOffsetsResponse).Topics {
+		if t.Topic != tp.Topic {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p.Partition != tp.Partition {
+				continue
+			}
+			if err := errorFromCode(p.ErrorCode); err != nil {
+				return -1, fmt.Errorf("list earliest offset of %s from broker %d: %w", tp, leader, err)
+			}
+			return p.Offset, nil
+		}
+	}
+	return -1, fmt.Errorf("list earliest offset of %s from broker %d: no answer for it", tp, leader)
 }
 
 // LeaderAndIsr sends req to broker to (LeaderAndIsr v4). A top-level

@@ -19,9 +19,10 @@ type Replicas interface {
 	Append(tp cluster.TopicPartition, records []byte, acks int16) (partition.AppendResult, error)
 	// WaitCommitted blocks until the high watermark of tp passes lastOffset
 	// (returns nil), the ISR falls below min.insync.replicas
-	// (partition.ErrNotEnoughReplicasAfterAppend), leadership of
-	// leaderEpoch, the append's, is lost (partition.ErrNotLeader, also
-	// when this broker leads again in a later epoch) or ctx ends
+	// (partition.ErrNotEnoughReplicasAfterAppend), this broker stops
+	// leading at some point after leaderEpoch, the append's
+	// (partition.ErrNotLeader, even if it leads again; a new epoch in
+	// which it stays leader is not a loss) or ctx ends
 	// (partition.ErrRequestTimedOut).
 	WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64, leaderEpoch int32) error
 	// Read returns whole batches from req.FetchOffset, bounded by the high

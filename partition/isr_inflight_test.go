@@ -1,0 +1,159 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// errLostReply stands for a ZooKeeper reply lost after the write applied:
+// an unknown outcome the StateWriter could not resolve.
+var errLostReply = errors.New("test: connection lost, reply unknown")
+
+// landingZK is a StateWriter whose writes always land in its znode, and
+// whose reply is chosen per test: success, a lost reply, a conflict (the
+// controller wrote over the landed write before the writer read it back),
+// or a reply held until release is closed.
+type landingZK struct {
+	mu      sync.Mutex
+	state   cluster.LeaderAndIsr
+	reply   func(z *landingZK) error // called with z.mu held; nil means success
+	started chan struct{}            // a write has begun (capacity 1)
+	release chan struct{}            // nil: reply at once
+}
+
+func (z *landingZK) WriteLeaderAndIsr(_ context.Context, tp cluster.TopicPartition, st cluster.LeaderAndIsr) (int32, error) {
+	z.mu.Lock()
+	if st.ZkVersion != z.state.ZkVersion {
+		z.mu.Unlock()
+		return -1, fmt.Errorf("write %s at %d (znode at %d): %w", tp, st.ZkVersion, z.state.ZkVersion, ErrStateConflict)
+	}
+	st.Isr = slices.Clone(st.Isr)
+	st.ZkVersion++
+	z.state = st
+	var err error
+	if z.reply != nil {
+		err = z.reply(z)
+	}
+	z.mu.Unlock()
+	select {
+	case z.started <- struct{}{}:
+	default:
+	}
+	if z.release != nil {
+		<-z.release
+	}
+	if err != nil {
+		return -1, err
+	}
+	return st.ZkVersion, nil
+}
+
+func (z *landingZK) NotifyIsrChange(cluster.TopicPartition) {}
+
+func (z *landingZK) isr() []int32 {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return slices.Clone(z.state.Isr)
+}
+
+// TestAcksAllOverMaximalIsr (issue 12 A2): an ISR expansion whose write
+// lands in ZooKeeper puts the new member in the znode ISR, where the
+// controller may elect it, whatever reply the leader gets: while the write
+// is in flight, and after a reply that is not a success, the leader
+// computes the HW over the maximal ISR (its ISR plus the pending
+// additions, Kafka's AlterIsr), so acks=all never acknowledges an offset a
+// znode ISR member lacks, even once that member has stalled for longer
+// than the lag time (which takes it out of the HW rule's "caught up"
+// followers).
+func TestAcksAllOverMaximalIsr(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply func(z *landingZK) error
+		delay bool
+	}{
+		{name: "reply lost", reply: func(*landingZK) error { return errLostReply }},
+		{name: "conflict after landing", reply: func(z *landingZK) error {
+			// The controller wrote over it, keeping broker 2 in the ISR.
+			z.state.ZkVersion++
+			z.state.ControllerEpoch++
+			return fmt.Errorf("znode at %d: %w", z.state.ZkVersion, ErrStateConflict)
+		}},
+		{name: "reply delayed", delay: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{t: time.Unix(1000, 0)}
+			zk := &landingZK{state: cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 0, Isr: []int32{1}},
+				reply: tc.reply, started: make(chan struct{}, 1)}
+			if tc.delay {
+				zk.release = make(chan struct{})
+			}
+			m, err := NewManager(Config{BrokerID: 1, LogDirs: []string{filepath.Join(t.TempDir(), "logs")},
+				HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
+				RetentionCheckInterval: time.Hour, Now: clock.Now, StateWriter: zk,
+				Log: zerolog.New(zerolog.NewTestWriter(t))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Close() })
+			cfg := cluster.DefaultLogConfig()
+			cfg.MinInsyncReplicas = 1
+			if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1}, cfg)}); err != nil {
+				t.Fatal(err)
+			}
+			first := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
+			// Broker 2 catches up to the HW: the leader proposes ISR [1 2]
+			// and the write lands.
+			fetched := make(chan error, 1)
+			go func() {
+				_, err := m.Read(tp0, ReadRequest{FetchOffset: first.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0})
+				fetched <- err
+			}()
+			<-zk.started
+			if !tc.delay {
+				if err := <-fetched; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := zk.isr(); !slices.Equal(got, []int32{1, 2}) {
+				t.Fatalf("znode ISR %v, want [1 2]", got)
+			}
+			// Broker 2 then stalls for longer than replica.lag.time.max.ms,
+			// so only its ISR membership can hold the HW back.
+			clock.Advance(31 * time.Second)
+			second := mustAppend(t, m, buildBatch(batchSpec{records: 1}), -1)
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			err = m.WaitCommitted(ctx, tp0, second.LastOffset, second.LeaderEpoch)
+			cancel()
+			if err == nil {
+				t.Fatalf("acks=all acknowledged offset %d, which znode ISR member 2 lacks (its LEO is %d)",
+					second.LastOffset, first.LastOffset+1)
+			}
+			if !errors.Is(err, ErrRequestTimedOut) {
+				t.Fatalf("wait: %v, want ErrRequestTimedOut", err)
+			}
+			if tc.delay {
+				close(zk.release)
+				if err := <-fetched; err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Once broker 2 has the record, it commits.
+			if _, err := m.Read(tp0, ReadRequest{FetchOffset: second.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.WaitCommitted(context.Background(), tp0, second.LastOffset, second.LeaderEpoch); err != nil {
+				t.Fatalf("wait once broker 2 has it: %v", err)
+			}
+		})
+	}
+}
