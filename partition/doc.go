@@ -58,6 +58,17 @@
 // backwards on a leader. The HW is checkpointed for leaders and followers
 // alike (replication-offset-checkpoint) and restored on open.
 //
+// # Checkpoints
+//
+// Every log dir has replication-offset-checkpoint (HW),
+// recovery-point-offset-checkpoint and log-start-offset-checkpoint. Each
+// write covers every partition with a log in the dir: open replicas with
+// their live values, and partitions without an open replica (not yet
+// opened since the start, or stopped without delete) with the values read
+// at start or taken when they were stopped, as Kafka's LogManager keeps
+// the logs of stopped replicas. Only a deletion (StopReplicas with
+// remove) drops a partition's entries.
+//
 // Idempotent producers: per producer id the replica keeps the producer epoch
 // and the last five batches' sequence ranges with their offsets, so a retried
 // batch is answered with its original offsets and not appended again, and a
