@@ -81,8 +81,16 @@
 //
 // # Concurrency
 //
-// Manager.mu guards the replica map; Replica.mu guards role, epochs, ISR,
-// HW, LEO, follower state and producer state. A leader holds Replica.mu
+// Manager.mu guards the replica map, the saved checkpoint entries and the
+// opening placeholders. It is never held while a log opens (recovery,
+// fsync) or closes: getOrOpen places a placeholder, opens the log without
+// the lock and then installs the replica, so lookups of other partitions
+// (Append, Read, Fetch) go on meanwhile; a second open of the same
+// partition, StopReplicas and Close wait for the placeholder's open to
+// finish.
+//
+// Replica.mu guards role, epochs, ISR, HW, LEO, follower state and
+// producer state. A leader holds Replica.mu
 // while validating, assigning offsets and appending, a follower while
 // truncating and appending, and neither across a network call or a
 // StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu

@@ -104,8 +104,12 @@ type Manager struct {
 	// Kafka's LogManager checkpoints every log it holds, so a stopped
 	// replica keeps its HW, recovery point and log start across a
 	// restart. A replica takes its entry when it opens.
-	saved  map[cluster.TopicPartition]savedOffsets
-	closed bool
+	saved map[cluster.TopicPartition]savedOffsets
+	// opening holds the partitions whose log is being opened, outside mu.
+	opening map[cluster.TopicPartition]*opening
+	closed  bool
+	// openHook, when set by a test, runs before a replica's log opens.
+	openHook func(tp cluster.TopicPartition)
 
 	// checkpointMu serializes writeCheckpoints: the background task and
 	// DeleteRecords both write the checkpoint files.
@@ -152,6 +156,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		fetchers: map[int32]*fetcher{},
 		replicas: map[cluster.TopicPartition]*Replica{},
 		saved:    map[cluster.TopicPartition]savedOffsets{},
+		opening:  map[cluster.TopicPartition]*opening{},
 		changed:  make(chan struct{}),
 		visible:  make(chan struct{}),
 		stop:     make(chan struct{}),
@@ -433,26 +438,89 @@ func (m *Manager) BecomeLeaderOrFollower(states []PartitionState) map[cluster.To
 	return out
 }
 
+// errManagerClosed is returned for a partition state that arrives, or a
+// replica whose open finishes, after Close.
+var errManagerClosed = errors.New("partition: manager closed")
+
+// opening is a replica whose log is being opened (recovery, fsync) outside
+// Manager.mu, so that lookups of other partitions go on meanwhile. Who
+// wants the same partition waits for done; err is set before done closes.
+type opening struct {
+	done chan struct{}
+	err  error
+}
+
+// getOrOpen returns tp's replica, opening its log if this broker holds
+// none. The log opens without Manager.mu: a placeholder in m.opening makes
+// a concurrent open of the same partition wait for this one and share its
+// replica, and StopReplicas and Close wait for it.
 func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
 	tp := st.TopicPartition
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, errManagerClosed
+		}
+		if r := m.replicas[tp]; r != nil {
+			m.mu.Unlock()
+			return r, nil
+		}
+		if op := m.opening[tp]; op != nil {
+			m.mu.Unlock()
+			<-op.done
+			if op.err != nil {
+				return nil, op.err
+			}
+			continue // in the map now, unless stopped meanwhile
+		}
+		op := &opening{done: make(chan struct{})}
+		m.opening[tp] = op
+		saved := m.saved[tp]
+		m.mu.Unlock()
+		return m.open(st, op, saved)
+	}
+}
+
+// open opens tp's log for getOrOpen, which placed op, and installs the
+// replica. Caller does not hold m.mu.
+func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Replica, error) {
+	tp := st.TopicPartition
+	defer close(op.done)
+	if m.openHook != nil {
+		m.openHook(tp)
+	}
+	r, err := openReplica(tp, m.dirFor(tp), m.cfg.BrokerID, st.Config, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
+	if err == nil {
+		r.lagTimeMax = m.cfg.ReplicaLagTimeMax
+		r.isrWritable = m.cfg.StateWriter != nil
+	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, errors.New("partition: manager closed")
+	delete(m.opening, tp)
+	closed := m.closed
+	if err == nil && !closed {
+		m.replicas[tp] = r
+		delete(m.saved, tp) // the open replica checkpoints its own
 	}
-	if r := m.replicas[tp]; r != nil {
-		return r, nil
+	m.mu.Unlock()
+	if err == nil && closed {
+		// Close ran meanwhile and waits for done: the saved checkpoint
+		// entry, untouched, still describes the log.
+		err = errors.Join(errManagerClosed, r.close(false))
+		r = nil
 	}
-	o := m.saved[tp]
-	r, err := openReplica(tp, m.dirFor(tp), m.cfg.BrokerID, st.Config, o.hw, o.recoveryPoint, o.logStart, m.log, m.notifyChanged)
-	if err != nil {
-		return nil, err
+	op.err = err
+	return r, err
+}
+
+// waitOpening waits for an open of tp in progress, if any.
+func (m *Manager) waitOpening(tp cluster.TopicPartition) {
+	m.mu.RLock()
+	op := m.opening[tp]
+	m.mu.RUnlock()
+	if op != nil {
+		<-op.done
 	}
-	r.lagTimeMax = m.cfg.ReplicaLagTimeMax
-	r.isrWritable = m.cfg.StateWriter != nil
-	m.replicas[tp] = r
-	delete(m.saved, tp) // the open replica checkpoints its own
-	return r, nil
 }
 
 // StopReplicas closes the given replicas; with remove their directories
@@ -471,6 +539,7 @@ func (m *Manager) StopReplicas(tps []cluster.TopicPartition, remove bool) error 
 }
 
 func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
+	m.waitOpening(tp) // a stop after a LeaderAndIsr still opening stops its replica
 	m.unfollow(tp)
 	m.mu.RLock()
 	r := m.replicas[tp]
@@ -623,11 +692,19 @@ func (m *Manager) Close() error {
 		m.closed = true
 		rs := m.replicas
 		m.replicas = map[cluster.TopicPartition]*Replica{}
+		var opens []*opening
+		for _, op := range m.opening {
+			opens = append(opens, op)
+		}
 		m.mu.Unlock()
 		for _, r := range rs {
 			if err := r.close(false); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		// An open in progress sees closed and closes its own log.
+		for _, op := range opens {
+			<-op.done
 		}
 	})
 	return errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,5 +73,70 @@ func TestStoppedReplicaKeepsCheckpoints(t *testing.T) {
 	}
 	if _, err := m2.Read(tp0, ReadRequest{FetchOffset: 0, MaxBytes: 1 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1}); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("read below the deleted records: %v, want ErrOffsetOutOfRange", err)
+	}
+}
+
+// TestSlowOpenBlocksNoOtherPartition: while one partition's log opens
+// (recovery, fsync), appends and reads of other partitions go on; two
+// concurrent opens of one partition open its log once and share the
+// replica.
+func TestSlowOpenBlocksNoOtherPartition(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	m := newTestManager(t, 1, "", clock)
+	cfg := cluster.DefaultLogConfig()
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1}, []int32{1}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	slow := cluster.TopicPartition{Topic: "slow", Partition: 0}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var opens atomic.Int32
+	m.openHook = func(tp cluster.TopicPartition) {
+		if tp != slow {
+			return
+		}
+		if opens.Add(1) == 1 {
+			close(entered)
+		}
+		<-release
+	}
+	st := leaderState(1, 0, []int32{1}, []int32{1}, cfg)
+	st.TopicPartition = slow
+	opened := make(chan error, 2)
+	for range 2 {
+		go func() { opened <- m.ApplyPartitionStates([]PartitionState{st}) }()
+	}
+	<-entered
+	appended := make(chan error, 1)
+	go func() {
+		_, err := m.Append(tp0, buildBatch(batchSpec{}), 1)
+		if err == nil {
+			_, err = m.Read(tp0, ReadRequest{FetchOffset: 0, MaxBytes: 1 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1})
+		}
+		appended <- err
+	}()
+	blocked := false
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Errorf("append to %s while %s opens: %v", tp0, slow, err)
+		}
+	case <-time.After(5 * time.Second):
+		blocked = true
+		t.Errorf("append to %s blocked while %s opens", tp0, slow)
+	}
+	close(release)
+	if blocked {
+		<-appended
+	}
+	for range 2 {
+		if err := <-opened; err != nil {
+			t.Fatalf("open %s: %v", slow, err)
+		}
+	}
+	if n := opens.Load(); n != 1 {
+		t.Fatalf("%s opened %d times, want once", slow, n)
+	}
+	if _, err := m.Append(slow, buildBatch(batchSpec{}), 1); err != nil {
+		t.Fatalf("append to %s after its open: %v", slow, err)
 	}
 }
