@@ -304,10 +304,16 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	if n != 1 {
 		return AppendResult{}, fmt.Errorf("%w: produce carries %d batches, want exactly 1", ErrInvalidRecord, n)
 	}
+	// The batch size first, as Kafka's analyzeAndValidateRecords, before
+	// its records are inflated and walked: a compressed batch over the
+	// limit is too large whatever its records hold.
 	r.mu.Lock()
-	maxInflated := inflateFactor * r.cfg.MaxMessageBytes
+	maxMessageBytes := r.cfg.MaxMessageBytes
 	r.mu.Unlock()
-	if err := validateProduced(raw, h, maxInflated); err != nil {
+	if int64(h.Size()) > maxMessageBytes {
+		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes > max.message.bytes %d", ErrMessageTooLarge, h.Size(), maxMessageBytes)
+	}
+	if err := validateProduced(raw, h, inflateFactor*maxMessageBytes); err != nil {
 		return AppendResult{}, err
 	}
 
@@ -316,7 +322,7 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	if !r.isLeaderLocked() {
 		return AppendResult{}, ErrNotLeader
 	}
-	if int64(h.Size()) > r.cfg.MaxMessageBytes {
+	if int64(h.Size()) > r.cfg.MaxMessageBytes { // changed meanwhile
 		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes > max.message.bytes %d", ErrMessageTooLarge, h.Size(), r.cfg.MaxMessageBytes)
 	}
 	if int64(h.Size()) > r.cfg.SegmentBytes {
