@@ -75,6 +75,12 @@
 // gap is refused with ErrOutOfOrderSequence. The state is rebuilt from the
 // log's batch headers when a replica is opened or truncated into it.
 //
+// ListOffsets for a timestamp answers, as Kafka's
+// LogSegment.findOffsetByTimestamp, the first record at or above the log
+// start whose timestamp reaches it, found from the first batch whose max
+// timestamp does (logstore's time index) by walking its records,
+// inflating compressed ones; the walk runs without Replica.mu.
+//
 // Partition knows nothing of sockets, ZooKeeper or the wire format: it is
 // told partition states (PartitionState), reaches leaders through
 // LeaderClient and publishes ISR changes through StateWriter.

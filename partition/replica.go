@@ -481,8 +481,9 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, 
 // listOffset resolves a ListOffsets timestamp for asker, as Kafka's
 // Partition.fetchOffsetForTimestamp: latest is the last offset asker may
 // fetch (the HW for consumers, the LEO for replicas), earliest the log
-// start offset, and a timestamp (or MaxTimestamp) finds a batch below that
-// bound or answers -1.
+// start offset, and a timestamp the first record whose timestamp reaches
+// it (offsetForTimestamp; MaxTimestamp: the batch with the largest), or
+// -1 when that is at or past the bound.
 func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, asker OffsetsAsker) (int64, int64, int32, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -520,7 +521,16 @@ func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, asker OffsetsAs
 	case MaxTimestamp:
 		off, found, ok, err = r.log.OffsetOfMaxTimestamp()
 	default:
-		off, found, ok, err = r.log.OffsetForTimestamp(ts)
+		// The search reads, and may inflate, records: without r.mu, so
+		// that appends go on meanwhile. The bounds taken above stay
+		// valid unless leadership changed, which is checked after.
+		leaderEpoch := r.leaderEpoch
+		r.mu.Unlock()
+		off, found, ok, err = r.offsetForTimestamp(ts)
+		r.mu.Lock()
+		if !r.isLeaderLocked() || r.leaderEpoch != leaderEpoch {
+			return 0, 0, 0, ErrNotLeader
+		}
 	}
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("offset for timestamp %d in %s: %w", ts, r.tp, mapLogError(err))
