@@ -356,8 +356,8 @@ func (c *Coordinator) load(p int32, token uint64) {
 			}
 			continue
 		}
-		next, perr := parseBatches(res.Records, func(_ int64, key, value []byte) {
-			if err := l.apply(key, value); err != nil {
+		next, perr := parseBatches(res.Records, func(at int64, key, value []byte) {
+			if err := l.apply(at, key, value); err != nil {
 				c.log.Error().Err(err).Int32("partition", p).Msg("skipping record of offsets partition")
 			}
 		})
@@ -402,21 +402,22 @@ func (c *Coordinator) sleep(d time.Duration) bool {
 	}
 }
 
-// write appends records to partition p of Topic (acks=all) under c.mu and
-// returns a function that waits, without the lock, for them to commit.
-// Caller holds c.mu.
-func (c *Coordinator) writeLocked(p int32, records []kv) (wait func(ctx context.Context) error) {
+// writeLocked appends records to partition p of Topic (acks=all) under
+// c.mu and returns a function that waits, without the lock, for them to
+// commit, and the offset the batch was appended at (-1 if the append
+// failed: wait then returns its error). Caller holds c.mu.
+func (c *Coordinator) writeLocked(p int32, records []kv) (wait func(ctx context.Context) error, appendedAt int64) {
 	tp := c.tp(p)
 	res, err := c.cfg.Log.Append(tp, buildBatch(records, c.cfg.Now()), -1)
 	if err != nil {
 		err = storeError(err)
-		return func(context.Context) error { return err }
+		return func(context.Context) error { return err }, -1
 	}
 	return func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
 		defer cancel()
 		return storeError(c.cfg.Log.WaitCommitted(ctx, tp, res.LastOffset, res.LeaderEpoch))
-	}
+	}, res.BaseOffset
 }
 
 // writeAsyncLocked writes records and waits for them in the background,
@@ -427,7 +428,7 @@ func (c *Coordinator) writeAsyncLocked(p int32, records []kv, what string) {
 	if len(records) == 0 {
 		return
 	}
-	wait := c.writeLocked(p, records)
+	wait, _ := c.writeLocked(p, records)
 	c.goFuncLocked(func() {
 		if err := wait(c.ctx); err != nil && c.ctx.Err() == nil {
 			c.log.Warn().Err(err).Int32("partition", p).Str("write", what).Msg("write to offsets topic failed")

@@ -67,7 +67,10 @@
 // id, CRC32C) through Log.Append with acks -1, and a commit or a
 // SyncGroup is answered only after Log.WaitCommitted (bounded by
 // offsets.commit.timeout.ms); only then do the offsets become visible to
-// OffsetFetch. Write failures map as Kafka's: too few replicas or an
+// OffsetFetch. Each cached offset remembers the offset of its record in
+// the log, so that of two commits of one partition whose replication
+// completes out of order the one appended later stays, as in the log and
+// after a reload (Kafka's appendedBatchOffset). Write failures map as Kafka's: too few replicas or an
 // unknown partition -> ErrCoordinatorNotAvailable, not leader ->
 // ErrNotCoordinator, too large -> ErrInvalidCommitOffsetSize, timeout ->
 // ErrRequestTimedOut. Loading applies records in offset order, the last

@@ -119,6 +119,10 @@ type group struct {
 	static       map[string]string    // group.instance.id -> member id
 	pending      map[string]time.Time // KIP-394 member ids handed out, until when
 	offsets      map[cluster.TopicPartition]Offset
+	// appendedAt is, per entry of offsets, the offset in Topic of the
+	// commit record behind it (Kafka's appendedBatchOffset): of two
+	// commits completing out of order, the one appended later stays.
+	appendedAt map[cluster.TopicPartition]int64
 
 	rebalanceDeadline time.Time
 	// initialDelay: the rebalance of a group that was empty waits
@@ -136,7 +140,7 @@ func newGroup(id string, p int32, now time.Time) *group {
 	return &group{
 		id: id, partition: p, state: stateEmpty, stateTime: now,
 		members: map[string]*member{}, static: map[string]string{}, pending: map[string]time.Time{},
-		offsets: map[cluster.TopicPartition]Offset{},
+		offsets: map[cluster.TopicPartition]Offset{}, appendedAt: map[cluster.TopicPartition]int64{},
 	}
 }
 
@@ -746,7 +750,7 @@ func (c *Coordinator) syncLocked(req SyncRequest, now time.Time) (chan syncReply
 		m.assignment = a
 	}
 	g.syncWriting = true
-	wait := c.writeLocked(g.partition, []kv{{groupKey(g.id), groupValue(g, now)}})
+	wait, _ := c.writeLocked(g.partition, []kv{{groupKey(g.id), groupValue(g, now)}})
 	return m.syncCh, SyncResult{}, nil, &pendingSync{g: g, generation: g.generation, assignments: assignments, wait: wait}
 }
 

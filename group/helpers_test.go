@@ -23,6 +23,22 @@ type fakeLog struct {
 	hold    bool
 	failErr error // Append fails with it when set
 	changed chan struct{}
+	// gates hold back WaitCommitted of the appends ending at an offset
+	// until closed, so tests can complete appends out of order.
+	gates map[int64]chan struct{}
+}
+
+// gate holds back the wait for the append whose last offset is lastOffset
+// until the returned function is called.
+func (f *fakeLog) gate(lastOffset int64) (open func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gates == nil {
+		f.gates = map[int64]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	f.gates[lastOffset] = ch
+	return func() { close(ch) }
 }
 
 func newFakeLog() *fakeLog {
@@ -67,7 +83,15 @@ func (f *fakeLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, 
 	for {
 		f.mu.Lock()
 		if f.hw[tp] > lastOffset {
+			gate := f.gates[lastOffset]
 			f.mu.Unlock()
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return partition.ErrRequestTimedOut
+				}
+			}
 			return nil
 		}
 		ch := f.changed

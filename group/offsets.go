@@ -38,7 +38,7 @@ type CommitRequest struct {
 // map holds each partition's result (nil: committed).
 func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (map[cluster.TopicPartition]error, error) {
 	c.mu.Lock()
-	g, token, wait, written, out, err := c.commitLocked(req)
+	g, token, wait, appendedAt, written, out, err := c.commitLocked(req)
 	c.mu.Unlock()
 	if err != nil || wait == nil {
 		return out, err
@@ -58,9 +58,15 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (map
 	if werr != nil || !c.stillOwnedLocked(g.partition, token) || c.groups[g.id] != g {
 		return out, nil
 	}
-	// The cache holds exactly what was written.
+	// The cache holds what the log holds: a commit of the same partition
+	// appended after this one and completed first stays (Kafka's
+	// onOffsetCommitAppend keeps the larger appendedBatchOffset).
 	for tp, o := range written {
+		if _, ok := g.offsets[tp]; ok && g.appendedAt[tp] > appendedAt {
+			continue
+		}
 		g.offsets[tp] = o
+		g.appendedAt[tp] = appendedAt
 	}
 	return out, nil
 }
@@ -73,33 +79,33 @@ func committed(o CommitOffset, retention time.Duration, now time.Time) Offset {
 	return off
 }
 
-func (c *Coordinator) commitLocked(req CommitRequest) (g *group, token uint64, wait func(context.Context) error,
+func (c *Coordinator) commitLocked(req CommitRequest) (g *group, token uint64, wait func(context.Context) error, appendedAt int64,
 	written map[cluster.TopicPartition]Offset, out map[cluster.TopicPartition]error, err error) {
 	ps, err := c.checkLocked(req.Group)
 	if err != nil {
-		return nil, 0, nil, nil, nil, err
+		return nil, 0, nil, -1, nil, nil, err
 	}
 	now := c.cfg.Now()
 	g = c.groups[req.Group]
 	if g == nil {
 		if req.Generation >= 0 {
 			// A member of a generation of a group that is gone.
-			return nil, 0, nil, nil, nil, ErrIllegalGeneration
+			return nil, 0, nil, -1, nil, nil, ErrIllegalGeneration
 		}
 		g = newGroup(req.Group, c.PartitionFor(req.Group), now)
 		c.groups[req.Group] = g
 	}
 	switch {
 	case g.isFenced(req.MemberID, req.InstanceID):
-		return nil, 0, nil, nil, nil, ErrFencedInstanceID
+		return nil, 0, nil, -1, nil, nil, ErrFencedInstanceID
 	case req.Generation < 0 && g.state == stateEmpty:
 		// Only storing offsets: no member or generation to check.
 	case g.members[req.MemberID] == nil:
-		return nil, 0, nil, nil, nil, ErrUnknownMemberID
+		return nil, 0, nil, -1, nil, nil, ErrUnknownMemberID
 	case req.Generation != g.generation:
-		return nil, 0, nil, nil, nil, ErrIllegalGeneration
+		return nil, 0, nil, -1, nil, nil, ErrIllegalGeneration
 	case g.state == stateCompletingRebalance:
-		return nil, 0, nil, nil, nil, ErrRebalanceInProgress
+		return nil, 0, nil, -1, nil, nil, ErrRebalanceInProgress
 	default:
 		m := g.members[req.MemberID]
 		m.heartbeatDeadline = now.Add(m.sessionTimeout)
@@ -123,10 +129,11 @@ func (c *Coordinator) commitLocked(req CommitRequest) (g *group, token uint64, w
 		records = append(records, kv{offsetKey(g.id, tp.Topic, tp.Partition), offsetValue(written[tp])})
 	}
 	if len(records) == 0 {
-		return g, ps.token, nil, written, out, nil
+		return g, ps.token, nil, -1, written, out, nil
 	}
 	g.pendingWrites++
-	return g, ps.token, c.writeLocked(g.partition, records), written, out, nil
+	wait, appendedAt = c.writeLocked(g.partition, records)
+	return g, ps.token, wait, appendedAt, written, out, nil
 }
 
 func sortTPs(tps []cluster.TopicPartition) {
@@ -272,7 +279,8 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, ids []string) map[string
 		g.transition(stateDead, now)
 		delete(c.groups, id)
 		out[id] = nil
-		waits = append(waits, waitFor{id, c.writeLocked(g.partition, records)})
+		wait, _ := c.writeLocked(g.partition, records)
+		waits = append(waits, waitFor{id, wait})
 		c.log.Info().Str("group", id).Msg("group deleted")
 	}
 	c.mu.Unlock()
@@ -297,6 +305,7 @@ func (c *Coordinator) tombstonesLocked(g *group, tps []cluster.TopicPartition) [
 	for _, tp := range tps {
 		out = append(out, kv{key: offsetKey(g.id, tp.Topic, tp.Partition)})
 		delete(g.offsets, tp)
+		delete(g.appendedAt, tp)
 	}
 	return out
 }
@@ -355,15 +364,22 @@ func (c *Coordinator) expireOffsetsLocked(now time.Time) {
 // loader rebuilds groups and offsets from one partition's records, the
 // later record for a key winning and a tombstone removing it.
 type loader struct {
-	offsets map[string]map[cluster.TopicPartition]Offset
+	offsets map[string]map[cluster.TopicPartition]loadedOffset
 	groups  map[string]*kmsg.GroupMetadataValue
 }
 
-func newLoader() *loader {
-	return &loader{offsets: map[string]map[cluster.TopicPartition]Offset{}, groups: map[string]*kmsg.GroupMetadataValue{}}
+// loadedOffset is a commit read back, with the offset of its record.
+type loadedOffset struct {
+	Offset
+	appendedAt int64
 }
 
-func (l *loader) apply(key, value []byte) error {
+func newLoader() *loader {
+	return &loader{offsets: map[string]map[cluster.TopicPartition]loadedOffset{}, groups: map[string]*kmsg.GroupMetadataValue{}}
+}
+
+// apply applies the record at offset at of the partition.
+func (l *loader) apply(at int64, key, value []byte) error {
 	d, err := decodeRecord(key, value)
 	if err != nil {
 		return err
@@ -381,10 +397,10 @@ func (l *loader) apply(key, value []byte) error {
 		}
 		m := l.offsets[d.group]
 		if m == nil {
-			m = map[cluster.TopicPartition]Offset{}
+			m = map[cluster.TopicPartition]loadedOffset{}
 			l.offsets[d.group] = m
 		}
-		m[tp] = *d.offset
+		m[tp] = loadedOffset{Offset: *d.offset, appendedAt: at}
 		return nil
 	}
 	if d.metadata == nil {
@@ -445,7 +461,8 @@ func (l *loader) build(p int32, now time.Time) map[string]*group {
 			out[id] = g
 		}
 		for tp, o := range offs {
-			g.offsets[tp] = o
+			g.offsets[tp] = o.Offset
+			g.appendedAt[tp] = o.appendedAt
 		}
 	}
 	return out

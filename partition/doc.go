@@ -75,11 +75,28 @@
 // same zkVersion, did not land) or a newer state from the controller. The HW is checkpointed for leaders and followers
 // alike (replication-offset-checkpoint) and restored on open.
 //
+// # Checkpoints
+//
+// Every log dir has replication-offset-checkpoint (HW),
+// recovery-point-offset-checkpoint and log-start-offset-checkpoint. Each
+// write covers every partition with a log in the dir: open replicas with
+// their live values, and partitions without an open replica (not yet
+// opened since the start, or stopped without delete) with the values read
+// at start or taken when they were stopped, as Kafka's LogManager keeps
+// the logs of stopped replicas. Only a deletion (StopReplicas with
+// remove) drops a partition's entries.
+//
 // Idempotent producers: per producer id the replica keeps the producer epoch
 // and the last five batches' sequence ranges with their offsets, so a retried
 // batch is answered with its original offsets and not appended again, and a
 // gap is refused with ErrOutOfOrderSequence. The state is rebuilt from the
 // log's batch headers when a replica is opened or truncated into it.
+//
+// ListOffsets for a timestamp answers, as Kafka's
+// LogSegment.findOffsetByTimestamp, the first record at or above the log
+// start whose timestamp reaches it, found from the first batch whose max
+// timestamp does (logstore's time index) by walking its records,
+// inflating compressed ones; the walk runs without Replica.mu.
 //
 // Partition knows nothing of sockets, ZooKeeper or the wire format: it is
 // told partition states (PartitionState), reaches leaders through
@@ -87,8 +104,16 @@
 //
 // # Concurrency
 //
-// Manager.mu guards the replica map; Replica.mu guards role, epochs, ISR,
-// HW, LEO, follower state and producer state. A leader holds Replica.mu
+// Manager.mu guards the replica map, the saved checkpoint entries and the
+// opening placeholders. It is never held while a log opens (recovery,
+// fsync) or closes: getOrOpen places a placeholder, opens the log without
+// the lock and then installs the replica, so lookups of other partitions
+// (Append, Read, Fetch) go on meanwhile; a second open of the same
+// partition, StopReplicas and Close wait for the placeholder's open to
+// finish.
+//
+// Replica.mu guards role, epochs, ISR, HW, LEO, follower state and
+// producer state. A leader holds Replica.mu
 // while validating, assigning offsets and appending, a follower while
 // truncating and appending, and neither across a network call or a
 // StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu

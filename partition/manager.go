@@ -97,11 +97,19 @@ type Manager struct {
 
 	mu       sync.RWMutex
 	replicas map[cluster.TopicPartition]*Replica
-	// checkpointed values read at start, consumed as replicas open
-	hwCheckpoint       map[cluster.TopicPartition]int64
-	recoveryCheckpoint map[cluster.TopicPartition]int64
-	logStartCheckpoint map[cluster.TopicPartition]int64
-	closed             bool
+	// saved holds the checkpointed offsets of the partitions this broker
+	// has a log of but no open replica: read from the checkpoint files at
+	// start, and taken from a replica stopped without delete. Every
+	// checkpoint writes them back beside the open replicas' own, as
+	// Kafka's LogManager checkpoints every log it holds, so a stopped
+	// replica keeps its HW, recovery point and log start across a
+	// restart. A replica takes its entry when it opens.
+	saved map[cluster.TopicPartition]savedOffsets
+	// opening holds the partitions whose log is being opened, outside mu.
+	opening map[cluster.TopicPartition]*opening
+	closed  bool
+	// openHook, when set by a test, runs before a replica's log opens.
+	openHook func(tp cluster.TopicPartition)
 
 	// checkpointMu serializes writeCheckpoints: the background task and
 	// DeleteRecords both write the checkpoint files.
@@ -128,6 +136,13 @@ type Manager struct {
 	once   sync.Once
 }
 
+// savedOffsets are the checkpointed offsets of a partition without an
+// open replica, and the log dir whose checkpoint files hold them.
+type savedOffsets struct {
+	logDir                      string // filepath.Clean of a Config.LogDirs entry
+	hw, recoveryPoint, logStart int64
+}
+
 // NewManager reads the checkpoint files of every log dir. Replicas are
 // opened when their partition state arrives (ApplyPartitionStates).
 func NewManager(cfg Config) (*Manager, error) {
@@ -138,30 +153,42 @@ func NewManager(cfg Config) (*Manager, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		cfg: cfg, log: cfg.Log, ctx: ctx, cancel: cancel,
-		fetchers:           map[int32]*fetcher{},
-		replicas:           map[cluster.TopicPartition]*Replica{},
-		hwCheckpoint:       map[cluster.TopicPartition]int64{},
-		recoveryCheckpoint: map[cluster.TopicPartition]int64{},
-		logStartCheckpoint: map[cluster.TopicPartition]int64{},
-		changed:            make(chan struct{}),
-		visible:            make(chan struct{}),
-		stop:               make(chan struct{}),
+		fetchers: map[int32]*fetcher{},
+		replicas: map[cluster.TopicPartition]*Replica{},
+		saved:    map[cluster.TopicPartition]savedOffsets{},
+		opening:  map[cluster.TopicPartition]*opening{},
+		changed:  make(chan struct{}),
+		visible:  make(chan struct{}),
+		stop:     make(chan struct{}),
 	}
 	for _, dir := range cfg.LogDirs {
+		dir = filepath.Clean(dir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create log dir %s: %w", dir, err)
 		}
-		for file, into := range map[string]map[cluster.TopicPartition]int64{
-			logstore.ReplicationCheckpointFile:    m.hwCheckpoint,
-			logstore.RecoveryPointCheckpointFile:  m.recoveryCheckpoint,
-			logstore.LogStartOffsetCheckpointFile: m.logStartCheckpoint,
+		for _, f := range []struct {
+			name string
+			set  func(o *savedOffsets, off int64)
+		}{
+			{logstore.ReplicationCheckpointFile, func(o *savedOffsets, off int64) { o.hw = off }},
+			{logstore.RecoveryPointCheckpointFile, func(o *savedOffsets, off int64) { o.recoveryPoint = off }},
+			{logstore.LogStartOffsetCheckpointFile, func(o *savedOffsets, off int64) { o.logStart = off }},
 		} {
-			entries, err := logstore.ReadOffsetCheckpoint(filepath.Join(dir, file))
+			entries, err := logstore.ReadOffsetCheckpoint(filepath.Join(dir, f.name))
 			if err != nil {
-				return nil, fmt.Errorf("read %s in %s: %w", file, dir, err)
+				return nil, fmt.Errorf("read %s in %s: %w", f.name, dir, err)
 			}
 			for _, e := range entries {
-				into[cluster.TopicPartition{Topic: e.Topic, Partition: e.Partition}] = e.Offset
+				tp := cluster.TopicPartition{Topic: e.Topic, Partition: e.Partition}
+				// An entry without its partition directory is of a log
+				// deleted meanwhile: Kafka's LogManager drops it too.
+				if _, err := os.Stat(filepath.Join(dir, partitionDirName(tp))); err != nil {
+					continue
+				}
+				o := m.saved[tp]
+				o.logDir = dir
+				f.set(&o, e.Offset)
+				m.saved[tp] = o
 			}
 		}
 	}
@@ -252,18 +279,26 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 	type entries struct{ hw, rp, ls []logstore.CheckpointEntry }
 	byDir := map[string]*entries{}
 	for _, dir := range m.cfg.LogDirs {
-		byDir[dir] = &entries{}
+		byDir[filepath.Clean(dir)] = &entries{}
 	}
-	m.mu.RLock()
-	for tp, r := range m.replicas {
-		hw, rp, ls := r.snapshot()
-		e := byDir[filepath.Dir(r.dir)]
+	add := func(tp cluster.TopicPartition, logDir string, hw, rp, ls int64) {
+		e := byDir[logDir]
 		if e == nil {
-			continue
+			return
 		}
 		e.hw = append(e.hw, logstore.CheckpointEntry{Topic: tp.Topic, Partition: tp.Partition, Offset: hw})
 		e.rp = append(e.rp, logstore.CheckpointEntry{Topic: tp.Topic, Partition: tp.Partition, Offset: rp})
 		e.ls = append(e.ls, logstore.CheckpointEntry{Topic: tp.Topic, Partition: tp.Partition, Offset: ls})
+	}
+	m.mu.RLock()
+	for tp, r := range m.replicas {
+		hw, rp, ls := r.snapshot()
+		add(tp, filepath.Dir(r.dir), hw, rp, ls)
+	}
+	for tp, o := range m.saved {
+		if m.replicas[tp] == nil {
+			add(tp, o.logDir, o.hw, o.recoveryPoint, o.logStart)
+		}
 	}
 	m.mu.RUnlock()
 	for dir, e := range byDir {
@@ -403,58 +438,146 @@ func (m *Manager) BecomeLeaderOrFollower(states []PartitionState) map[cluster.To
 	return out
 }
 
+// errManagerClosed is returned for a partition state that arrives, or a
+// replica whose open finishes, after Close.
+var errManagerClosed = errors.New("partition: manager closed")
+
+// opening is a replica whose log is being opened (recovery, fsync) outside
+// Manager.mu, so that lookups of other partitions go on meanwhile. Who
+// wants the same partition waits for done; err is set before done closes.
+type opening struct {
+	done chan struct{}
+	err  error
+}
+
+// getOrOpen returns tp's replica, opening its log if this broker holds
+// none. The log opens without Manager.mu: a placeholder in m.opening makes
+// a concurrent open of the same partition wait for this one and share its
+// replica, and StopReplicas and Close wait for it.
 func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
 	tp := st.TopicPartition
+	for {
+		m.mu.Lock()
+		if m.closed {
+			m.mu.Unlock()
+			return nil, errManagerClosed
+		}
+		if r := m.replicas[tp]; r != nil {
+			m.mu.Unlock()
+			return r, nil
+		}
+		if op := m.opening[tp]; op != nil {
+			m.mu.Unlock()
+			<-op.done
+			if op.err != nil {
+				return nil, op.err
+			}
+			continue // in the map now, unless stopped meanwhile
+		}
+		op := &opening{done: make(chan struct{})}
+		m.opening[tp] = op
+		saved := m.saved[tp]
+		m.mu.Unlock()
+		return m.open(st, op, saved)
+	}
+}
+
+// open opens tp's log for getOrOpen, which placed op, and installs the
+// replica. Caller does not hold m.mu.
+func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Replica, error) {
+	tp := st.TopicPartition
+	defer close(op.done)
+	if m.openHook != nil {
+		m.openHook(tp)
+	}
+	r, err := openReplica(tp, m.dirFor(tp), m.cfg.BrokerID, st.Config, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
+	if err == nil {
+		r.lagTimeMax = m.cfg.ReplicaLagTimeMax
+		r.isrWritable = m.cfg.StateWriter != nil
+	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return nil, errors.New("partition: manager closed")
+	delete(m.opening, tp)
+	closed := m.closed
+	if err == nil && !closed {
+		m.replicas[tp] = r
+		delete(m.saved, tp) // the open replica checkpoints its own
 	}
-	if r := m.replicas[tp]; r != nil {
-		return r, nil
+	m.mu.Unlock()
+	if err == nil && closed {
+		// Close ran meanwhile and waits for done: the saved checkpoint
+		// entry, untouched, still describes the log.
+		err = errors.Join(errManagerClosed, r.close(false))
+		r = nil
 	}
-	hw, rp, ls := m.hwCheckpoint[tp], m.recoveryCheckpoint[tp], m.logStartCheckpoint[tp]
-	r, err := openReplica(tp, m.dirFor(tp), m.cfg.BrokerID, st.Config, hw, rp, ls, m.log, m.notifyChanged)
-	if err != nil {
-		return nil, err
+	op.err = err
+	return r, err
+}
+
+// waitOpening waits for an open of tp in progress, if any.
+func (m *Manager) waitOpening(tp cluster.TopicPartition) {
+	m.mu.RLock()
+	op := m.opening[tp]
+	m.mu.RUnlock()
+	if op != nil {
+		<-op.done
 	}
-	r.lagTimeMax = m.cfg.ReplicaLagTimeMax
-	r.isrWritable = m.cfg.StateWriter != nil
-	m.replicas[tp] = r
-	return r, nil
 }
 
 // StopReplicas closes the given replicas; with remove their directories
-// are deleted (topic deletion).
+// are deleted (topic deletion). A replica stopped without remove keeps its
+// checkpoint entries (HW, recovery point, log start), taken after its log
+// flushed on close, so a restart or a later open starts from them; with
+// remove they are dropped.
 func (m *Manager) StopReplicas(tps []cluster.TopicPartition, remove bool) error {
 	var errs []error
 	for _, tp := range tps {
-		m.unfollow(tp)
-		m.mu.Lock()
-		r := m.replicas[tp]
-		delete(m.replicas, tp)
-		if r != nil {
-			// A replica opened again later starts from its HW as of now,
-			// not from the checkpoint read at startup.
-			if remove {
-				delete(m.hwCheckpoint, tp)
-				delete(m.recoveryCheckpoint, tp)
-				delete(m.logStartCheckpoint, tp)
-			} else {
-				hw, rp, ls := r.snapshot()
-				m.hwCheckpoint[tp], m.recoveryCheckpoint[tp], m.logStartCheckpoint[tp] = hw, rp, ls
-			}
+		if err := m.stopReplica(tp, remove); err != nil {
+			errs = append(errs, err)
 		}
-		m.mu.Unlock()
-		if r == nil {
-			continue
-		}
-		if err := r.close(remove); err != nil {
-			errs = append(errs, fmt.Errorf("stop replica %s: %w", tp, err))
-		}
-		r.logger.Info().Bool("deleted", remove).Msg("replica stopped")
 	}
 	return errors.Join(errs...)
+}
+
+func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
+	m.waitOpening(tp) // a stop after a LeaderAndIsr still opening stops its replica
+	m.unfollow(tp)
+	m.mu.RLock()
+	r := m.replicas[tp]
+	m.mu.RUnlock()
+	if r == nil {
+		if remove {
+			m.mu.Lock()
+			delete(m.saved, tp)
+			m.mu.Unlock()
+		}
+		return nil
+	}
+	var err error
+	if !remove {
+		// Closed while still in the map, so that a checkpoint written
+		// meanwhile still has the partition; the log flushes on close, so
+		// the recovery point saved below is its end.
+		err = r.close(false)
+	}
+	m.mu.Lock()
+	if m.replicas[tp] == r {
+		delete(m.replicas, tp)
+	}
+	if remove {
+		delete(m.saved, tp)
+	} else {
+		hw, rp, ls := r.snapshot()
+		m.saved[tp] = savedOffsets{logDir: filepath.Dir(r.dir), hw: hw, recoveryPoint: rp, logStart: ls}
+	}
+	m.mu.Unlock()
+	if remove {
+		err = r.close(true)
+	}
+	r.logger.Info().Bool("deleted", remove).Msg("replica stopped")
+	if err != nil {
+		return fmt.Errorf("stop replica %s: %w", tp, err)
+	}
+	return nil
 }
 
 // Hosted lists the partitions this broker holds a replica of.
@@ -569,11 +692,19 @@ func (m *Manager) Close() error {
 		m.closed = true
 		rs := m.replicas
 		m.replicas = map[cluster.TopicPartition]*Replica{}
+		var opens []*opening
+		for _, op := range m.opening {
+			opens = append(opens, op)
+		}
 		m.mu.Unlock()
 		for _, r := range rs {
 			if err := r.close(false); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		// An open in progress sees closed and closes its own log.
+		for _, op := range opens {
+			<-op.done
 		}
 	})
 	return errors.Join(errs...)

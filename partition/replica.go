@@ -350,10 +350,16 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	if n != 1 {
 		return AppendResult{}, fmt.Errorf("%w: produce carries %d batches, want exactly 1", ErrInvalidRecord, n)
 	}
+	// The batch size first, as Kafka's analyzeAndValidateRecords, before
+	// its records are inflated and walked: a compressed batch over the
+	// limit is too large whatever its records hold.
 	r.mu.Lock()
-	maxInflated := inflateFactor * r.cfg.MaxMessageBytes
+	maxMessageBytes := r.cfg.MaxMessageBytes
 	r.mu.Unlock()
-	if err := validateProduced(raw, h, maxInflated); err != nil {
+	if int64(h.Size()) > maxMessageBytes {
+		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes > max.message.bytes %d", ErrMessageTooLarge, h.Size(), maxMessageBytes)
+	}
+	if err := validateProduced(raw, h, inflateFactor*maxMessageBytes); err != nil {
 		return AppendResult{}, err
 	}
 
@@ -362,7 +368,7 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	if !r.isLeaderLocked() {
 		return AppendResult{}, ErrNotLeader
 	}
-	if int64(h.Size()) > r.cfg.MaxMessageBytes {
+	if int64(h.Size()) > r.cfg.MaxMessageBytes { // changed meanwhile
 		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes > max.message.bytes %d", ErrMessageTooLarge, h.Size(), r.cfg.MaxMessageBytes)
 	}
 	if int64(h.Size()) > r.cfg.SegmentBytes {
@@ -611,8 +617,9 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, 
 // listOffset resolves a ListOffsets timestamp for asker, as Kafka's
 // Partition.fetchOffsetForTimestamp: latest is the last offset asker may
 // fetch (the HW for consumers, the LEO for replicas), earliest the log
-// start offset, and a timestamp (or MaxTimestamp) finds a batch below that
-// bound or answers -1.
+// start offset, and a timestamp the first record whose timestamp reaches
+// it (offsetForTimestamp; MaxTimestamp: the batch with the largest), or
+// -1 when that is at or past the bound.
 func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, asker OffsetsAsker) (int64, int64, int32, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -650,7 +657,16 @@ func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, asker OffsetsAs
 	case MaxTimestamp:
 		off, found, ok, err = r.log.OffsetOfMaxTimestamp()
 	default:
-		off, found, ok, err = r.log.OffsetForTimestamp(ts)
+		// The search reads, and may inflate, records: without r.mu, so
+		// that appends go on meanwhile. The bounds taken above stay
+		// valid unless leadership changed, which is checked after.
+		leaderEpoch := r.leaderEpoch
+		r.mu.Unlock()
+		off, found, ok, err = r.offsetForTimestamp(ts)
+		r.mu.Lock()
+		if !r.isLeaderLocked() || r.leaderEpoch != leaderEpoch {
+			return 0, 0, 0, ErrNotLeader
+		}
 	}
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("offset for timestamp %d in %s: %w", ts, r.tp, mapLogError(err))

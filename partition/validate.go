@@ -33,7 +33,8 @@ const inflateFactor = 16
 // Kafka's LogValidator does when it walks the records. A compressed batch
 // is inflated as a stream through a bounded reader and walked the same
 // way, so it costs bounded memory whatever it claims, and is refused past
-// maxInflated bytes. A batch whose records do not parse is refused with
+// maxInflated bytes with ErrMessageTooLarge (a compression bomb, or
+// records too large to accept). A batch whose records do not parse is refused with
 // ErrInvalidRecord, or with ErrCorruptMessage when its CRC is wrong too (a
 // damaged batch, not a malformed one). The batch is stored as sent either
 // way. The uncompressed walk reads varints in place and allocates nothing.
@@ -53,6 +54,10 @@ func validateProduced(raw []byte, h logstore.BatchHeader, maxInflated int64) err
 	if err != nil {
 		if _, crcErr := logstore.ValidateBatch(raw); crcErr != nil {
 			return mapLogError(crcErr)
+		}
+		if errors.Is(err, recordcodec.ErrTooLarge) {
+			return fmt.Errorf("%w: compressed batch of %d bytes inflates past %d bytes (%d times max.message.bytes): %v",
+				ErrMessageTooLarge, h.Size(), maxInflated, inflateFactor, err)
 		}
 		return fmt.Errorf("%w: %v", ErrInvalidRecord, err)
 	}

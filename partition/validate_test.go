@@ -6,8 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/logstore"
 )
 
@@ -89,7 +93,7 @@ func FuzzValidateProduced(f *testing.F) {
 			return
 		}
 		err = validateProduced(b, h, 1<<20)
-		if err != nil && !errors.Is(err, ErrInvalidRecord) && !errors.Is(err, ErrCorruptMessage) &&
+		if err != nil && !errors.Is(err, ErrInvalidRecord) && !errors.Is(err, ErrCorruptMessage) && !errors.Is(err, ErrMessageTooLarge) &&
 			!errors.Is(err, ErrUnsupportedCompressionType) && !errors.Is(err, ErrInvalidTimestamp) {
 			t.Fatalf("unexpected error class: %v", err)
 		}
@@ -123,8 +127,54 @@ func TestValidateCompressed(t *testing.T) {
 	if b := gzipBatch(plain, bad); !errors.Is(validateProduced(b, header(t, b), 1<<20), ErrInvalidRecord) {
 		t.Fatal("a malformed record inside a gzip batch must be refused")
 	}
-	bomb := gzipBatch(plain, make([]byte, 64<<20)) // 64 MiB of zeros, ~64 KiB compressed
-	if err := validateProduced(bomb, header(t, bomb), 8<<20); !errors.Is(err, ErrInvalidRecord) {
-		t.Fatalf("a gzip bomb past the bound: %v, want ErrInvalidRecord", err)
+	zeros := gzipBatch(plain, make([]byte, 64<<20)) // 64 MiB of zeros, ~64 KiB compressed
+	if err := validateProduced(zeros, header(t, zeros), 8<<20); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("zeros where records belong: %v, want ErrInvalidRecord", err)
+	}
+	huge := buildBatch(batchSpec{records: 1, valueSize: 16 << 20})
+	bomb := gzipBatch(huge, huge[61:]) // one valid record of 16 MiB
+	if err := validateProduced(bomb, header(t, bomb), 8<<20); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("a gzip bomb past the bound: %v, want ErrMessageTooLarge", err)
+	}
+}
+
+// TestProduceTooLarge: a compressed batch larger than max.message.bytes is
+// refused for its size, before its records are inflated (Kafka checks the
+// batch size first), and a batch within the limit whose records inflate
+// past the compression-bomb bound is refused as too large too, with the
+// sizes in the message: both MESSAGE_TOO_LARGE, not INVALID_RECORD.
+func TestProduceTooLarge(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	m := newTestManager(t, 1, "", clock)
+	cfg := cluster.DefaultLogConfig()
+	cfg.MaxMessageBytes = 4096
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1}, []int32{1}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	bound := inflateFactor * cfg.MaxMessageBytes
+
+	plain := buildBatch(batchSpec{records: 3000, valueSize: 100})
+	big := gzipBatch(plain, plain[61:])
+	if len(big) <= int(cfg.MaxMessageBytes) || int64(len(plain)-61) <= bound {
+		t.Fatalf("test batch: %d bytes compressed, %d inflated; want > %d and > %d", len(big), len(plain)-61, cfg.MaxMessageBytes, bound)
+	}
+	_, err := m.Append(tp0, big, 1)
+	if !errors.Is(err, ErrMessageTooLarge) {
+		t.Errorf("compressed batch of %d bytes > max.message.bytes %d: %v, want ErrMessageTooLarge", len(big), cfg.MaxMessageBytes, err)
+	}
+
+	huge := buildBatch(batchSpec{records: 1, valueSize: 1 << 20}) // one valid record of 1 MiB
+	bomb := gzipBatch(huge, huge[61:])
+	if len(bomb) > int(cfg.MaxMessageBytes) {
+		t.Fatalf("bomb of %d bytes, want at most %d", len(bomb), cfg.MaxMessageBytes)
+	}
+	_, err = m.Append(tp0, bomb, 1)
+	if !errors.Is(err, ErrMessageTooLarge) {
+		t.Errorf("bomb of %d bytes inflating past %d: %v, want ErrMessageTooLarge", len(bomb), bound, err)
+	} else if msg := err.Error(); !strings.Contains(msg, strconv.Itoa(len(bomb))) || !strings.Contains(msg, strconv.FormatInt(bound, 10)) {
+		t.Errorf("bomb refused with %q, want its size %d and the bound %d in it", msg, len(bomb), bound)
+	}
+	if off, _, _, _ := m.ListOffset(tp0, LatestTimestamp, -1, AskerConsumer); off != 0 {
+		t.Fatalf("nothing may be written, latest = %d", off)
 	}
 }

@@ -84,6 +84,11 @@ func (b *bounded) Read(p []byte) (int, error) {
 	}
 	n, err := b.r.Read(p)
 	b.left -= int64(n)
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+		// zstd refuses a frame whose declared size or window passes its
+		// memory limit (the bound) before inflating it: the same verdict.
+		err = fmt.Errorf("%w: %v", ErrTooLarge, err)
+	}
 	return n, err
 }
 

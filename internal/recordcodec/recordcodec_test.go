@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -52,5 +53,25 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if _, err := NewReader(5, []byte("x"), 10); !errors.Is(err, ErrUnknownCodec) {
 		t.Fatalf("codec 5: %v", err)
+	}
+}
+
+// TestZstdDeclaredSizeOverBound: a zstd frame that declares its content
+// size (as EncodeAll writes it) above the bound fails with ErrTooLarge,
+// like every other codec, not with the decoder's own error, so that the
+// produce path answers it as too large rather than invalid.
+func TestZstdDeclaredSizeOverBound(t *testing.T) {
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := enc.EncodeAll(make([]byte, 1<<20), nil)
+	r, err := NewReader(Zstd, data, 64<<10)
+	if err == nil {
+		_, err = io.Copy(io.Discard, r)
+		r.Close()
+	}
+	if !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("1 MiB zstd frame with a 64 KiB bound: %v, want ErrTooLarge", err)
 	}
 }

@@ -1,0 +1,142 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/logstore"
+)
+
+// TestStoppedReplicaKeepsCheckpoints: a replica stopped without delete (a
+// followed partition in a controlled shutdown) keeps its entries in all
+// three checkpoint files, as Kafka's LogManager keeps its log, so that its
+// HW and a log start moved by DeleteRecords inside a segment survive the
+// restart; a deleted one loses them.
+func TestStoppedReplicaKeepsCheckpoints(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	dir := filepath.Join(t.TempDir(), "logs")
+	m := newTestManager(t, 1, dir, clock)
+	st := leaderState(1, 0, []int32{1}, []int32{1}, cluster.DefaultLogConfig())
+	tp1 := cluster.TopicPartition{Topic: "t", Partition: 1}
+	st1 := st
+	st1.TopicPartition = tp1
+	if err := m.ApplyPartitionStates([]PartitionState{st, st1}); err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		mustAppend(t, m, buildBatch(batchSpec{records: 3, valueSize: 4}), -1)
+	}
+	if _, err := m.Append(tp1, buildBatch(batchSpec{records: 2}), -1); err != nil {
+		t.Fatal(err)
+	}
+	if lw, err := m.DeleteRecords(context.Background(), tp0, 5, nil); err != nil || lw != 5 {
+		t.Fatalf("DeleteRecords = %d, %v", lw, err)
+	}
+	if err := m.StopReplicas([]cluster.TopicPartition{tp0}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.StopReplicas([]cluster.TopicPartition{tp1}, true); err != nil {
+		t.Fatal(err)
+	}
+	m.writeCheckpoints(true)
+	for file, want := range map[string]int64{
+		logstore.ReplicationCheckpointFile:    12,
+		logstore.RecoveryPointCheckpointFile:  12,
+		logstore.LogStartOffsetCheckpointFile: 5,
+	} {
+		entries, err := logstore.ReadOffsetCheckpoint(filepath.Join(dir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []logstore.CheckpointEntry
+		for _, e := range entries {
+			got = append(got, e)
+		}
+		if len(got) != 1 || got[0].Topic != tp0.Topic || got[0].Partition != tp0.Partition || got[0].Offset != want {
+			t.Errorf("%s = %+v, want only %s at %d", file, got, tp0, want)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newTestManager(t, 1, dir, clock)
+	if err := m2.ApplyPartitionStates([]PartitionState{st}); err != nil {
+		t.Fatal(err)
+	}
+	if off, _, _, err := m2.ListOffset(tp0, EarliestTimestamp, -1, AskerConsumer); err != nil || off != 5 {
+		t.Fatalf("earliest offset after stop and restart %d, %v; want 5", off, err)
+	}
+	if _, err := m2.Read(tp0, ReadRequest{FetchOffset: 0, MaxBytes: 1 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1}); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the deleted records: %v, want ErrOffsetOutOfRange", err)
+	}
+}
+
+// TestSlowOpenBlocksNoOtherPartition: while one partition's log opens
+// (recovery, fsync), appends and reads of other partitions go on; two
+// concurrent opens of one partition open its log once and share the
+// replica.
+func TestSlowOpenBlocksNoOtherPartition(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	m := newTestManager(t, 1, "", clock)
+	cfg := cluster.DefaultLogConfig()
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1}, []int32{1}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	slow := cluster.TopicPartition{Topic: "slow", Partition: 0}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var opens atomic.Int32
+	m.openHook = func(tp cluster.TopicPartition) {
+		if tp != slow {
+			return
+		}
+		if opens.Add(1) == 1 {
+			close(entered)
+		}
+		<-release
+	}
+	st := leaderState(1, 0, []int32{1}, []int32{1}, cfg)
+	st.TopicPartition = slow
+	opened := make(chan error, 2)
+	for range 2 {
+		go func() { opened <- m.ApplyPartitionStates([]PartitionState{st}) }()
+	}
+	<-entered
+	appended := make(chan error, 1)
+	go func() {
+		_, err := m.Append(tp0, buildBatch(batchSpec{}), 1)
+		if err == nil {
+			_, err = m.Read(tp0, ReadRequest{FetchOffset: 0, MaxBytes: 1 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1})
+		}
+		appended <- err
+	}()
+	blocked := false
+	select {
+	case err := <-appended:
+		if err != nil {
+			t.Errorf("append to %s while %s opens: %v", tp0, slow, err)
+		}
+	case <-time.After(5 * time.Second):
+		blocked = true
+		t.Errorf("append to %s blocked while %s opens", tp0, slow)
+	}
+	close(release)
+	if blocked {
+		<-appended
+	}
+	for range 2 {
+		if err := <-opened; err != nil {
+			t.Fatalf("open %s: %v", slow, err)
+		}
+	}
+	if n := opens.Load(); n != 1 {
+		t.Fatalf("%s opened %d times, want once", slow, n)
+	}
+	if _, err := m.Append(slow, buildBatch(batchSpec{}), 1); err != nil {
+		t.Fatalf("append to %s after its open: %v", slow, err)
+	}
+}

@@ -1,0 +1,118 @@
+package partition
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+	"time"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// timedBatch encodes a v2 batch (base offset 0, CreateTime) whose records
+// carry the given timestamps, gzip-compressed when compress is set.
+func timedBatch(timestamps []int64, compress bool) []byte {
+	first, maxTs := timestamps[0], timestamps[0]
+	for _, ts := range timestamps {
+		first, maxTs = min(first, ts), max(maxTs, ts)
+	}
+	var recs []byte
+	for i, ts := range timestamps {
+		var body []byte
+		body = append(body, 0)              // attributes
+		body = appendVarint(body, ts-first) // timestamp delta
+		body = appendVarint(body, int64(i)) // offset delta
+		body = appendVarint(body, -1)       // null key
+		body = appendVarint(body, 3)        // value
+		body = append(body, 'v', byte('0'+i%10), 'x')
+		body = appendVarint(body, 0) // headers
+		recs = appendVarint(recs, int64(len(body)))
+		recs = append(recs, body...)
+	}
+	b := buildBatch(batchSpec{records: len(timestamps)})[:61]
+	binary.BigEndian.PutUint64(b[27:], uint64(first))
+	binary.BigEndian.PutUint64(b[35:], uint64(maxTs))
+	if compress {
+		return gzipBatch(b, recs)
+	}
+	b = append(b, recs...)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	return b
+}
+
+// TestListOffsetByTimestampWithinBatch: ListOffsets for a timestamp
+// answers the first record, not the first batch, whose timestamp reaches
+// it (Kafka's LogSegment.findOffsetByTimestamp): records of one batch with
+// different timestamps give different offsets, compressed or not, and the
+// answer carries the record's timestamp. A record below the log start
+// never answers.
+func TestListOffsetByTimestampWithinBatch(t *testing.T) {
+	for _, compress := range []bool{false, true} {
+		name := "uncompressed"
+		if compress {
+			name = "gzip"
+		}
+		t.Run(name, func(t *testing.T) {
+			clock := &fakeClock{t: time.Unix(1000, 0)}
+			m := newTestManager(t, 1, "", clock)
+			if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1}, []int32{1}, cluster.DefaultLogConfig())}); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, m, timedBatch([]int64{100, 200, 300}, compress), -1) // offsets 0-2
+			mustAppend(t, m, timedBatch([]int64{150, 400}, compress), -1)      // offsets 3-4
+			for _, c := range []struct {
+				ts, offset, timestamp int64
+			}{
+				{50, 0, 100},
+				{100, 0, 100},
+				{101, 1, 200},
+				{200, 1, 200},
+				{250, 2, 300},
+				{300, 2, 300},
+				{301, 4, 400},
+				{400, 4, 400},
+				{401, -1, -1},
+			} {
+				off, ts, _, err := m.ListOffset(tp0, c.ts, -1, AskerConsumer)
+				if err != nil || off != c.offset || ts != c.timestamp {
+					t.Errorf("timestamp %d: offset %d timestamp %d (%v), want offset %d timestamp %d", c.ts, off, ts, err, c.offset, c.timestamp)
+				}
+			}
+			if lw, err := m.DeleteRecords(context.Background(), tp0, 2, nil); err != nil || lw != 2 {
+				t.Fatalf("DeleteRecords = %d, %v", lw, err)
+			}
+			if off, ts, _, err := m.ListOffset(tp0, 100, -1, AskerConsumer); err != nil || off != 2 || ts != 300 {
+				t.Errorf("timestamp 100 with the log start at 2: offset %d timestamp %d (%v), want 2 at 300", off, ts, err)
+			}
+		})
+	}
+}
+
+// TestListOffsetByLogAppendTime: with message.timestamp.type=LogAppendTime
+// every record of a batch has the batch's append time, so a timestamp
+// answers the first record of the first batch appended at or after it.
+func TestListOffsetByLogAppendTime(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	m := newTestManager(t, 1, "", clock)
+	cfg := cluster.DefaultLogConfig()
+	cfg.MessageTimestampType = "LogAppendTime"
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1}, []int32{1}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, m, timedBatch([]int64{100, 200, 300}, false), -1) // offsets 0-2 at 1000 s
+	clock.Advance(time.Second)
+	mustAppend(t, m, timedBatch([]int64{50, 60}, true), -1) // offsets 3-4 at 1001 s
+	for _, c := range []struct{ ts, offset, timestamp int64 }{
+		{200, 0, 1_000_000},
+		{1_000_000, 0, 1_000_000},
+		{1_000_001, 3, 1_001_000},
+		{1_001_001, -1, -1},
+	} {
+		off, ts, _, err := m.ListOffset(tp0, c.ts, -1, AskerConsumer)
+		if err != nil || off != c.offset || ts != c.timestamp {
+			t.Errorf("timestamp %d: offset %d timestamp %d (%v), want offset %d timestamp %d", c.ts, off, ts, err, c.offset, c.timestamp)
+		}
+	}
+}
