@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +29,9 @@ type Config struct {
 	// dates unflushed appends (FlushMs) and segments whose batches carry no
 	// timestamps (SegmentMs). Tests set it to avoid sleeping.
 	NowMs func() int64
+	// FS is the file system the log's files live on; nil means OSFS. It
+	// is fixed when the log opens: SetConfig does not change it.
+	FS FS
 }
 
 // DefaultConfig returns Kafka's defaults: 1 GiB and 7-day segments, an index
@@ -73,6 +75,7 @@ type AppendInfo struct {
 // documentation for the concurrency contract.
 type Log struct {
 	dir    string
+	fs     FS
 	epochs *LeaderEpochCache
 
 	// wmu serialises writers: appends, roll, truncation, retention, flush,
@@ -93,6 +96,22 @@ type Log struct {
 	// of the .log of a live batch.
 	mu       sync.RWMutex
 	segments []*segment // ordered by base offset; never empty while open
+
+	// fmu serialises fsyncs of rolled segments with every change to the
+	// recovery point and to the files of segments other than the active
+	// one (truncation, deletion, close). The background flush a roll
+	// schedules holds it, and not wmu, while it fsyncs, so appends go on
+	// meanwhile. Lock order: wmu -> fmu -> mu.
+	fmu sync.Mutex
+	// bg counts the background flushes scheduled by rolls; Close waits
+	// for them.
+	bg sync.WaitGroup
+	// failure is the first storage error of an fsync (or of restoring a
+	// file after a failed write): once set, the log refuses every write
+	// and never advances its recovery point again, since what the failed
+	// fsync should have persisted may be lost (Kafka marks the log
+	// directory offline).
+	failure atomic.Pointer[error]
 
 	// closed is set while holding both wmu and mu, and never cleared, so
 	// it cannot change while either is held: writers test it under wmu
@@ -122,12 +141,13 @@ var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 // removed. The recovered segments are fsynced, so RecoveryPoint is then
 // LogEndOffset.
 func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fsys := orOS(cfg.FS)
+	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, cfg: cfg, firstUnflushedMs: -1}
+	l := &Log{dir: dir, fs: fsys, cfg: cfg, firstUnflushedMs: -1}
 	l.log = cfg.Log.With().Str("dir", dir).Logger()
-	epochs, err := OpenLeaderEpochCache(filepath.Join(dir, LeaderEpochCheckpointFile))
+	epochs, err := openLeaderEpochCache(fsys, filepath.Join(dir, LeaderEpochCheckpointFile))
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -143,35 +163,34 @@ func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 
 // load finds, opens and recovers the segments. Called only by Open.
 func (l *Log) load(recoveryPoint int64) error {
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return err
 	}
 	var bases []int64
 	have := map[string]bool{}
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range entries {
 		have[name] = true
 		if base, ok := parseSegmentFileName(name, logSuffix); ok {
 			bases = append(bases, base)
 		}
 		// Leftovers of an interrupted atomic write or of Kafka's deletes.
 		if strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted") {
-			_ = os.Remove(filepath.Join(l.dir, name))
+			_ = l.fs.Remove(filepath.Join(l.dir, name))
 		}
 	}
 	// Indexes without a .log are what a crash during a segment delete leaves.
-	for _, e := range entries {
+	for _, name := range entries {
 		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-			if base, ok := parseSegmentFileName(e.Name(), suffix); ok && !have[filepath.Base(segmentFileName("", base, logSuffix))] {
-				_ = os.Remove(filepath.Join(l.dir, e.Name()))
+			if base, ok := parseSegmentFileName(name, suffix); ok && !have[filepath.Base(segmentFileName("", base, logSuffix))] {
+				_ = l.fs.Remove(filepath.Join(l.dir, name))
 			}
 		}
 	}
 	slices.Sort(bases)
 	now := l.cfg.nowMs()
 	if len(bases) == 0 {
-		s, err := openSegment(l.dir, 0, true, now)
+		s, err := openSegment(l.fs, l.dir, 0, true, now)
 		if err != nil {
 			return err
 		}
@@ -179,7 +198,7 @@ func (l *Log) load(recoveryPoint int64) error {
 		l.dirDirty = true
 	}
 	for _, base := range bases {
-		s, err := openSegment(l.dir, base, false, now)
+		s, err := openSegment(l.fs, l.dir, base, false, now)
 		if err != nil {
 			return err
 		}
@@ -228,7 +247,7 @@ func (l *Log) load(recoveryPoint int64) error {
 			}
 			for _, later := range l.segments[i+1:] {
 				l.log.Warn().Int64("segment", later.baseOffset).Msg("removing empty segment after a torn one")
-				if err := later.remove(l.dir); err != nil {
+				if err := later.remove(l.fs, l.dir); err != nil {
 					return err
 				}
 			}
@@ -264,7 +283,7 @@ func (l *Log) load(recoveryPoint int64) error {
 	l.logStartOffset.Store(l.segments[0].baseOffset)
 	l.logEndOffset.Store(leo)
 	if l.dirDirty {
-		if err := syncDir(l.dir); err != nil {
+		if err := syncDir(l.fs, l.dir); err != nil {
 			return err
 		}
 		l.dirDirty = false
@@ -531,7 +550,7 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	if err := old.writeIndexes(); err != nil {
 		return nil, err
 	}
-	seg, err := openSegment(l.dir, newBase, true, l.cfg.nowMs())
+	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs())
 	if err != nil {
 		return nil, fmt.Errorf("roll segment %d: %w", newBase, err)
 	}
@@ -776,7 +795,7 @@ func (l *Log) TruncateTo(endOffset int64) error {
 	var errs []error
 	errs = append(errs, s.rewriteIndexes())
 	for _, r := range removed {
-		errs = append(errs, r.remove(l.dir))
+		errs = append(errs, r.remove(l.fs, l.dir))
 	}
 	if len(removed) > 0 {
 		l.dirDirty = true
@@ -814,9 +833,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range old {
-		errs = append(errs, s.remove(l.dir))
+		errs = append(errs, s.remove(l.fs, l.dir))
 	}
-	seg, err := openSegment(l.dir, offset, true, l.cfg.nowMs())
+	seg, err := openSegment(l.fs, l.dir, offset, true, l.cfg.nowMs())
 	if err != nil {
 		// Leave an unusable log closed rather than without segments.
 		l.mu.Lock()
@@ -892,7 +911,7 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range doomed {
-		errs = append(errs, s.remove(l.dir))
+		errs = append(errs, s.remove(l.fs, l.dir))
 	}
 	l.dirDirty = true
 	errs = append(errs, l.epochs.TruncateFromStart(lso))
@@ -947,7 +966,7 @@ func (l *Log) flushLocked() error {
 		}
 	}
 	if l.dirDirty {
-		if err := syncDir(l.dir); err != nil {
+		if err := syncDir(l.fs, l.dir); err != nil {
 			return fmt.Errorf("flush %s: %w", l.dir, err)
 		}
 		l.dirDirty = false
@@ -969,7 +988,7 @@ func (l *Log) Delete() error {
 	if err := l.close(false); err != nil && !errors.Is(err, ErrClosed) {
 		l.log.Warn().Err(err).Msg("closing log before delete")
 	}
-	if err := os.RemoveAll(l.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := l.fs.RemoveAll(l.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete log %s: %w", l.dir, err)
 	}
 	l.log.Info().Msg("deleted log")

@@ -45,7 +45,7 @@ func (l *Log) IncrementLogStartOffset(offset int64) (deleted int, err error) {
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range doomed {
-		errs = append(errs, s.remove(l.dir))
+		errs = append(errs, s.remove(l.fs, l.dir))
 	}
 	if n > 0 {
 		l.dirDirty = true
