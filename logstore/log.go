@@ -130,16 +130,19 @@ type Log struct {
 var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 
 // Open opens or creates the log in dir (a partition directory named
-// <topic>-<partition>). Every segment holding offsets at or above
-// recoveryPoint, and always the last one, is re-validated batch by batch
-// (CRC32C, framing, increasing offsets) and has its indexes rebuilt; other
-// segments keep their indexes unless one is missing or fails a sanity
-// check. A torn or corrupt tail of the last segment is truncated and
-// logged. Damage in an earlier segment returns an error wrapping
-// ErrCorrupt, unless every segment after it is empty, in which case it is
-// a torn tail too (a crash just after a roll) and the empty segments are
-// removed. The recovered segments are fsynced, so RecoveryPoint is then
-// LogEndOffset.
+// <topic>-<partition>). recoveryPoint is the offset below which the log
+// was known to be fsynced (from recovery-point-offset-checkpoint; 0 when
+// unknown). As Kafka's LogLoader.recoverLog, every segment holding offsets
+// at or above recoveryPoint, and always the last one, is re-validated
+// batch by batch (CRC32C, framing, increasing offsets) and has its indexes
+// rebuilt; at the first invalid or torn batch that segment is truncated
+// there and every later segment is deleted (their records were never
+// fsynced; followers fetch them again), and what was dropped is logged.
+// Segments wholly below recoveryPoint were fsynced and are trusted: they
+// keep their indexes unless one is missing or fails a sanity check, and
+// then the index is rebuilt from the .log; damage found in such a rebuild
+// is not a torn write, so it returns an error wrapping ErrCorrupt. The
+// recovered segments are fsynced, so RecoveryPoint is then LogEndOffset.
 func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 	fsys := orOS(cfg.FS)
 	if err := mkdirDurable(fsys, dir); err != nil {
@@ -218,6 +221,7 @@ func (l *Log) load(recoveryPoint int64) error {
 			return err
 		}
 		recover := last || nextBase > recoveryPoint
+		trusted := !recover // wholly below the recovery point: fsynced
 		if !recover {
 			idx := filepath.Base(segmentFileName("", s.baseOffset, indexSuffix))
 			tidx := filepath.Base(segmentFileName("", s.baseOffset, timeIndexSuffix))
@@ -239,15 +243,25 @@ func (l *Log) load(recoveryPoint int64) error {
 		if err != nil {
 			return err
 		}
+		if r.damage != nil && trusted {
+			return fmt.Errorf("segment %d below the recovery point %d: %v: %w", s.baseOffset, recoveryPoint, r.damage, ErrCorrupt)
+		}
 		if r.damage != nil && !last {
-			for _, later := range l.segments[i+1:] {
-				if sz, err := later.fileSize(); err != nil || sz > 0 {
-					return fmt.Errorf("segment %d: %v: %w", s.baseOffset, r.damage, ErrCorrupt)
+			// Kafka's recoverLog: the rest of the log was never fsynced
+			// past this point either; keep nothing after the damage.
+			later := l.segments[i+1:]
+			var droppedBytes int64
+			for _, d := range later {
+				if sz, err := d.fileSize(); err == nil {
+					droppedBytes += sz
 				}
 			}
-			for _, later := range l.segments[i+1:] {
-				l.log.Warn().Int64("segment", later.baseOffset).Msg("removing empty segment after a torn one")
-				if err := later.remove(l.fs, l.dir); err != nil {
+			l.log.Error().Int64("segment", s.baseOffset).Int64("offset", r.state.nextOffset).
+				Int("segments_deleted", len(later)).Int64("first_deleted_segment", later[0].baseOffset).
+				Int64("bytes_dropped", droppedBytes).Int64("recovery_point", recoveryPoint).
+				Str("reason", r.damage.Error()).Msg("corrupt or torn batch in an unflushed segment: deleting the segments after it")
+			for _, d := range later {
+				if err := d.remove(l.fs, l.dir); err != nil {
 					return err
 				}
 			}
@@ -256,8 +270,14 @@ func (l *Log) load(recoveryPoint int64) error {
 			last = true
 		}
 		if r.damage != nil {
-			l.log.Warn().Int64("segment", s.baseOffset).Int64("offset", r.state.nextOffset).
+			ev := l.log.Warn()
+			if r.state.nextOffset < recoveryPoint {
+				// Damage below the recovery point: fsynced data went bad.
+				ev = l.log.Error()
+			}
+			ev.Int64("segment", s.baseOffset).Int64("offset", r.state.nextOffset).
 				Int64("position", r.state.size).Int64("bytes_dropped", size-r.state.size).
+				Int64("recovery_point", recoveryPoint).
 				Str("reason", r.damage.Error()).Msg("truncating torn or corrupt tail of the log")
 			if err := s.logFile.Truncate(r.state.size); err != nil {
 				return fmt.Errorf("truncate segment %d: %w", s.baseOffset, err)
