@@ -444,8 +444,8 @@ func (l *Log) appendBatches(op string, records []byte, asLeader bool, place func
 
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return AppendInfo{}, ErrClosed
+	if err := l.writable(); err != nil {
+		return AppendInfo{}, err
 	}
 	info := AppendInfo{Batches: batches, FirstOffset: l.logEndOffset.Load(), MaxTimestamp: -1}
 	if err := place(info.Batches, info.FirstOffset); err != nil {
@@ -493,7 +493,9 @@ func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
 		h := &info.Batches[i]
 		if h.PartitionLeaderEpoch >= 0 && (!ok || h.PartitionLeaderEpoch > latest) {
 			if err := l.epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
-				return err
+				// The batches are written but the cache does not know
+				// their epoch: the log must not go on.
+				return l.fail("assign leader epoch", err)
 			}
 			latest, ok = h.PartitionLeaderEpoch, true
 		}
@@ -542,9 +544,12 @@ func (l *Log) shouldRoll(seg *segment, runLen int64, first, h *BatchHeader) bool
 func (l *Log) writeRun(seg *segment, run []byte, batches []BatchHeader) error {
 	if _, err := seg.logFile.WriteAt(run, seg.size); err != nil {
 		// Cut off whatever part was written, so that the next append
-		// starts on a batch boundary. If that fails too, recovery on the
-		// next open will truncate it.
-		_ = seg.logFile.Truncate(seg.size)
+		// starts on a batch boundary. If that fails too, the segment
+		// holds bytes that are no batch, which a flush must never make
+		// durable: the log fails.
+		if terr := seg.logFile.Truncate(seg.size); terr != nil {
+			return l.fail("restore segment after a failed write", errors.Join(err, terr))
+		}
 		return fmt.Errorf("write segment %d at %d: %w", seg.baseOffset, seg.size, err)
 	}
 	interval := l.cfg.IndexIntervalBytes
@@ -580,7 +585,97 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	l.dirDirty = true
 	l.log.Info().Int64("segment", newBase).Int64("previous_segment", old.baseOffset).
 		Int64("previous_bytes", old.size).Msg("rolled segment")
+	// As Kafka's roll, flush everything below the new segment in the
+	// background: the append path must not wait for an fsync of a whole
+	// segment.
+	l.bg.Add(1)
+	go l.flushRolled(newBase, l.log)
 	return seg, nil
+}
+
+// flushRolled is the background flush scheduled by a roll to newBase.
+// There is no caller to return an error to, so it logs it; the failure
+// is kept (ErrStorage) and returned by the log's next write.
+func (l *Log) flushRolled(newBase int64, log zerolog.Logger) {
+	defer l.bg.Done()
+	if err := l.flushUpTo(newBase); err != nil && !errors.Is(err, ErrClosed) {
+		log.Error().Err(err).Int64("offset", newBase).Msg("background flush of rolled segments failed; the log takes no more writes")
+	}
+}
+
+// flushUpTo fsyncs the directory and every segment that lies wholly below
+// endOffset and not below the recovery point, never the active one, and
+// then advances the recovery point to the end of the last of them (Kafka's
+// flushUptoOffsetExclusive). It holds fmu but not wmu, so appends go on
+// meanwhile: the segments it syncs are no longer written, and every
+// change to them takes fmu.
+func (l *Log) flushUpTo(endOffset int64) error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	rp := l.recoveryPoint.Load()
+	if endOffset <= rp {
+		return nil
+	}
+	var todo []*segment
+	newRP := rp
+	l.mu.RLock()
+	for i := 0; i+1 < len(l.segments); i++ {
+		next := l.segments[i+1].baseOffset
+		if next > endOffset {
+			break
+		}
+		if next > rp {
+			todo = append(todo, l.segments[i])
+			newRP = next
+		}
+	}
+	l.mu.RUnlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	// The directory first: it makes the removals of truncated-away
+	// segments durable before any later data that replaced them.
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return l.fail("flush", err)
+	}
+	for _, s := range todo {
+		if err := s.sync(); err != nil {
+			return l.fail("flush", err)
+		}
+	}
+	l.recoveryPoint.Store(newRP)
+	return nil
+}
+
+// writable returns ErrClosed after Close, the storage error after a
+// failed fsync, and nil otherwise. Caller holds l.wmu or l.fmu.
+func (l *Log) writable() error {
+	if l.isClosed() {
+		return ErrClosed
+	}
+	if p := l.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// failIf is fail for a non-nil err, and nil otherwise.
+func (l *Log) failIf(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return l.fail(op, err)
+}
+
+// fail records err, from op, as the log's storage failure (the first one
+// wins) and returns it wrapped in ErrStorage.
+func (l *Log) fail(op string, err error) error {
+	werr := fmt.Errorf("%s %s: %w: %w", op, l.dir, ErrStorage, err)
+	l.failure.CompareAndSwap(nil, &werr)
+	return werr
 }
 
 // isClosed reports whether the log was closed. Caller holds l.wmu or
@@ -760,8 +855,8 @@ func (l *Log) OffsetOfMaxTimestamp() (offset, timestamp int64, found bool, err e
 func (l *Log) TruncateTo(endOffset int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.writable(); err != nil {
+		return err
 	}
 	oldLEO := l.logEndOffset.Load()
 	if endOffset >= oldLEO {
@@ -771,6 +866,9 @@ func (l *Log) TruncateTo(endOffset int64) error {
 		// Kafka's Log.truncateTo: below the log start nothing is kept.
 		return l.truncateFullyLocked(endOffset)
 	}
+	// A background flush may be syncing the segments this changes.
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
 	i := l.segmentFor(endOffset)
 	s := l.segments[i]
 	var scratch [BatchHeaderSize]byte
@@ -820,7 +918,7 @@ func (l *Log) TruncateTo(endOffset int64) error {
 	if len(removed) > 0 {
 		l.dirDirty = true
 	}
-	errs = append(errs, l.epochs.TruncateFromEnd(newLEO))
+	errs = append(errs, l.failIf("truncate", l.epochs.TruncateFromEnd(newLEO)))
 	l.log.Info().Int64("offset", endOffset).Int64("leo", newLEO).Int64("old_leo", oldLEO).
 		Int("segments_removed", len(removed)).Msg("truncated log")
 	if err := errors.Join(errs...); err != nil {
@@ -836,8 +934,8 @@ func (l *Log) TruncateTo(endOffset int64) error {
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.writable(); err != nil {
+		return err
 	}
 	return l.truncateFullyLocked(offset)
 }
@@ -847,6 +945,8 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("truncate %s fully: negative start offset %d", l.dir, offset)
 	}
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
 	l.mu.Lock()
 	old := l.segments
 	l.segments = nil
@@ -869,9 +969,16 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.logEndOffset.Store(offset)
 	l.recoveryPoint.Store(offset)
 	l.mu.Unlock()
-	l.dirDirty = true
 	l.unflushedRecords, l.firstUnflushedMs = 0, -1
-	errs = append(errs, l.epochs.Clear())
+	// Make the emptying durable at once, so that a crash cannot bring the
+	// old segments back beside the new one.
+	if err := syncDir(l.fs, l.dir); err != nil {
+		errs = append(errs, l.fail("truncate fully", err))
+		l.dirDirty = true
+	} else {
+		l.dirDirty = false
+	}
+	errs = append(errs, l.failIf("truncate fully", l.epochs.Clear()))
 	l.log.Info().Int64("offset", offset).Int("segments_removed", len(old)).Msg("truncated log fully")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, err)
@@ -895,8 +1002,8 @@ func (l *Log) DeleteOldSegments(nowMs int64) (deleted int, err error) {
 func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, err error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return 0, ErrClosed
+	if err := l.writable(); err != nil {
+		return 0, err
 	}
 	// Candidates: not the active segment, and wholly below highWatermark.
 	candidates := 0
@@ -922,6 +1029,9 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 		return 0, nil
 	}
 	doomed := slices.Clone(l.segments[:n])
+	// A background flush may be syncing the segments this deletes.
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
 	l.mu.Lock()
 	l.segments = slices.Delete(l.segments, 0, n)
 	// A start moved by IncrementLogStartOffset may already be above the
@@ -934,7 +1044,7 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 		errs = append(errs, s.remove(l.fs, l.dir))
 	}
 	l.dirDirty = true
-	errs = append(errs, l.epochs.TruncateFromStart(lso))
+	errs = append(errs, l.failIf("delete old segments", l.epochs.TruncateFromStart(lso)))
 	l.log.Info().Int("segments_deleted", n).Int64("log_start_offset", lso).
 		Int64("first_segment", doomed[0].baseOffset).Msg("deleted segments by retention")
 	if err := errors.Join(errs...); err != nil {
@@ -949,8 +1059,8 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 func (l *Log) MaybeFlush(nowMs int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.writable(); err != nil {
+		return err
 	}
 	ms := l.cfg.FlushMs
 	if ms <= 0 || ms == math.MaxInt64 || l.firstUnflushedMs < 0 || nowMs-l.firstUnflushedMs < ms {
@@ -959,37 +1069,44 @@ func (l *Log) MaybeFlush(nowMs int64) error {
 	return l.flushLocked()
 }
 
-// Flush fsyncs every segment holding offsets at or above RecoveryPoint,
-// with their indexes and the directory, and advances RecoveryPoint to
-// LogEndOffset.
+// Flush fsyncs the directory and every segment holding offsets at or
+// above RecoveryPoint, with their indexes, and advances RecoveryPoint to
+// LogEndOffset. A failure returns an error wrapping ErrStorage, and the
+// log takes no more writes.
 func (l *Log) Flush() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.writable(); err != nil {
+		return err
 	}
 	return l.flushLocked()
 }
 
 // flushLocked: see Flush. Caller holds l.wmu.
 func (l *Log) flushLocked() error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if p := l.failure.Load(); p != nil {
+		return *p
+	}
 	leo, rp := l.logEndOffset.Load(), l.recoveryPoint.Load()
+	// The directory first, as in flushUpTo.
+	if l.dirDirty {
+		if err := syncDir(l.fs, l.dir); err != nil {
+			return l.fail("flush", err)
+		}
+		l.dirDirty = false
+	}
 	for i, s := range l.segments {
 		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= rp {
 			continue // wholly below the recovery point: already durable
 		}
 		if err := s.writeIndexes(); err != nil {
-			return fmt.Errorf("flush %s: %w", l.dir, err)
+			return l.fail("flush", err)
 		}
 		if err := s.sync(); err != nil {
-			return fmt.Errorf("flush %s: %w", l.dir, err)
+			return l.fail("flush", err)
 		}
-	}
-	if l.dirDirty {
-		if err := syncDir(l.fs, l.dir); err != nil {
-			return fmt.Errorf("flush %s: %w", l.dir, err)
-		}
-		l.dirDirty = false
 	}
 	l.recoveryPoint.Store(leo)
 	l.unflushedRecords, l.firstUnflushedMs = 0, -1
@@ -1016,6 +1133,9 @@ func (l *Log) Delete() error {
 }
 
 func (l *Log) close(flush bool) error {
+	// The background flushes still to run see the log closed and return;
+	// wait for them only after unlocking, since they take fmu.
+	defer l.bg.Wait()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if l.isClosed() {
@@ -1029,6 +1149,7 @@ func (l *Log) close(flush bool) error {
 		l.mu.Unlock()
 		errs = append(errs, l.flushLocked())
 	}
+	l.fmu.Lock()
 	l.mu.Lock()
 	l.closed.Store(true)
 	segs := l.segments
@@ -1036,6 +1157,7 @@ func (l *Log) close(flush bool) error {
 	for _, s := range segs {
 		errs = append(errs, s.close())
 	}
+	l.fmu.Unlock()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close log %s: %w", l.dir, err)
 	}
