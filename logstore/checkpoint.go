@@ -34,7 +34,12 @@ type CheckpointEntry struct {
 // file is an empty checkpoint. A file that does not parse, or whose count
 // does not match its lines, returns an error wrapping ErrCorrupt.
 func ReadOffsetCheckpoint(path string) ([]CheckpointEntry, error) {
-	lines, err := readCheckpointLines(path)
+	return ReadOffsetCheckpointFS(OSFS, path)
+}
+
+// ReadOffsetCheckpointFS is ReadOffsetCheckpoint on fsys.
+func ReadOffsetCheckpointFS(fsys FS, path string) ([]CheckpointEntry, error) {
+	lines, err := readCheckpointLines(fsys, path)
 	if err != nil || len(lines) == 0 {
 		return nil, err
 	}
@@ -58,12 +63,17 @@ func ReadOffsetCheckpoint(path string) ([]CheckpointEntry, error) {
 // writes path+".tmp", fsyncs it, renames it over path and fsyncs the
 // directory, so a crash leaves either the old file or the new one.
 func WriteOffsetCheckpoint(path string, entries []CheckpointEntry) error {
+	return WriteOffsetCheckpointFS(OSFS, path, entries)
+}
+
+// WriteOffsetCheckpointFS is WriteOffsetCheckpoint on fsys.
+func WriteOffsetCheckpointFS(fsys FS, path string, entries []CheckpointEntry) error {
 	for _, e := range entries {
 		if e.Topic == "" || strings.ContainsAny(e.Topic, " \t\r\n") {
 			return fmt.Errorf("write checkpoint %s: topic %q cannot be stored", path, e.Topic)
 		}
 	}
-	err := writeCheckpointLines(path, len(entries), func(b []byte, i int) []byte {
+	err := writeCheckpointLines(fsys, path, len(entries), func(b []byte, i int) []byte {
 		b = append(b, entries[i].Topic...)
 		b = append(b, ' ')
 		b = strconv.AppendInt(b, int64(entries[i].Partition), 10)
@@ -78,8 +88,8 @@ func WriteOffsetCheckpoint(path string, entries []CheckpointEntry) error {
 
 // readCheckpointLines returns the entry lines of a versioned, counted
 // checkpoint file; nil for a missing file.
-func readCheckpointLines(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
+func readCheckpointLines(fsys FS, path string) ([]string, error) {
+	data, err := readFile(fsys, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -103,14 +113,14 @@ func readCheckpointLines(path string) ([]string, error) {
 // writeCheckpointLines is the inverse of readCheckpointLines: it replaces
 // the file at path (WriteFileAtomic) with the version line, the count line
 // and count entry lines, entry i being what appendEntry appends to b.
-func writeCheckpointLines(path string, count int, appendEntry func(b []byte, i int) []byte) error {
+func writeCheckpointLines(fsys FS, path string, count int, appendEntry func(b []byte, i int) []byte) error {
 	b := append([]byte(checkpointVersion), '\n')
 	b = strconv.AppendInt(b, int64(count), 10)
 	b = append(b, '\n')
 	for i := range count {
 		b = append(appendEntry(b, i), '\n')
 	}
-	return WriteFileAtomic(path, b)
+	return WriteFileAtomicFS(fsys, path, b)
 }
 
 // WriteFileAtomic replaces the file at path with data so that a crash
@@ -120,8 +130,14 @@ func writeCheckpointLines(path string, count int, appendEntry func(b []byte, i i
 // file fails, it is removed; Open removes the .tmp files that a crash left
 // in a partition directory. Calls for the same path must not overlap.
 func WriteFileAtomic(path string, data []byte) error {
+	return WriteFileAtomicFS(OSFS, path, data)
+}
+
+// WriteFileAtomicFS is WriteFileAtomic on fsys. An error from an fsync is
+// returned as it is: the caller must not take the file as written.
+func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
@@ -133,25 +149,20 @@ func WriteFileAtomic(path string, data []byte) error {
 		err = cerr
 	}
 	if err != nil {
-		_ = os.Remove(tmp)
+		_ = fsys.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsys.Rename(tmp, path); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return syncDir(fsys, filepath.Dir(path))
 }
 
 // syncDir fsyncs a directory so that file creations, renames and removals
 // in it survive a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+func syncDir(fsys FS, dir string) error {
+	if err := fsys.SyncDir(dir); err != nil {
+		return fmt.Errorf("fsync directory %s: %w", dir, err)
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return nil
 }

@@ -25,6 +25,7 @@ type EpochEntry struct {
 // the file, so they are slow (an fsync) and should be rare: once per new
 // leader epoch.
 type LeaderEpochCache struct {
+	fs      FS
 	path    string
 	mu      sync.RWMutex
 	entries []EpochEntry // guarded by mu; replaced, never modified in place
@@ -34,11 +35,15 @@ type LeaderEpochCache struct {
 // empty cache). A file that does not parse, or whose entries are not
 // increasing, returns an error wrapping ErrCorrupt.
 func OpenLeaderEpochCache(path string) (*LeaderEpochCache, error) {
-	lines, err := readCheckpointLines(path)
+	return openLeaderEpochCache(OSFS, path)
+}
+
+func openLeaderEpochCache(fsys FS, path string) (*LeaderEpochCache, error) {
+	lines, err := readCheckpointLines(fsys, path)
 	if err != nil {
 		return nil, err
 	}
-	c := &LeaderEpochCache{path: path}
+	c := &LeaderEpochCache{fs: fsys, path: path}
 	for i, line := range lines {
 		f := strings.Fields(line)
 		if len(f) != 2 {
@@ -168,7 +173,7 @@ func (c *LeaderEpochCache) Clear() error {
 
 // replaceLocked persists entries and then makes them current. Caller holds c.mu.
 func (c *LeaderEpochCache) replaceLocked(entries []EpochEntry) error {
-	err := writeCheckpointLines(c.path, len(entries), func(b []byte, i int) []byte {
+	err := writeCheckpointLines(c.fs, c.path, len(entries), func(b []byte, i int) []byte {
 		b = strconv.AppendInt(b, int64(entries[i].LeaderEpoch), 10)
 		b = append(b, ' ')
 		return strconv.AppendInt(b, entries[i].StartOffset, 10)

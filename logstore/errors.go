@@ -31,4 +31,13 @@ var (
 	ErrRecordListTooLarge = errors.New("logstore: record list too large")
 	// ErrClosed is returned by every Log method called after Close.
 	ErrClosed = errors.New("logstore: log closed")
+	// ErrStorage wraps the error of an fsync that failed (or of a file
+	// that could not be restored after a failed write), Kafka's
+	// KAFKA_STORAGE_ERROR. It is fatal for the log: what the fsync should
+	// have persisted may be lost, so the log never again advances its
+	// recovery point and every later write (append, truncation,
+	// retention, flush) returns the same error; reads go on. The caller
+	// should take the log offline, as Kafka takes its log directory
+	// offline; reopening it runs recovery.
+	ErrStorage = errors.New("logstore: storage error")
 )

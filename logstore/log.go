@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +29,9 @@ type Config struct {
 	// dates unflushed appends (FlushMs) and segments whose batches carry no
 	// timestamps (SegmentMs). Tests set it to avoid sleeping.
 	NowMs func() int64
+	// FS is the file system the log's files live on; nil means OSFS. It
+	// is fixed when the log opens: SetConfig does not change it.
+	FS FS
 }
 
 // DefaultConfig returns Kafka's defaults: 1 GiB and 7-day segments, an index
@@ -73,6 +75,7 @@ type AppendInfo struct {
 // documentation for the concurrency contract.
 type Log struct {
 	dir    string
+	fs     FS
 	epochs *LeaderEpochCache
 
 	// wmu serialises writers: appends, roll, truncation, retention, flush,
@@ -94,6 +97,22 @@ type Log struct {
 	mu       sync.RWMutex
 	segments []*segment // ordered by base offset; never empty while open
 
+	// fmu serialises fsyncs of rolled segments with every change to the
+	// recovery point and to the files of segments other than the active
+	// one (truncation, deletion, close). The background flush a roll
+	// schedules holds it, and not wmu, while it fsyncs, so appends go on
+	// meanwhile. Lock order: wmu -> fmu -> mu.
+	fmu sync.Mutex
+	// bg counts the background flushes scheduled by rolls; Close waits
+	// for them.
+	bg sync.WaitGroup
+	// failure is the first storage error of an fsync (or of restoring a
+	// file after a failed write): once set, the log refuses every write
+	// and never advances its recovery point again, since what the failed
+	// fsync should have persisted may be lost (Kafka marks the log
+	// directory offline).
+	failure atomic.Pointer[error]
+
 	// closed is set while holding both wmu and mu, and never cleared, so
 	// it cannot change while either is held: writers test it under wmu
 	// alone and readers under mu (read). It is atomic so that the test
@@ -111,23 +130,27 @@ type Log struct {
 var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 
 // Open opens or creates the log in dir (a partition directory named
-// <topic>-<partition>). Every segment holding offsets at or above
-// recoveryPoint, and always the last one, is re-validated batch by batch
-// (CRC32C, framing, increasing offsets) and has its indexes rebuilt; other
-// segments keep their indexes unless one is missing or fails a sanity
-// check. A torn or corrupt tail of the last segment is truncated and
-// logged. Damage in an earlier segment returns an error wrapping
-// ErrCorrupt, unless every segment after it is empty, in which case it is
-// a torn tail too (a crash just after a roll) and the empty segments are
-// removed. The recovered segments are fsynced, so RecoveryPoint is then
-// LogEndOffset.
+// <topic>-<partition>). recoveryPoint is the offset below which the log
+// was known to be fsynced (from recovery-point-offset-checkpoint; 0 when
+// unknown). As Kafka's LogLoader.recoverLog, every segment holding offsets
+// at or above recoveryPoint, and always the last one, is re-validated
+// batch by batch (CRC32C, framing, increasing offsets) and has its indexes
+// rebuilt; at the first invalid or torn batch that segment is truncated
+// there and every later segment is deleted (their records were never
+// fsynced; followers fetch them again), and what was dropped is logged.
+// Segments wholly below recoveryPoint were fsynced and are trusted: they
+// keep their indexes unless one is missing or fails a sanity check, and
+// then the index is rebuilt from the .log; damage found in such a rebuild
+// is not a torn write, so it returns an error wrapping ErrCorrupt. The
+// recovered segments are fsynced, so RecoveryPoint is then LogEndOffset.
 func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fsys := orOS(cfg.FS)
+	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, cfg: cfg, firstUnflushedMs: -1}
+	l := &Log{dir: dir, fs: fsys, cfg: cfg, firstUnflushedMs: -1}
 	l.log = cfg.Log.With().Str("dir", dir).Logger()
-	epochs, err := OpenLeaderEpochCache(filepath.Join(dir, LeaderEpochCheckpointFile))
+	epochs, err := openLeaderEpochCache(fsys, filepath.Join(dir, LeaderEpochCheckpointFile))
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -143,35 +166,34 @@ func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 
 // load finds, opens and recovers the segments. Called only by Open.
 func (l *Log) load(recoveryPoint int64) error {
-	entries, err := os.ReadDir(l.dir)
+	entries, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return err
 	}
 	var bases []int64
 	have := map[string]bool{}
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range entries {
 		have[name] = true
 		if base, ok := parseSegmentFileName(name, logSuffix); ok {
 			bases = append(bases, base)
 		}
 		// Leftovers of an interrupted atomic write or of Kafka's deletes.
 		if strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted") {
-			_ = os.Remove(filepath.Join(l.dir, name))
+			_ = l.fs.Remove(filepath.Join(l.dir, name))
 		}
 	}
 	// Indexes without a .log are what a crash during a segment delete leaves.
-	for _, e := range entries {
+	for _, name := range entries {
 		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-			if base, ok := parseSegmentFileName(e.Name(), suffix); ok && !have[filepath.Base(segmentFileName("", base, logSuffix))] {
-				_ = os.Remove(filepath.Join(l.dir, e.Name()))
+			if base, ok := parseSegmentFileName(name, suffix); ok && !have[filepath.Base(segmentFileName("", base, logSuffix))] {
+				_ = l.fs.Remove(filepath.Join(l.dir, name))
 			}
 		}
 	}
 	slices.Sort(bases)
 	now := l.cfg.nowMs()
 	if len(bases) == 0 {
-		s, err := openSegment(l.dir, 0, true, now)
+		s, err := openSegment(l.fs, l.dir, 0, true, now)
 		if err != nil {
 			return err
 		}
@@ -179,7 +201,7 @@ func (l *Log) load(recoveryPoint int64) error {
 		l.dirDirty = true
 	}
 	for _, base := range bases {
-		s, err := openSegment(l.dir, base, false, now)
+		s, err := openSegment(l.fs, l.dir, base, false, now)
 		if err != nil {
 			return err
 		}
@@ -199,6 +221,7 @@ func (l *Log) load(recoveryPoint int64) error {
 			return err
 		}
 		recover := last || nextBase > recoveryPoint
+		trusted := !recover // wholly below the recovery point: fsynced
 		if !recover {
 			idx := filepath.Base(segmentFileName("", s.baseOffset, indexSuffix))
 			tidx := filepath.Base(segmentFileName("", s.baseOffset, timeIndexSuffix))
@@ -220,15 +243,25 @@ func (l *Log) load(recoveryPoint int64) error {
 		if err != nil {
 			return err
 		}
+		if r.damage != nil && trusted {
+			return fmt.Errorf("segment %d below the recovery point %d: %v: %w", s.baseOffset, recoveryPoint, r.damage, ErrCorrupt)
+		}
 		if r.damage != nil && !last {
-			for _, later := range l.segments[i+1:] {
-				if sz, err := later.fileSize(); err != nil || sz > 0 {
-					return fmt.Errorf("segment %d: %v: %w", s.baseOffset, r.damage, ErrCorrupt)
+			// Kafka's recoverLog: the rest of the log was never fsynced
+			// past this point either; keep nothing after the damage.
+			later := l.segments[i+1:]
+			var droppedBytes int64
+			for _, d := range later {
+				if sz, err := d.fileSize(); err == nil {
+					droppedBytes += sz
 				}
 			}
-			for _, later := range l.segments[i+1:] {
-				l.log.Warn().Int64("segment", later.baseOffset).Msg("removing empty segment after a torn one")
-				if err := later.remove(l.dir); err != nil {
+			l.log.Error().Int64("segment", s.baseOffset).Int64("offset", r.state.nextOffset).
+				Int("segments_deleted", len(later)).Int64("first_deleted_segment", later[0].baseOffset).
+				Int64("bytes_dropped", droppedBytes).Int64("recovery_point", recoveryPoint).
+				Str("reason", r.damage.Error()).Msg("corrupt or torn batch in an unflushed segment: deleting the segments after it")
+			for _, d := range later {
+				if err := d.remove(l.fs, l.dir); err != nil {
 					return err
 				}
 			}
@@ -237,8 +270,14 @@ func (l *Log) load(recoveryPoint int64) error {
 			last = true
 		}
 		if r.damage != nil {
-			l.log.Warn().Int64("segment", s.baseOffset).Int64("offset", r.state.nextOffset).
+			ev := l.log.Warn()
+			if r.state.nextOffset < recoveryPoint {
+				// Damage below the recovery point: fsynced data went bad.
+				ev = l.log.Error()
+			}
+			ev.Int64("segment", s.baseOffset).Int64("offset", r.state.nextOffset).
 				Int64("position", r.state.size).Int64("bytes_dropped", size-r.state.size).
+				Int64("recovery_point", recoveryPoint).
 				Str("reason", r.damage.Error()).Msg("truncating torn or corrupt tail of the log")
 			if err := s.logFile.Truncate(r.state.size); err != nil {
 				return fmt.Errorf("truncate segment %d: %w", s.baseOffset, err)
@@ -264,7 +303,7 @@ func (l *Log) load(recoveryPoint int64) error {
 	l.logStartOffset.Store(l.segments[0].baseOffset)
 	l.logEndOffset.Store(leo)
 	if l.dirDirty {
-		if err := syncDir(l.dir); err != nil {
+		if err := syncDir(l.fs, l.dir); err != nil {
 			return err
 		}
 		l.dirDirty = false
@@ -405,8 +444,8 @@ func (l *Log) appendBatches(op string, records []byte, asLeader bool, place func
 
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return AppendInfo{}, ErrClosed
+	if err := l.writable(); err != nil {
+		return AppendInfo{}, err
 	}
 	info := AppendInfo{Batches: batches, FirstOffset: l.logEndOffset.Load(), MaxTimestamp: -1}
 	if err := place(info.Batches, info.FirstOffset); err != nil {
@@ -454,7 +493,9 @@ func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
 		h := &info.Batches[i]
 		if h.PartitionLeaderEpoch >= 0 && (!ok || h.PartitionLeaderEpoch > latest) {
 			if err := l.epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
-				return err
+				// The batches are written but the cache does not know
+				// their epoch: the log must not go on.
+				return l.fail("assign leader epoch", err)
 			}
 			latest, ok = h.PartitionLeaderEpoch, true
 		}
@@ -503,9 +544,12 @@ func (l *Log) shouldRoll(seg *segment, runLen int64, first, h *BatchHeader) bool
 func (l *Log) writeRun(seg *segment, run []byte, batches []BatchHeader) error {
 	if _, err := seg.logFile.WriteAt(run, seg.size); err != nil {
 		// Cut off whatever part was written, so that the next append
-		// starts on a batch boundary. If that fails too, recovery on the
-		// next open will truncate it.
-		_ = seg.logFile.Truncate(seg.size)
+		// starts on a batch boundary. If that fails too, the segment
+		// holds bytes that are no batch, which a flush must never make
+		// durable: the log fails.
+		if terr := seg.logFile.Truncate(seg.size); terr != nil {
+			return l.fail("restore segment after a failed write", errors.Join(err, terr))
+		}
 		return fmt.Errorf("write segment %d at %d: %w", seg.baseOffset, seg.size, err)
 	}
 	interval := l.cfg.IndexIntervalBytes
@@ -531,7 +575,7 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	if err := old.writeIndexes(); err != nil {
 		return nil, err
 	}
-	seg, err := openSegment(l.dir, newBase, true, l.cfg.nowMs())
+	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs())
 	if err != nil {
 		return nil, fmt.Errorf("roll segment %d: %w", newBase, err)
 	}
@@ -541,7 +585,97 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	l.dirDirty = true
 	l.log.Info().Int64("segment", newBase).Int64("previous_segment", old.baseOffset).
 		Int64("previous_bytes", old.size).Msg("rolled segment")
+	// As Kafka's roll, flush everything below the new segment in the
+	// background: the append path must not wait for an fsync of a whole
+	// segment.
+	l.bg.Add(1)
+	go l.flushRolled(newBase, l.log)
 	return seg, nil
+}
+
+// flushRolled is the background flush scheduled by a roll to newBase.
+// There is no caller to return an error to, so it logs it; the failure
+// is kept (ErrStorage) and returned by the log's next write.
+func (l *Log) flushRolled(newBase int64, log zerolog.Logger) {
+	defer l.bg.Done()
+	if err := l.flushUpTo(newBase); err != nil && !errors.Is(err, ErrClosed) {
+		log.Error().Err(err).Int64("offset", newBase).Msg("background flush of rolled segments failed; the log takes no more writes")
+	}
+}
+
+// flushUpTo fsyncs the directory and every segment that lies wholly below
+// endOffset and not below the recovery point, never the active one, and
+// then advances the recovery point to the end of the last of them (Kafka's
+// flushUptoOffsetExclusive). It holds fmu but not wmu, so appends go on
+// meanwhile: the segments it syncs are no longer written, and every
+// change to them takes fmu.
+func (l *Log) flushUpTo(endOffset int64) error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if err := l.writable(); err != nil {
+		return err
+	}
+	rp := l.recoveryPoint.Load()
+	if endOffset <= rp {
+		return nil
+	}
+	var todo []*segment
+	newRP := rp
+	l.mu.RLock()
+	for i := 0; i+1 < len(l.segments); i++ {
+		next := l.segments[i+1].baseOffset
+		if next > endOffset {
+			break
+		}
+		if next > rp {
+			todo = append(todo, l.segments[i])
+			newRP = next
+		}
+	}
+	l.mu.RUnlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	// The directory first: it makes the removals of truncated-away
+	// segments durable before any later data that replaced them.
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return l.fail("flush", err)
+	}
+	for _, s := range todo {
+		if err := s.sync(); err != nil {
+			return l.fail("flush", err)
+		}
+	}
+	l.recoveryPoint.Store(newRP)
+	return nil
+}
+
+// writable returns ErrClosed after Close, the storage error after a
+// failed fsync, and nil otherwise. Caller holds l.wmu or l.fmu.
+func (l *Log) writable() error {
+	if l.isClosed() {
+		return ErrClosed
+	}
+	if p := l.failure.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// failIf is fail for a non-nil err, and nil otherwise.
+func (l *Log) failIf(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return l.fail(op, err)
+}
+
+// fail records err, from op, as the log's storage failure (the first one
+// wins) and returns it wrapped in ErrStorage.
+func (l *Log) fail(op string, err error) error {
+	werr := fmt.Errorf("%s %s: %w: %w", op, l.dir, ErrStorage, err)
+	l.failure.CompareAndSwap(nil, &werr)
+	return werr
 }
 
 // isClosed reports whether the log was closed. Caller holds l.wmu or
@@ -721,8 +855,8 @@ func (l *Log) OffsetOfMaxTimestamp() (offset, timestamp int64, found bool, err e
 func (l *Log) TruncateTo(endOffset int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.writable(); err != nil {
+		return err
 	}
 	oldLEO := l.logEndOffset.Load()
 	if endOffset >= oldLEO {
@@ -732,6 +866,9 @@ func (l *Log) TruncateTo(endOffset int64) error {
 		// Kafka's Log.truncateTo: below the log start nothing is kept.
 		return l.truncateFullyLocked(endOffset)
 	}
+	// A background flush may be syncing the segments this changes.
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
 	i := l.segmentFor(endOffset)
 	s := l.segments[i]
 	var scratch [BatchHeaderSize]byte
@@ -776,12 +913,12 @@ func (l *Log) TruncateTo(endOffset int64) error {
 	var errs []error
 	errs = append(errs, s.rewriteIndexes())
 	for _, r := range removed {
-		errs = append(errs, r.remove(l.dir))
+		errs = append(errs, r.remove(l.fs, l.dir))
 	}
 	if len(removed) > 0 {
 		l.dirDirty = true
 	}
-	errs = append(errs, l.epochs.TruncateFromEnd(newLEO))
+	errs = append(errs, l.failIf("truncate", l.epochs.TruncateFromEnd(newLEO)))
 	l.log.Info().Int64("offset", endOffset).Int64("leo", newLEO).Int64("old_leo", oldLEO).
 		Int("segments_removed", len(removed)).Msg("truncated log")
 	if err := errors.Join(errs...); err != nil {
@@ -797,8 +934,8 @@ func (l *Log) TruncateTo(endOffset int64) error {
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.writable(); err != nil {
+		return err
 	}
 	return l.truncateFullyLocked(offset)
 }
@@ -808,15 +945,17 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("truncate %s fully: negative start offset %d", l.dir, offset)
 	}
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
 	l.mu.Lock()
 	old := l.segments
 	l.segments = nil
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range old {
-		errs = append(errs, s.remove(l.dir))
+		errs = append(errs, s.remove(l.fs, l.dir))
 	}
-	seg, err := openSegment(l.dir, offset, true, l.cfg.nowMs())
+	seg, err := openSegment(l.fs, l.dir, offset, true, l.cfg.nowMs())
 	if err != nil {
 		// Leave an unusable log closed rather than without segments.
 		l.mu.Lock()
@@ -830,9 +969,16 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.logEndOffset.Store(offset)
 	l.recoveryPoint.Store(offset)
 	l.mu.Unlock()
-	l.dirDirty = true
 	l.unflushedRecords, l.firstUnflushedMs = 0, -1
-	errs = append(errs, l.epochs.Clear())
+	// Make the emptying durable at once, so that a crash cannot bring the
+	// old segments back beside the new one.
+	if err := syncDir(l.fs, l.dir); err != nil {
+		errs = append(errs, l.fail("truncate fully", err))
+		l.dirDirty = true
+	} else {
+		l.dirDirty = false
+	}
+	errs = append(errs, l.failIf("truncate fully", l.epochs.Clear()))
 	l.log.Info().Int64("offset", offset).Int("segments_removed", len(old)).Msg("truncated log fully")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, err)
@@ -856,8 +1002,8 @@ func (l *Log) DeleteOldSegments(nowMs int64) (deleted int, err error) {
 func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, err error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return 0, ErrClosed
+	if err := l.writable(); err != nil {
+		return 0, err
 	}
 	// Candidates: not the active segment, and wholly below highWatermark.
 	candidates := 0
@@ -883,6 +1029,9 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 		return 0, nil
 	}
 	doomed := slices.Clone(l.segments[:n])
+	// A background flush may be syncing the segments this deletes.
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
 	l.mu.Lock()
 	l.segments = slices.Delete(l.segments, 0, n)
 	// A start moved by IncrementLogStartOffset may already be above the
@@ -892,10 +1041,10 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range doomed {
-		errs = append(errs, s.remove(l.dir))
+		errs = append(errs, s.remove(l.fs, l.dir))
 	}
 	l.dirDirty = true
-	errs = append(errs, l.epochs.TruncateFromStart(lso))
+	errs = append(errs, l.failIf("delete old segments", l.epochs.TruncateFromStart(lso)))
 	l.log.Info().Int("segments_deleted", n).Int64("log_start_offset", lso).
 		Int64("first_segment", doomed[0].baseOffset).Msg("deleted segments by retention")
 	if err := errors.Join(errs...); err != nil {
@@ -910,8 +1059,8 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 func (l *Log) MaybeFlush(nowMs int64) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.writable(); err != nil {
+		return err
 	}
 	ms := l.cfg.FlushMs
 	if ms <= 0 || ms == math.MaxInt64 || l.firstUnflushedMs < 0 || nowMs-l.firstUnflushedMs < ms {
@@ -920,37 +1069,44 @@ func (l *Log) MaybeFlush(nowMs int64) error {
 	return l.flushLocked()
 }
 
-// Flush fsyncs every segment holding offsets at or above RecoveryPoint,
-// with their indexes and the directory, and advances RecoveryPoint to
-// LogEndOffset.
+// Flush fsyncs the directory and every segment holding offsets at or
+// above RecoveryPoint, with their indexes, and advances RecoveryPoint to
+// LogEndOffset. A failure returns an error wrapping ErrStorage, and the
+// log takes no more writes.
 func (l *Log) Flush() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return ErrClosed
+	if err := l.writable(); err != nil {
+		return err
 	}
 	return l.flushLocked()
 }
 
 // flushLocked: see Flush. Caller holds l.wmu.
 func (l *Log) flushLocked() error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if p := l.failure.Load(); p != nil {
+		return *p
+	}
 	leo, rp := l.logEndOffset.Load(), l.recoveryPoint.Load()
+	// The directory first, as in flushUpTo.
+	if l.dirDirty {
+		if err := syncDir(l.fs, l.dir); err != nil {
+			return l.fail("flush", err)
+		}
+		l.dirDirty = false
+	}
 	for i, s := range l.segments {
 		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= rp {
 			continue // wholly below the recovery point: already durable
 		}
 		if err := s.writeIndexes(); err != nil {
-			return fmt.Errorf("flush %s: %w", l.dir, err)
+			return l.fail("flush", err)
 		}
 		if err := s.sync(); err != nil {
-			return fmt.Errorf("flush %s: %w", l.dir, err)
+			return l.fail("flush", err)
 		}
-	}
-	if l.dirDirty {
-		if err := syncDir(l.dir); err != nil {
-			return fmt.Errorf("flush %s: %w", l.dir, err)
-		}
-		l.dirDirty = false
 	}
 	l.recoveryPoint.Store(leo)
 	l.unflushedRecords, l.firstUnflushedMs = 0, -1
@@ -969,7 +1125,7 @@ func (l *Log) Delete() error {
 	if err := l.close(false); err != nil && !errors.Is(err, ErrClosed) {
 		l.log.Warn().Err(err).Msg("closing log before delete")
 	}
-	if err := os.RemoveAll(l.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := l.fs.RemoveAll(l.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete log %s: %w", l.dir, err)
 	}
 	l.log.Info().Msg("deleted log")
@@ -977,6 +1133,9 @@ func (l *Log) Delete() error {
 }
 
 func (l *Log) close(flush bool) error {
+	// The background flushes still to run see the log closed and return;
+	// wait for them only after unlocking, since they take fmu.
+	defer l.bg.Wait()
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if l.isClosed() {
@@ -990,6 +1149,7 @@ func (l *Log) close(flush bool) error {
 		l.mu.Unlock()
 		errs = append(errs, l.flushLocked())
 	}
+	l.fmu.Lock()
 	l.mu.Lock()
 	l.closed.Store(true)
 	segs := l.segments
@@ -997,6 +1157,7 @@ func (l *Log) close(flush bool) error {
 	for _, s := range segs {
 		errs = append(errs, s.close())
 	}
+	l.fmu.Unlock()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close log %s: %w", l.dir, err)
 	}

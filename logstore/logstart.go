@@ -25,8 +25,8 @@ import (
 func (l *Log) IncrementLogStartOffset(offset int64) (deleted int, err error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return 0, ErrClosed
+	if err := l.writable(); err != nil {
+		return 0, err
 	}
 	if offset <= l.logStartOffset.Load() {
 		return 0, nil
@@ -39,18 +39,21 @@ func (l *Log) IncrementLogStartOffset(offset int64) (deleted int, err error) {
 		n++
 	}
 	doomed := slices.Clone(l.segments[:n])
+	// A background flush may be syncing the segments this deletes.
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
 	l.mu.Lock()
 	l.segments = slices.Delete(l.segments, 0, n)
 	l.logStartOffset.Store(offset)
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range doomed {
-		errs = append(errs, s.remove(l.dir))
+		errs = append(errs, s.remove(l.fs, l.dir))
 	}
 	if n > 0 {
 		l.dirDirty = true
 	}
-	errs = append(errs, l.epochs.TruncateFromStart(offset))
+	errs = append(errs, l.failIf("move log start", l.epochs.TruncateFromStart(offset)))
 	l.log.Info().Int64("log_start_offset", offset).Int("segments_deleted", n).Msg("log start offset moved")
 	if err := errors.Join(errs...); err != nil {
 		return n, fmt.Errorf("move log start of %s to %d: %w", l.dir, offset, err)

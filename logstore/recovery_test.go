@@ -129,7 +129,10 @@ func TestTornTailEveryByte(t *testing.T) {
 	}
 }
 
-// TestCorruption flips one bit and reopens.
+// TestCorruption flips one bit and reopens. Above the recovery point any
+// damage is a torn write and is truncated with everything after it
+// (Kafka's recoverLog); below it, segments are trusted, and damage found
+// while rebuilding a missing index is corruption.
 func TestCorruption(t *testing.T) {
 	t.Parallel()
 	batchSize := int64(len(simpleBatch(2, 0)))
@@ -140,17 +143,19 @@ func TestCorruption(t *testing.T) {
 		recoveryPoint int64
 		wantErr       error
 		wantLEO       int64
+		removeIndex   bool // of the damaged segment
 	}{
 		// Segments of 3 batches (6 offsets): 0, 6, 12 (with 2 batches).
-		{"crc of the last batch", 12, batchSize + offCRC, 0, nil, 14},
-		{"payload of the last batch", 12, 2*batchSize - 1, 0, nil, 14},
-		{"first batch of the last segment", 12, 70, 0, nil, 12},
-		{"length field of the last batch", 12, batchSize + offBatchLength + 3, 0, nil, 14},
-		{"earlier segment", 6, batchSize + 70, 0, ErrCorrupt, 0},
-		{"first segment", 0, 70, 0, ErrCorrupt, 0},
+		{"crc of the last batch", 12, batchSize + offCRC, 0, nil, 14, false},
+		{"payload of the last batch", 12, 2*batchSize - 1, 0, nil, 14, false},
+		{"first batch of the last segment", 12, 70, 0, nil, 12, false},
+		{"length field of the last batch", 12, batchSize + offBatchLength + 3, 0, nil, 14, false},
+		{"earlier segment", 6, batchSize + 70, 0, nil, 8, false},
+		{"first segment", 0, 70, 0, nil, 0, false},
 		// Below the recovery point segments are trusted, as Kafka does.
-		{"earlier segment below the recovery point", 0, 70, 16, nil, 16},
-		{"earlier segment above the recovery point", 6, 70, 8, ErrCorrupt, 0},
+		{"earlier segment below the recovery point", 0, 70, 16, nil, 16, false},
+		{"segment holding the recovery point", 6, 70, 8, nil, 6, false},
+		{"index rebuild below the recovery point", 0, 70, 16, ErrCorrupt, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,6 +172,11 @@ func TestCorruption(t *testing.T) {
 			data[tt.position] ^= 0x04
 			if err := os.WriteFile(path, data, 0o644); err != nil {
 				t.Fatal(err)
+			}
+			if tt.removeIndex {
+				if err := os.Remove(segPath(dir, tt.segment, indexSuffix)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			l, err := Open(dir, cfg, tt.recoveryPoint)
 			if tt.wantErr != nil {
@@ -304,5 +314,40 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTornTailInEarlierSegment: a power loss left a torn batch in a
+// segment that is not the last one, above the recovery point (it was
+// never fsynced). As Kafka's recoverLog, Open truncates that segment at
+// the torn batch and deletes every later segment; followers refetch.
+func TestTornTailInEarlierSegment(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	batchSize := int64(len(simpleBatch(2, 0)))
+	cfg.SegmentBytes = 3 * batchSize
+	src, _, _ := buildLog(t, cfg, 8) // segments 0, 6, 12 (2 batches)
+	dir := copyDir(t, src)
+	// Cut segment 6 inside its second batch (offsets 8-9).
+	if err := os.Truncate(segPath(dir, 6, logSuffix), batchSize+20); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(dir, cfg, 6)
+	if err != nil {
+		t.Fatalf("Open with a torn segment above the recovery point: %v", err)
+	}
+	defer l.Close()
+	if l.LogEndOffset() != 8 || len(l.segments) != 2 {
+		t.Fatalf("LEO %d with %d segments, want 8 and 2", l.LogEndOffset(), len(l.segments))
+	}
+	if _, err := os.Stat(segPath(dir, 12, logSuffix)); !os.IsNotExist(err) {
+		t.Fatalf("segment after the torn one not deleted: %v", err)
+	}
+	if got := len(readAll(t, l)); int64(got) != 4*batchSize {
+		t.Fatalf("read %d bytes back, want %d", got, 4*batchSize)
+	}
+	mustAppend(t, l, simpleBatch(2, 5000))
+	if l.LogEndOffset() != 10 {
+		t.Fatalf("LEO %d after an append, want 10", l.LogEndOffset())
 	}
 }

@@ -112,9 +112,9 @@ func (st *segState) maybeAddTimeEntry(base int64) {
 // always rebuilt on open, so they need not be current on disk).
 type segment struct {
 	baseOffset    int64
-	logFile       *os.File
-	indexFile     *os.File
-	timeIndexFile *os.File
+	logFile       File
+	indexFile     File
+	timeIndexFile File
 	createdMs     int64 // when this process created or opened it, for segment.ms without timestamps
 
 	segState // see segState for locking
@@ -126,7 +126,7 @@ type segment struct {
 
 // openSegment opens (create=false) or creates the files of the segment at
 // baseOffset. Creating truncates any stale files of the same name.
-func openSegment(dir string, baseOffset int64, create bool, nowMs int64) (*segment, error) {
+func openSegment(fsys FS, dir string, baseOffset int64, create bool, nowMs int64) (*segment, error) {
 	s := &segment{baseOffset: baseOffset, createdMs: nowMs, segState: newSegState(baseOffset)}
 	logFlags := os.O_RDWR
 	idxFlags := os.O_RDWR | os.O_CREATE
@@ -135,14 +135,14 @@ func openSegment(dir string, baseOffset int64, create bool, nowMs int64) (*segme
 		idxFlags |= os.O_TRUNC
 	}
 	var err error
-	if s.logFile, err = os.OpenFile(segmentFileName(dir, baseOffset, logSuffix), logFlags, 0o644); err != nil {
+	if s.logFile, err = fsys.OpenFile(segmentFileName(dir, baseOffset, logSuffix), logFlags, 0o644); err != nil {
 		return nil, err
 	}
-	if s.indexFile, err = os.OpenFile(segmentFileName(dir, baseOffset, indexSuffix), idxFlags, 0o644); err != nil {
+	if s.indexFile, err = fsys.OpenFile(segmentFileName(dir, baseOffset, indexSuffix), idxFlags, 0o644); err != nil {
 		s.close()
 		return nil, err
 	}
-	if s.timeIndexFile, err = os.OpenFile(segmentFileName(dir, baseOffset, timeIndexSuffix), idxFlags, 0o644); err != nil {
+	if s.timeIndexFile, err = fsys.OpenFile(segmentFileName(dir, baseOffset, timeIndexSuffix), idxFlags, 0o644); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func openSegment(dir string, baseOffset int64, create bool, nowMs int64) (*segme
 // close closes whichever files are open.
 func (s *segment) close() error {
 	var errs []error
-	for _, f := range []*os.File{s.logFile, s.indexFile, s.timeIndexFile} {
+	for _, f := range []File{s.logFile, s.indexFile, s.timeIndexFile} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -163,10 +163,10 @@ func (s *segment) close() error {
 // remove closes the files and deletes them, the .log first so that a crash
 // part way leaves orphan indexes (deleted on open) rather than a log
 // without its index (which would merely be rebuilt).
-func (s *segment) remove(dir string) error {
+func (s *segment) remove(fsys FS, dir string) error {
 	errs := []error{s.close()}
 	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
-		if err := os.Remove(segmentFileName(dir, s.baseOffset, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(segmentFileName(dir, s.baseOffset, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -364,7 +364,7 @@ func (s *segment) rewriteIndexes() error {
 
 // sync fsyncs the segment's three files.
 func (s *segment) sync() error {
-	for _, f := range []*os.File{s.logFile, s.indexFile, s.timeIndexFile} {
+	for _, f := range []File{s.logFile, s.indexFile, s.timeIndexFile} {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", f.Name(), err)
 		}

@@ -1,0 +1,143 @@
+package logstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// FS is the file system under a Log and the checkpoint files: every file
+// operation of the package goes through one, so that tests can fail
+// writes and fsyncs on demand and crash to the last synced state
+// (MemFS). OSFS, the default, is the operating system's.
+//
+// Paths are file paths as filepath builds them. Creating, renaming or
+// removing a file is durable only once its directory has been synced
+// (SyncDir); data written to a file only once the file has been synced.
+type FS interface {
+	// OpenFile opens a file as os.OpenFile does (os.O_* flags).
+	OpenFile(name string, flag int, perm fs.FileMode) (File, error)
+	// Remove removes a file or an empty directory.
+	Remove(name string) error
+	// RemoveAll removes a directory and everything in it; a missing one
+	// is not an error.
+	RemoveAll(name string) error
+	// Rename renames a file, replacing any file at newname.
+	Rename(oldname, newname string) error
+	// ReadDir returns the names of a directory's entries, sorted.
+	ReadDir(name string) ([]string, error)
+	// MkdirAll creates a directory and its missing parents.
+	MkdirAll(name string, perm fs.FileMode) error
+	// SyncDir fsyncs a directory, making the creations, renames and
+	// removals in it durable.
+	SyncDir(name string) error
+}
+
+// File is an open file of an FS. *os.File implements it, so the OS file
+// system adds no wrapper, and no allocation, to the hot path.
+type File interface {
+	io.Reader
+	io.Writer
+	io.ReaderAt
+	io.WriterAt
+	io.Closer
+	// Truncate changes the file's size.
+	Truncate(size int64) error
+	// Sync fsyncs the file's data.
+	Sync() error
+	// Stat returns the file's size and modification time.
+	Stat() (fs.FileInfo, error)
+	// Name is the path the file was opened with.
+	Name() string
+}
+
+// OSFS is the operating system's file system; a nil Config.FS means it.
+var OSFS FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
+	f, err := os.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return f, nil
+}
+
+func (osFS) Remove(name string) error                     { return os.Remove(name) }
+func (osFS) RemoveAll(name string) error                  { return os.RemoveAll(name) }
+func (osFS) Rename(oldname, newname string) error         { return os.Rename(oldname, newname) }
+func (osFS) MkdirAll(name string, perm fs.FileMode) error { return os.MkdirAll(name, perm) }
+
+func (osFS) ReadDir(name string) ([]string, error) {
+	entries, err := os.ReadDir(name)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (osFS) SyncDir(name string) error {
+	d, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// orOS is fsys, or OSFS when it is nil.
+func orOS(fsys FS) FS {
+	if fsys == nil {
+		return OSFS
+	}
+	return fsys
+}
+
+// readFile reads a whole file through fsys.
+func readFile(fsys FS, name string) ([]byte, error) {
+	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return data, err
+}
+
+// mkdirDurable creates dir if it is missing and then fsyncs its parent, so
+// that the directory itself survives a crash (a log whose directory
+// vanished would lose everything fsynced inside it).
+func mkdirDurable(fsys FS, dir string) error {
+	if _, err := fsys.ReadDir(dir); err == nil {
+		return nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("fsync %s: %w", filepath.Dir(dir), err)
+	}
+	return nil
+}
+
+// sortedNames is names sorted, for FS implementations.
+func sortedNames(names []string) []string {
+	slices.Sort(names)
+	return names
+}
