@@ -140,3 +140,51 @@ func TestSlowOpenBlocksNoOtherPartition(t *testing.T) {
 		t.Fatalf("append to %s after its open: %v", slow, err)
 	}
 }
+
+// TestBecomeLeaderOrFollowerReportsApplied: the result says what the
+// replica applied (role and epoch, whether the epoch is new), and a stale
+// state reports nothing applied; a StopReplica of an older leader epoch
+// stops nothing.
+func TestBecomeLeaderOrFollowerReportsApplied(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	m := newTestManager(t, 1, "", clock)
+	cfg := cluster.DefaultLogConfig()
+	apply := func(leader, epoch, zkVersion int32) Transition {
+		t.Helper()
+		st := leaderState(leader, epoch, []int32{1, 2}, []int32{1, 2}, cfg)
+		st.LeaderAndIsr.ZkVersion = zkVersion
+		res := m.BecomeLeaderOrFollower([]PartitionState{st})
+		if len(res) != 1 {
+			t.Fatalf("results %v, want one for %s", res, tp0)
+		}
+		return res[tp0]
+	}
+	for _, c := range []struct {
+		name                  string
+		leader, epoch, zkVers int32
+		want                  Transition
+	}{
+		{"leader", 1, 5, 0, Transition{Applied: true, Role: RoleLeader, LeaderEpoch: 5, NewEpoch: true}},
+		{"same epoch, new ISR", 1, 5, 1, Transition{Applied: true, Role: RoleLeader, LeaderEpoch: 5}},
+		{"stale zkVersion", 1, 5, 0, Transition{}},
+		{"stale epoch naming another leader", 2, 4, 2, Transition{}},
+		{"follower", 2, 6, 3, Transition{Applied: true, Role: RoleFollower, LeaderEpoch: 6, NewEpoch: true}},
+		{"stale epoch naming this broker", 1, 5, 4, Transition{}},
+	} {
+		if got := apply(c.leader, c.epoch, c.zkVers); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if stopped, err := m.StopReplica(tp0, false, 5); stopped || !errors.Is(err, ErrFencedLeaderEpoch) {
+		t.Fatalf("StopReplica in epoch 5 of a replica in 6: stopped %v, %v; want ErrFencedLeaderEpoch", stopped, err)
+	}
+	if len(m.Hosted()) != 1 {
+		t.Fatalf("a stale stop stopped the replica: hosted %v", m.Hosted())
+	}
+	if stopped, err := m.StopReplica(tp0, false, 6); !stopped || err != nil {
+		t.Fatalf("StopReplica in the replica's epoch: stopped %v, %v", stopped, err)
+	}
+	if len(m.Hosted()) != 0 {
+		t.Fatalf("hosted after stop: %v", m.Hosted())
+	}
+}
