@@ -101,10 +101,10 @@
 // finish.
 //
 // Replica.mu guards role, epochs, ISR, HW, LEO, follower state and
-// producer state. A leader holds Replica.mu
-// while validating, assigning offsets and appending, a follower while
-// truncating and appending, and neither across a network call or a
-// StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
+// producer state. A leader holds Replica.mu while checking leadership and
+// producer sequences, assigning offsets and appending (the batch's record
+// walk runs before, without it), a follower while truncating and
+// appending, and neither across a network call or a StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
 // guards one fetcher's partitions and is never held while calling into a
 // Replica. Lock order:
 //

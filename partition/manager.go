@@ -554,7 +554,8 @@ func (m *Manager) waitOpening(tp cluster.TopicPartition) {
 }
 
 // StopReplicas closes the given replicas; with remove their directories
-// are deleted (topic deletion). A replica stopped without remove keeps its
+// are deleted (topic deletion), also a partition's that is on disk but not
+// open. A replica stopped without remove keeps its
 // checkpoint entries (HW, recovery point, log start), taken after its log
 // flushed on close, so a restart or a later open starts from them; with
 // remove they are dropped.
@@ -603,10 +604,24 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	r := m.replicas[tp]
 	m.mu.RUnlock()
 	if r == nil {
-		if remove {
-			m.mu.Lock()
-			delete(m.saved, tp)
-			m.mu.Unlock()
+		if !remove {
+			return nil
+		}
+		m.mu.Lock()
+		delete(m.saved, tp)
+		m.mu.Unlock()
+		// A log on disk but not open here (its topic was deleted while
+		// this broker was down) goes too, as Kafka deletes it from the
+		// LogManager: a topic created again under the name starts empty.
+		for _, dir := range m.cfg.LogDirs {
+			p := filepath.Join(dir, partitionDirName(tp))
+			if _, err := os.Stat(p); err != nil {
+				continue
+			}
+			if err := os.RemoveAll(p); err != nil {
+				return fmt.Errorf("stop replica %s: delete %s: %w", tp, p, err)
+			}
+			m.log.Info().Str("topic", tp.Topic).Int32("partition", tp.Partition).Str("dir", p).Msg("deleted log of a replica not open")
 		}
 		return nil
 	}

@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -186,5 +187,40 @@ func TestBecomeLeaderOrFollowerReportsApplied(t *testing.T) {
 	}
 	if len(m.Hosted()) != 0 {
 		t.Fatalf("hosted after stop: %v", m.Hosted())
+	}
+}
+
+// TestDeleteUnopenedReplica: a StopReplica with delete for a partition
+// whose log is on disk but not open here (the topic was deleted while this
+// broker was down) deletes the log and its checkpoint entries, so a topic
+// created again under the name starts empty.
+func TestDeleteUnopenedReplica(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	dir := filepath.Join(t.TempDir(), "logs")
+	m := newTestManager(t, 1, dir, clock)
+	st := leaderState(1, 0, []int32{1}, []int32{1}, cluster.DefaultLogConfig())
+	if err := m.ApplyPartitionStates([]PartitionState{st}); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, m, buildBatch(batchSpec{records: 3}), -1)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newTestManager(t, 1, dir, clock)
+	if stopped, err := m2.StopReplica(tp0, true, -2); !stopped || err != nil {
+		t.Fatalf("StopReplica with delete: stopped %v, %v", stopped, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, partitionDirName(tp0))); !os.IsNotExist(err) {
+		t.Fatalf("log directory after delete: %v, want it gone", err)
+	}
+	m2.writeCheckpoints(true)
+	if entries, err := logstore.ReadOffsetCheckpoint(filepath.Join(dir, logstore.ReplicationCheckpointFile)); err != nil || len(entries) != 0 {
+		t.Fatalf("HW checkpoint after delete: %v, %v; want empty", entries, err)
+	}
+	if err := m2.ApplyPartitionStates([]PartitionState{st}); err != nil {
+		t.Fatal(err)
+	}
+	if off, _, _, err := m2.ListOffset(tp0, LatestTimestamp, -1, AskerConsumer); err != nil || off != 0 {
+		t.Fatalf("recreated partition's end %d, %v; want 0", off, err)
 	}
 }
