@@ -10,9 +10,11 @@
 // A group lives in partition PartitionFor(id) = abs(Java
 // String.hashCode(id)) mod offsets.topic.num.partitions of
 // __consumer_offsets, and is coordinated by that partition's leader.
-// cmd/broker calls OnBecomeLeader(p, leaderEpoch) when a LeaderAndIsr
-// makes this broker leader of partition p, and OnBecomeFollower(p) when it
-// becomes a follower or the replica is stopped. Becoming leader starts a
+// cmd/broker calls OnBecomeLeader(p, leaderEpoch) when the replica of
+// partition p applied a LeaderAndIsr state making this broker leader, and
+// OnBecomeFollower(p) when it applied one making it a follower or a
+// StopReplica stopped it; a state or stop the replica refused as stale
+// (an older leader epoch) calls neither. Becoming leader starts a
 // load: the partition is read through Log.Read (ReplicaID -1, so bounded
 // by the high watermark) from the log start up to the log end offset the
 // replica had when it became leader; reading waits for the high watermark

@@ -24,7 +24,12 @@
 // epoch makes a follower: acks=all waiters fail with ErrNotLeader, and the
 // partition leaves its old fetcher and joins the new leader's in the
 // Truncating state, even when the leader did not change (KAFKA-7164).
-// Leader -1 means no leader: the follower just stops fetching.
+// Leader -1 means no leader: the follower just stops fetching. Its result
+// says per partition what was applied (Transition: the role and epoch
+// now held, or nothing for a stale state), so that what follows the role
+// (the group coordinator, in cmd/broker) follows the replica, not the
+// request. StopReplica refuses a stop of an older leader epoch than the
+// replica's (ErrFencedLeaderEpoch) and reports whether it stopped.
 //
 // # Fetchers
 //
@@ -113,10 +118,10 @@
 // finish.
 //
 // Replica.mu guards role, epochs, ISR, HW, LEO, follower state and
-// producer state. A leader holds Replica.mu
-// while validating, assigning offsets and appending, a follower while
-// truncating and appending, and neither across a network call or a
-// StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
+// producer state. A leader holds Replica.mu while checking leadership and
+// producer sequences, assigning offsets and appending (the batch's record
+// walk runs before, without it), a follower while truncating and
+// appending, and neither across a network call or a StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
 // guards one fetcher's partitions and is never held while calling into a
 // Replica. Lock order:
 //

@@ -398,11 +398,30 @@ func (m *Manager) ApplyPartitionStates(states []PartitionState) error {
 	results := m.BecomeLeaderOrFollower(states)
 	var errs []error
 	for _, st := range states {
-		if err := results[st.TopicPartition]; err != nil {
+		if err := results[st.TopicPartition].Err; err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Transition is what BecomeLeaderOrFollower did with one partition state,
+// so that what follows a partition's role (the group coordinator's load
+// and unload) can follow what the replica applied rather than what the
+// request said.
+type Transition struct {
+	// Err is why the state could not be applied (the log did not open,
+	// the replica or the Manager closed); the other fields are then zero.
+	Err error
+	// Applied is false when the state was ignored as stale: an older
+	// leader epoch, or an older zkVersion in the same epoch.
+	Applied bool
+	// Role and LeaderEpoch are the replica's once the state was applied.
+	Role        Role
+	LeaderEpoch int32
+	// NewEpoch is set when the leader or the leader epoch changed, not
+	// only the assignment, ISR or zkVersion.
+	NewEpoch bool
 }
 
 // BecomeLeaderOrFollower is what a LeaderAndIsr request becomes. A state
@@ -412,19 +431,30 @@ func (m *Manager) ApplyPartitionStates(states []PartitionState) error {
 // moves to the fetcher of the new leader in the Truncating state (leader
 // -1: no fetching). An older leader epoch is ignored; the same epoch and
 // leader only refresh the assignment, ISR and zkVersion. The result has
-// an entry, nil on success, for every partition of states.
-func (m *Manager) BecomeLeaderOrFollower(states []PartitionState) map[cluster.TopicPartition]error {
+// an entry for every partition of states, saying what was applied.
+func (m *Manager) BecomeLeaderOrFollower(states []PartitionState) map[cluster.TopicPartition]Transition {
 	now := m.cfg.Now()
-	out := make(map[cluster.TopicPartition]error, len(states))
+	out := make(map[cluster.TopicPartition]Transition, len(states))
 	for _, st := range states {
 		r, err := m.getOrOpen(st)
 		if err != nil {
-			out[st.TopicPartition] = err
+			out[st.TopicPartition] = Transition{Err: err}
 			continue
 		}
 		rc, err := r.applyState(st, now)
-		out[st.TopicPartition] = err
-		if err != nil || !rc.applied || !rc.newEpoch {
+		if err != nil {
+			out[st.TopicPartition] = Transition{Err: err}
+			continue
+		}
+		t := Transition{Applied: rc.applied, NewEpoch: rc.newEpoch, LeaderEpoch: rc.leaderEpoch, Role: RoleFollower}
+		if rc.leader == m.cfg.BrokerID {
+			t.Role = RoleLeader
+		}
+		if !rc.applied {
+			t = Transition{}
+		}
+		out[st.TopicPartition] = t
+		if !rc.applied || !rc.newEpoch {
 			continue
 		}
 		if rc.leader == m.cfg.BrokerID {
@@ -524,7 +554,8 @@ func (m *Manager) waitOpening(tp cluster.TopicPartition) {
 }
 
 // StopReplicas closes the given replicas; with remove their directories
-// are deleted (topic deletion). A replica stopped without remove keeps its
+// are deleted (topic deletion), also a partition's that is on disk but not
+// open. A replica stopped without remove keeps its
 // checkpoint entries (HW, recovery point, log start), taken after its log
 // flushed on close, so a restart or a later open starts from them; with
 // remove they are dropped.
@@ -538,6 +569,34 @@ func (m *Manager) StopReplicas(tps []cluster.TopicPartition, remove bool) error 
 	return errors.Join(errs...)
 }
 
+// StopReplica is one partition of a StopReplica request: it stops tp's
+// replica as StopReplicas does, unless leaderEpoch (the request's; -1 for
+// none, as before StopReplica v3, -2 during a deletion) is older than the
+// replica's leader epoch: then the request is stale (KIP-570), nothing
+// stops and the error wraps ErrFencedLeaderEpoch. Unlike Kafka, the
+// replica's own epoch does not fence the stop, because our controller
+// sends the epoch it holds, which the broker may have applied already (a
+// follower in a controlled shutdown). stopped says whether the replica is
+// gone (it may still have failed to close: err).
+func (m *Manager) StopReplica(tp cluster.TopicPartition, remove bool, leaderEpoch int32) (stopped bool, err error) {
+	if leaderEpoch >= 0 {
+		m.waitOpening(tp)
+		m.mu.RLock()
+		r := m.replicas[tp]
+		m.mu.RUnlock()
+		if r != nil {
+			r.mu.Lock()
+			current := r.leaderEpoch
+			r.mu.Unlock()
+			if leaderEpoch < current {
+				return false, fmt.Errorf("%w: stop replica %s in leader epoch %d, replica in %d",
+					ErrFencedLeaderEpoch, tp, leaderEpoch, current)
+			}
+		}
+	}
+	return true, m.stopReplica(tp, remove)
+}
+
 func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	m.waitOpening(tp) // a stop after a LeaderAndIsr still opening stops its replica
 	m.unfollow(tp)
@@ -545,10 +604,24 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	r := m.replicas[tp]
 	m.mu.RUnlock()
 	if r == nil {
-		if remove {
-			m.mu.Lock()
-			delete(m.saved, tp)
-			m.mu.Unlock()
+		if !remove {
+			return nil
+		}
+		m.mu.Lock()
+		delete(m.saved, tp)
+		m.mu.Unlock()
+		// A log on disk but not open here (its topic was deleted while
+		// this broker was down) goes too, as Kafka deletes it from the
+		// LogManager: a topic created again under the name starts empty.
+		for _, dir := range m.cfg.LogDirs {
+			p := filepath.Join(dir, partitionDirName(tp))
+			if _, err := os.Stat(p); err != nil {
+				continue
+			}
+			if err := os.RemoveAll(p); err != nil {
+				return fmt.Errorf("stop replica %s: delete %s: %w", tp, p, err)
+			}
+			m.log.Info().Str("topic", tp.Topic).Int32("partition", tp.Partition).Str("dir", p).Msg("deleted log of a replica not open")
 		}
 		return nil
 	}

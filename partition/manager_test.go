@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -138,5 +139,88 @@ func TestSlowOpenBlocksNoOtherPartition(t *testing.T) {
 	}
 	if _, err := m.Append(slow, buildBatch(batchSpec{}), 1); err != nil {
 		t.Fatalf("append to %s after its open: %v", slow, err)
+	}
+}
+
+// TestBecomeLeaderOrFollowerReportsApplied: the result says what the
+// replica applied (role and epoch, whether the epoch is new), and a stale
+// state reports nothing applied; a StopReplica of an older leader epoch
+// stops nothing.
+func TestBecomeLeaderOrFollowerReportsApplied(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	m := newTestManager(t, 1, "", clock)
+	cfg := cluster.DefaultLogConfig()
+	apply := func(leader, epoch, zkVersion int32) Transition {
+		t.Helper()
+		st := leaderState(leader, epoch, []int32{1, 2}, []int32{1, 2}, cfg)
+		st.LeaderAndIsr.ZkVersion = zkVersion
+		res := m.BecomeLeaderOrFollower([]PartitionState{st})
+		if len(res) != 1 {
+			t.Fatalf("results %v, want one for %s", res, tp0)
+		}
+		return res[tp0]
+	}
+	for _, c := range []struct {
+		name                  string
+		leader, epoch, zkVers int32
+		want                  Transition
+	}{
+		{"leader", 1, 5, 0, Transition{Applied: true, Role: RoleLeader, LeaderEpoch: 5, NewEpoch: true}},
+		{"same epoch, new ISR", 1, 5, 1, Transition{Applied: true, Role: RoleLeader, LeaderEpoch: 5}},
+		{"stale zkVersion", 1, 5, 0, Transition{}},
+		{"stale epoch naming another leader", 2, 4, 2, Transition{}},
+		{"follower", 2, 6, 3, Transition{Applied: true, Role: RoleFollower, LeaderEpoch: 6, NewEpoch: true}},
+		{"stale epoch naming this broker", 1, 5, 4, Transition{}},
+	} {
+		if got := apply(c.leader, c.epoch, c.zkVers); got != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+	if stopped, err := m.StopReplica(tp0, false, 5); stopped || !errors.Is(err, ErrFencedLeaderEpoch) {
+		t.Fatalf("StopReplica in epoch 5 of a replica in 6: stopped %v, %v; want ErrFencedLeaderEpoch", stopped, err)
+	}
+	if len(m.Hosted()) != 1 {
+		t.Fatalf("a stale stop stopped the replica: hosted %v", m.Hosted())
+	}
+	if stopped, err := m.StopReplica(tp0, false, 6); !stopped || err != nil {
+		t.Fatalf("StopReplica in the replica's epoch: stopped %v, %v", stopped, err)
+	}
+	if len(m.Hosted()) != 0 {
+		t.Fatalf("hosted after stop: %v", m.Hosted())
+	}
+}
+
+// TestDeleteUnopenedReplica: a StopReplica with delete for a partition
+// whose log is on disk but not open here (the topic was deleted while this
+// broker was down) deletes the log and its checkpoint entries, so a topic
+// created again under the name starts empty.
+func TestDeleteUnopenedReplica(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	dir := filepath.Join(t.TempDir(), "logs")
+	m := newTestManager(t, 1, dir, clock)
+	st := leaderState(1, 0, []int32{1}, []int32{1}, cluster.DefaultLogConfig())
+	if err := m.ApplyPartitionStates([]PartitionState{st}); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, m, buildBatch(batchSpec{records: 3}), -1)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newTestManager(t, 1, dir, clock)
+	if stopped, err := m2.StopReplica(tp0, true, -2); !stopped || err != nil {
+		t.Fatalf("StopReplica with delete: stopped %v, %v", stopped, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, partitionDirName(tp0))); !os.IsNotExist(err) {
+		t.Fatalf("log directory after delete: %v, want it gone", err)
+	}
+	m2.writeCheckpoints(true)
+	if entries, err := logstore.ReadOffsetCheckpoint(filepath.Join(dir, logstore.ReplicationCheckpointFile)); err != nil || len(entries) != 0 {
+		t.Fatalf("HW checkpoint after delete: %v, %v; want empty", entries, err)
+	}
+	if err := m2.ApplyPartitionStates([]PartitionState{st}); err != nil {
+		t.Fatal(err)
+	}
+	if off, _, _, err := m2.ListOffset(tp0, LatestTimestamp, -1, AskerConsumer); err != nil || off != 0 {
+		t.Fatalf("recreated partition's end %d, %v; want 0", off, err)
 	}
 }

@@ -45,7 +45,7 @@ func benchManager(b *testing.B) *partition.Manager {
 	cfg.SegmentBytes = 256 << 20
 	errs := m.BecomeLeaderOrFollower([]partition.PartitionState{{TopicPartition: benchTP, Replicas: []int32{1}, Config: cfg,
 		LeaderAndIsr: cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 1, Isr: []int32{1}}}})
-	if err := errs[benchTP]; err != nil {
+	if err := errs[benchTP].Err; err != nil {
 		b.Fatal(err)
 	}
 	return m

@@ -55,20 +55,25 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 			Config: c.topicConfig(p.TopicPartition.Topic),
 		})
 	}
-	for tp, err := range c.replicas.BecomeLeaderOrFollower(states) {
-		if err != nil {
-			errs[tp] = err
+	applied := c.replicas.BecomeLeaderOrFollower(states)
+	for tp, res := range applied {
+		if res.Err != nil {
+			errs[tp] = res.Err
 		}
 	}
-	// After the replicas: the coordinator loads a partition it now leads
-	// by reading it, and unloads one it lost (Kafka's onLeadershipChange).
+	// After the replicas, and as they applied the states: the coordinator
+	// loads a partition it now leads by reading it, and unloads one it
+	// lost (Kafka's onLeadershipChange). A state the replica ignored as
+	// stale changes nothing, or a stale request could unload the groups
+	// of a partition still led here, or start a load of one followed.
 	for _, st := range states {
 		tp := st.TopicPartition
-		if tp.Topic != group.Topic || errs[tp] != nil || c.groups == nil {
+		res := applied[tp]
+		if tp.Topic != group.Topic || c.groups == nil || res.Err != nil || !res.Applied {
 			continue
 		}
-		if st.LeaderAndIsr.Leader == c.brokerID {
-			c.groups.OnBecomeLeader(tp.Partition, st.LeaderAndIsr.LeaderEpoch)
+		if res.Role == partition.RoleLeader {
+			c.groups.OnBecomeLeader(tp.Partition, res.LeaderEpoch)
 		} else {
 			c.groups.OnBecomeFollower(tp.Partition)
 		}
@@ -76,14 +81,24 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 	return errs, nil
 }
 
+// StopReplica stops each partition (partition.Manager.StopReplica, which
+// refuses a stale leader epoch) and only then, for a partition of the
+// offsets topic whose replica stopped, unloads its groups, as Kafka's
+// handleStopReplicaRequest resigns only for partitions stopped without
+// error.
 func (c *controlPlane) StopReplica(_ context.Context, req cluster.StopReplicaRequest) (map[cluster.TopicPartition]error, error) {
 	errs := map[cluster.TopicPartition]error{}
 	for _, tp := range req.Partitions {
-		if tp.Topic == group.Topic && c.groups != nil {
-			c.groups.OnBecomeFollower(tp.Partition)
+		epoch, ok := req.LeaderEpochs[tp]
+		if !ok {
+			epoch = -1 // StopReplica before v3: no epoch to check
 		}
-		if err := c.replicas.StopReplicas([]cluster.TopicPartition{tp}, req.DeletePartitions); err != nil {
+		stopped, err := c.replicas.StopReplica(tp, req.DeletePartitions, epoch)
+		if err != nil {
 			errs[tp] = err
+		}
+		if stopped && tp.Topic == group.Topic && c.groups != nil {
+			c.groups.OnBecomeFollower(tp.Partition)
 		}
 	}
 	return errs, nil
