@@ -1,7 +1,7 @@
 // Package zkcoord is the broker's ZooKeeper layer: the session, broker
-// registration, controller election and the controller itself, the
-// metadata cache fed by watches, topic administration, leader-side ISR
-// writes and producer-id blocks. It owns every znode path
+// registration, controller election and the controller itself, a small
+// cache of brokers and topic configs fed by watches, topic administration,
+// leader-side ISR writes and producer-id blocks. It owns every znode path
 // (paths.go, the only place paths are built) and every znode payload
 // (json.go), written in Apache Kafka's own formats so that zkCli.sh and
 // Kafka's tools see a cluster that looks like Kafka's (2.4–2.6):
@@ -27,8 +27,10 @@
 //
 // It never touches logs or speaks the wire protocol: the controller's
 // requests leave through BrokerSender, which protocol implements, and
-// partition state reaches replicas only through those requests (or the
-// cache). It imports partition for StateWriter and ErrStateConflict only,
+// partition state reaches brokers only through those requests: no session
+// watches or caches a partition state znode (a broker serves metadata from
+// the protocol's MetadataCache, which UpdateMetadata fills, as Kafka's
+// does). It imports partition for StateWriter and ErrStateConflict only,
 // never protocol or logstore. Partition reassignment, preferred-election
 // and log-dir-event znodes are not implemented.
 //
@@ -96,8 +98,8 @@
 // session goroutine: when fenced it asks for resignation from a helper
 // goroutine. Broker queue goroutines send outside every lock.
 //
-// The exported read methods (Brokers, Topics, Topic, TopicConfig,
-// ControllerID, IsController, ControllerEpoch, BrokerEpoch) serve the cache
+// The exported read methods (Brokers, Broker, TopicConfig, ControllerID,
+// IsController, ControllerEpoch, BrokerEpoch) serve the cache
 // under Session.mu, never wait on ZooKeeper, and return copies the caller
 // owns. Changes delivers a value (buffer 1, never blocking) after each cache
 // update. CreateTopic, DeleteTopic, InitProducerID and WriteLeaderAndIsr

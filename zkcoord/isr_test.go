@@ -427,3 +427,69 @@ func TestZKWriteLeaderAndIsrUnknownOutcome(t *testing.T) {
 		}
 	})
 }
+
+// fourLetter sends a ZooKeeper four-letter command and returns the answer.
+func fourLetter(t *testing.T, addr, cmd string) string {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte(cmd)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// TestZKNoPartitionStateWatches: brokers learn partition states from the
+// controller's LeaderAndIsr and UpdateMetadata (the protocol's metadata
+// cache), as in Kafka, so no session watches a partition state znode:
+// one watch per partition per broker and N reads per ISR change fed a
+// cache nobody served from. ZooKeeper's wchp lists the watched paths.
+func TestZKNoPartitionStateWatches(t *testing.T) {
+	srv := zktest.Start(t)
+	s1 := startBroker(t, srv.Connect(), 1)
+	s2 := startBroker(t, srv.Connect(), 2)
+	eventually(t, 10*time.Second, func() error {
+		if len(s1.Brokers()) != 2 || s1.ControllerID() < 0 {
+			return errors.New("cluster not up")
+		}
+		return nil
+	})
+	ctx := context.Background()
+	if err := s1.CreateTopic(ctx, TopicSpec{Name: "watched", NumPartitions: 3, ReplicationFactor: 2}); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawConn(t, srv.Connect())
+	for p := int32(0); p < 3; p++ {
+		mustGet(t, raw, partitionStatePath("watched", p))
+	}
+	for _, s := range []*Session{s1, s2} {
+		eventually(t, 10*time.Second, func() error {
+			if _, ok := s.TopicConfig("watched"); !ok {
+				return errors.New("the topic is not in the session's cache")
+			}
+			return nil
+		})
+		// The session goroutine finishes what it was reading (the whole
+		// topic) before it runs this.
+		if err := s.do(ctx, func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	watches := fourLetter(t, srv.Addr, "wchp")
+	if !strings.Contains(watches, "/brokers/topics/watched") {
+		t.Fatalf("wchp lists no watch of the topic, so it shows nothing: %s", watches)
+	}
+	for _, line := range strings.Split(watches, "\n") {
+		if strings.HasSuffix(strings.TrimSpace(line), "/state") {
+			t.Errorf("partition state watched: %s", strings.TrimSpace(line))
+		}
+	}
+}

@@ -91,7 +91,8 @@ type Config struct {
 }
 
 // Session is one broker's ZooKeeper session: registration, controller
-// election, the metadata cache fed by watches, and topic administration.
+// election, the cache of brokers and topic configs fed by watches, and
+// topic administration.
 // All methods are safe for concurrent use. See the package doc for the
 // concurrency contract.
 type Session struct {

@@ -87,9 +87,10 @@ func TestZKCreatePartitionsAndAlterConfig(t *testing.T) {
 	if err := s1.CreateTopic(ctx, TopicSpec{Name: "grow", NumPartitions: 2, ReplicationFactor: 3}); err != nil {
 		t.Fatal(err)
 	}
+	raw := rawConn(t, srv.Connect())
 	eventually(t, 10*time.Second, func() error {
-		if ti, ok := s1.Topic("grow"); !ok || len(ti.Partitions) != 2 || ti.Partitions[1].State.Leader < 0 {
-			return fmt.Errorf("topic %+v", ti)
+		if st, err := stateOf(raw, "grow", 1); err != nil || st.Leader < 0 {
+			return fmt.Errorf("partition 1: %+v %v", st, err)
 		}
 		return nil
 	})
@@ -97,14 +98,13 @@ func TestZKCreatePartitionsAndAlterConfig(t *testing.T) {
 	if _, err := s1.CreatePartitions(ctx, PartitionSpec{Topic: "grow", Count: 4, ValidateOnly: true}); err != nil {
 		t.Fatal(err)
 	}
-	if ti, _ := s1.Topic("grow"); len(ti.Partitions) != 2 {
-		t.Fatalf("validate only changed the topic: %+v", ti)
+	if data, _ := mustGet(t, raw, topicPath("grow")); len(mustDecodeAssignment(t, data)) != 2 {
+		t.Fatalf("validate only changed the topic: %s", data)
 	}
 	added, err := s1.CreatePartitions(ctx, PartitionSpec{Topic: "grow", Count: 4})
 	if err != nil || len(added) != 2 {
 		t.Fatalf("CreatePartitions: %v %v", added, err)
 	}
-	raw := rawConn(t, srv.Connect())
 	epoch := s1.ControllerEpoch()
 	for p := int32(2); p < 4; p++ {
 		replicas := added[p]
@@ -283,4 +283,13 @@ func TestZKConfigChangeNotificationsPurged(t *testing.T) {
 	if !exists(foreign) {
 		t.Fatalf("%s purged: it is no config change notification", foreign)
 	}
+}
+
+func mustDecodeAssignment(t *testing.T, data []byte) map[int32][]int32 {
+	t.Helper()
+	a, err := decodeTopicAssignment("grow", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

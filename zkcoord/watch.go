@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-
-	"github.com/kafkazk/broker/cluster"
 )
 
 // Watches. ZooKeeper watches fire once, so every read by the session
@@ -28,7 +26,6 @@ const (
 	wController                         // /controller
 	wTopics                             // children of /brokers/topics
 	wTopic                              // /brokers/topics/<t>
-	wState                              // /brokers/topics/<t>/partitions/<p>/state
 	wConfig                             // /config/topics/<t>
 	wDeleteTopics                       // children of /admin/delete_topics
 	wIsrChanges                         // children of /isr_change_notification (controller only)
@@ -38,7 +35,7 @@ const (
 type watchKey struct {
 	kind  watchKind
 	topic string
-	id    int32 // broker id or partition
+	id    int32 // broker id
 }
 
 type watchFire struct {
@@ -47,12 +44,14 @@ type watchFire struct {
 	ev    zk.Event
 }
 
-// topicEntry is one topic in the cache. Its maps are replaced or mutated
-// only by the session goroutine under s.mu; readers copy under s.mu.
+// topicEntry is one topic in the cache: only its config. Partition
+// assignments and states are not cached: the controller reads them fresh
+// into its own context, and brokers learn them from its LeaderAndIsr and
+// UpdateMetadata requests (the protocol's metadata cache), as in Kafka, so
+// no broker watches a partition state znode. Its map is replaced only by
+// the session goroutine under s.mu; readers copy under s.mu.
 type topicEntry struct {
-	assignment map[int32][]int32
-	states     map[int32]cluster.LeaderAndIsr
-	config     map[string]string
+	config map[string]string
 }
 
 // arm forwards the one event of ch to the session goroutine.
@@ -160,8 +159,6 @@ func (s *Session) handleFire(f watchFire) {
 	case wTopic:
 		err = s.refreshTopic(f.key.topic, false)
 		s.postController(pendingEvents{topics: map[string]bool{f.key.topic: true}})
-	case wState:
-		err = s.refreshState(f.key.topic, f.key.id)
 	case wConfig:
 		err = s.refreshConfig(f.key.topic)
 		s.postController(pendingEvents{configs: map[string]bool{f.key.topic: true}})
@@ -283,106 +280,40 @@ func (s *Session) refreshTopics(full bool) error {
 // dropTopicLocked removes t from the cache and forgets its watches. Caller
 // holds s.mu and is the session goroutine.
 func (s *Session) dropTopicLocked(t string) {
-	e, ok := s.topics[t]
-	if !ok {
+	if _, ok := s.topics[t]; !ok {
 		return
 	}
 	delete(s.topics, t)
 	delete(s.armed, watchKey{kind: wTopic, topic: t})
 	delete(s.armed, watchKey{kind: wConfig, topic: t})
-	for p := range e.assignment {
-		delete(s.armed, watchKey{kind: wState, topic: t, id: p})
-	}
 	s.changed = true
 	s.log.Info().Str("topic", t).Msg("topic removed")
 }
 
-// refreshTopic reads a topic's assignment, then its config and the state of
-// each new partition (all of them if full or the topic is new).
+// refreshTopic reads a topic's assignment znode, re-arming its watch (a
+// fire tells the controller of new partitions), and the config of a topic
+// new to the cache (or of every topic if full).
 func (s *Session) refreshTopic(t string, full bool) error {
 	p := topicPath(t)
-	data, _, ok, err := s.readData(watchKey{kind: wTopic, topic: t}, p)
+	_, _, ok, err := s.readData(watchKey{kind: wTopic, topic: t}, p)
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
 	if !ok {
-		s.mu.Lock()
 		s.dropTopicLocked(t)
 		s.mu.Unlock()
 		return nil
 	}
-	assignment, err := decodeTopicAssignment(t, data)
-	if err != nil {
-		s.log.Error().Err(err).Str("topic", t).Str("zk_path", p).Msg("ignoring topic assignment")
-		return nil
-	}
-	var fresh []int32
-	s.mu.Lock()
-	e, known := s.topics[t]
+	_, known := s.topics[t]
 	if !known {
-		e = &topicEntry{states: make(map[int32]cluster.LeaderAndIsr)}
-		s.topics[t] = e
-		s.log.Info().Str("topic", t).Int("partitions", len(assignment)).Msg("topic added")
-	}
-	for part := range e.assignment {
-		if _, still := assignment[part]; !still {
-			delete(e.states, part)
-			delete(s.armed, watchKey{kind: wState, topic: t, id: part})
-		}
-	}
-	for part := range assignment {
-		if _, had := e.assignment[part]; full || !known || !had {
-			fresh = append(fresh, part)
-		}
-	}
-	e.assignment = assignment
-	s.changed = true
-	s.mu.Unlock()
-
-	var first error
-	if full || !known {
-		first = s.refreshConfig(t)
-	}
-	for _, part := range fresh {
-		if err := s.refreshState(t, part); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// refreshState reads one partition state znode of a cached topic.
-func (s *Session) refreshState(t string, part int32) error {
-	s.mu.Lock()
-	e, ok := s.topics[t]
-	if ok {
-		_, ok = e.assignment[part]
-	}
-	s.mu.Unlock()
-	if !ok {
-		return nil // the partition is gone: let its watch lapse
-	}
-	p := partitionStatePath(t, part)
-	data, stat, ok, err := s.readData(watchKey{kind: wState, topic: t, id: part}, p)
-	if err != nil {
-		return err
-	}
-	var st cluster.LeaderAndIsr
-	if ok {
-		if st, err = decodePartitionState(data, stat.Version); err != nil {
-			s.log.Error().Err(err).Str("zk_path", p).Msg("ignoring partition state")
-			ok = false
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, still := s.topics[t]; still {
-		if ok {
-			e.states[part] = st
-		} else {
-			delete(e.states, part)
-		}
+		s.topics[t] = &topicEntry{}
 		s.changed = true
+		s.log.Info().Str("topic", t).Msg("topic added")
+	}
+	s.mu.Unlock()
+	if full || !known {
+		return s.refreshConfig(t)
 	}
 	return nil
 }

@@ -93,6 +93,16 @@ func mustGet(t *testing.T, z *zkConn, p string) ([]byte, *zk.Stat) {
 	return data, st
 }
 
+// stateOf reads a partition state znode directly: no session caches
+// partition states.
+func stateOf(z *zkConn, topic string, p int32) (cluster.LeaderAndIsr, error) {
+	data, stat, err := z.Get(partitionStatePath(topic, p))
+	if err != nil {
+		return cluster.LeaderAndIsr{}, fmt.Errorf("get %s: %w", partitionStatePath(topic, p), err)
+	}
+	return decodePartitionState(data, stat.Version)
+}
+
 // eventually polls fn until it returns nil or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, fn func() error) {
 	t.Helper()
@@ -409,13 +419,13 @@ func TestZKSessionExpiry(t *testing.T) {
 	mu.Unlock()
 
 	// The cache of broker 1 still follows ZooKeeper through re-armed watches.
-	if err := s2.CreateTopic(context.Background(), TopicSpec{Name: "after-expiry", NumPartitions: 2, ReplicationFactor: 2}); err != nil {
+	if err := s2.CreateTopic(context.Background(), TopicSpec{Name: "after-expiry", NumPartitions: 2, ReplicationFactor: 2,
+		Configs: map[string]string{"retention.ms": "1000"}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() error {
-		ti, ok := s1.Topic("after-expiry")
-		if !ok || len(ti.Partitions) != 2 || ti.Partitions[1].State.ZkVersion != 0 || len(ti.Partitions[1].State.Isr) != 2 {
-			return fmt.Errorf("broker 1 sees %+v %v", ti, ok)
+		if cfg, ok := s1.TopicConfig("after-expiry"); !ok || cfg["retention.ms"] != "1000" {
+			return fmt.Errorf("broker 1 sees config %v %v", cfg, ok)
 		}
 		if bs := s1.Brokers(); len(bs) != 2 || bs[0].Epoch != s1.BrokerEpoch() {
 			return fmt.Errorf("broker 1 sees brokers %+v", bs)
@@ -497,23 +507,11 @@ func TestZKCreateTopic(t *testing.T) {
 		t.Fatal("no Changes notification")
 	}
 	eventually(t, 10*time.Second, func() error {
-		ti, ok := s1.Topic("orders")
-		if !ok || len(ti.Partitions) != 4 || ti.Config["retention.ms"] != "60000" {
-			return fmt.Errorf("cache has %+v %v", ti, ok)
-		}
-		for _, p := range ti.Partitions {
-			if p.State.Leader != assignment[p.Partition][0] || len(p.State.Isr) != 3 || len(p.Offline) != 0 || p.State.ZkVersion != 0 {
-				return fmt.Errorf("partition %+v", p)
-			}
-		}
-		if cfg, ok := s1.TopicConfig("orders"); !ok || cfg["min.insync.replicas"] != "2" {
+		if cfg, ok := s1.TopicConfig("orders"); !ok || cfg["min.insync.replicas"] != "2" || cfg["retention.ms"] != "60000" {
 			return fmt.Errorf("TopicConfig %v %v", cfg, ok)
 		}
 		return nil
 	})
-	if ts := s1.Topics(); len(ts) != 1 || ts[0].Name != "orders" {
-		t.Fatalf("Topics %+v", ts)
-	}
 
 	// Explicit assignment naming a broker that then goes offline.
 	if err := s1.CreateTopic(ctx, TopicSpec{Name: "manual", NumPartitions: -1, ReplicationFactor: -1,
@@ -594,7 +592,7 @@ func TestZKDeleteTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() error {
-		if _, ok := s1.Topic("doomed"); !ok {
+		if _, ok := s1.TopicConfig("doomed"); !ok {
 			return errors.New("not in the cache")
 		}
 		return nil
@@ -610,7 +608,7 @@ func TestZKDeleteTopic(t *testing.T) {
 			}
 		}
 		for _, s := range []*Session{s1, s2} {
-			if _, ok := s.Topic("doomed"); ok {
+			if _, ok := s.TopicConfig("doomed"); ok {
 				return errors.New("still in a cache")
 			}
 		}
@@ -643,9 +641,12 @@ func TestZKDeleteTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, func() error {
-		ti, ok := s2.Topic("doomed")
-		if !ok || len(ti.Partitions) != 1 || ti.Partitions[0].State.Leader < 0 || len(ti.Config) != 0 {
-			return fmt.Errorf("recreated topic: %+v %v", ti, ok)
+		cfg, ok := s2.TopicConfig("doomed")
+		if !ok || len(cfg) != 0 {
+			return fmt.Errorf("recreated topic: config %v %v", cfg, ok)
+		}
+		if st, err := stateOf(raw, "doomed", 0); err != nil || st.Leader < 0 {
+			return fmt.Errorf("recreated topic: state %+v %v", st, err)
 		}
 		return nil
 	})
