@@ -88,7 +88,7 @@ func TestReplicationFollowerBelowLeaderLogStart(t *testing.T) {
 	sw := &memStateWriter{state: cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 1, Isr: []int32{1}, ControllerEpoch: 1}}
 	leader := newReplicaManager(t, 1, nil, sw)
 	st := partition.PartitionState{TopicPartition: tp, Replicas: []int32{1, 2}, Config: cfg, LeaderAndIsr: sw.state}
-	if err := leader.BecomeLeaderOrFollower([]partition.PartitionState{st})[tp]; err != nil {
+	if err := leader.BecomeLeaderOrFollower([]partition.PartitionState{st})[tp].Err; err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {
@@ -106,7 +106,7 @@ func TestReplicationFollowerBelowLeaderLogStart(t *testing.T) {
 	follower := newReplicaManager(t, 2, client, nil)
 	fst := st
 	fst.LeaderAndIsr.Isr = []int32{1}
-	if err := follower.BecomeLeaderOrFollower([]partition.PartitionState{fst})[tp]; err != nil {
+	if err := follower.BecomeLeaderOrFollower([]partition.PartitionState{fst})[tp].Err; err != nil {
 		t.Fatal(err)
 	}
 	follower.Start()
