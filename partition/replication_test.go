@@ -558,3 +558,34 @@ func runRandomSim(t *testing.T, seed int64, steps int) {
 		t.Fatalf("after healing: leader isr %v, znode isr %v, %d acks pending", st.Isr, s.zk.get().Isr, len(s.pending))
 	}
 }
+
+// TestReplicationFollowerBelowLeaderLogStart: a follower that was down
+// while the leader's log start moved past its LEO (DeleteRecords here,
+// retention in production) restarts its log at the leader's log start,
+// learnt from ListOffsets EARLIEST since an errored Fetch partition carries
+// no log start, catches up and rejoins the ISR. protocol's test of the
+// same name runs it over the wire.
+func TestReplicationFollowerBelowLeaderLogStart(t *testing.T) {
+	cfg := cluster.DefaultLogConfig()
+	cfg.MinInsyncReplicas = 1
+	s := newSim(t, 3, cfg)
+	s.fail(3)
+	for range 10 {
+		s.produce(2, -1)
+		s.catchUp()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.mgr(1).DeleteRecords(ctx, tp0, 12, func(int32) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	s.restart(3)
+	s.catchUp()
+	leader, follower := s.status(1), s.status(3)
+	if follower.LogStartOffset != 12 || follower.LogEndOffset != leader.LogEndOffset {
+		t.Fatalf("follower log [%d, %d), want [12, %d)", follower.LogStartOffset, follower.LogEndOffset, leader.LogEndOffset)
+	}
+	if isr := s.zk.get().Isr; !slices.Contains(isr, 3) {
+		t.Fatalf("znode ISR %v, want 3 back in it", isr)
+	}
+}
