@@ -72,8 +72,11 @@
 // resolve): such a write may have landed, putting its members in the
 // znode ISR where the controller may elect them. It is the ISR again
 // after a successful write (which proves the failed ones, based on the
-// same zkVersion, did not land) or a newer state from the controller. The HW is checkpointed for leaders and followers
-// alike (replication-offset-checkpoint) and restored on open.
+// same zkVersion, did not land) or a newer state from the controller; so
+// that a member of a write that did not land cannot hold the HW for ever,
+// the expiration pass writes the ISR (changed or not) once such a member
+// is out of sync. The HW is checkpointed for leaders and followers alike
+// (replication-offset-checkpoint) and restored on open.
 //
 // Idempotent producers: per producer id the replica keeps the producer epoch
 // and the last five batches' sequence ranges with their offsets, so a retried
