@@ -90,11 +90,15 @@
 //
 // # Concurrency
 //
-// Manager.mu guards the replica map; Replica.mu guards role, epochs, ISR,
-// HW, LEO, follower state and producer state. A leader holds Replica.mu
-// while validating, assigning offsets and appending, a follower while
-// truncating and appending, and neither across a network call or a
-// StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
+// Manager.mu guards the replica map; Replica.mu guards role, epochs, ISR
+// and maximal ISR, HW, LEO, follower state, producer state and the acks=all
+// waiter list. A waiter's outcome is sent under Replica.mu on its own
+// buffered channel (capacity 1, one send per wait), so completing waiters
+// never blocks; a waiter whose context ends takes itself off the list
+// under Replica.mu, or else receives the outcome already sent. A leader
+// holds Replica.mu while validating, assigning offsets and appending, a
+// follower while truncating and appending, and neither across a network
+// call or a StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
 // guards one fetcher's partitions and is never held while calling into a
 // Replica. Lock order:
 //
