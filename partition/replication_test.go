@@ -489,12 +489,15 @@ var simSeed = flag.Int64("seed", 0, "replay TestReplicationRandom with this seed
 
 // TestReplicationRandom drives the sim with seeded random steps: produce
 // (acks=all or 1), follower fetches, clock jumps with ISR expiration, cuts
-// and heals, broker failures and restarts with clean elections. The
+// and heals, broker failures and restarts with clean elections, and, from
+// a second stream, ISR writes that land but lose their reply. The
 // invariants are checked after every step; at the end every broker is
 // healed and restarted and the logs must be identical. A failure names its
 // seed; -seed replays it.
 func TestReplicationRandom(t *testing.T) {
-	seeds := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
+	// With lost ISR write replies, 101 and 404 failed before the maximal
+	// ISR: acks=all acknowledged a batch a znode ISR member lacked.
+	seeds := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 101, 404}
 	if *simSeed != 0 {
 		seeds = []int64{*simSeed}
 	}
@@ -508,8 +511,15 @@ func TestReplicationRandom(t *testing.T) {
 
 func runRandomSim(t *testing.T, seed int64, steps int) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	// Faults draw from their own stream, so the steps stay those of seed.
+	faults := rand.New(rand.NewPCG(uint64(seed), 1))
 	s := newSim(t, 3, cluster.DefaultLogConfig())
 	for step := 0; step < steps; step++ {
+		if faults.IntN(8) == 0 {
+			s.zk.mu.Lock()
+			s.zk.loseNext = true
+			s.zk.mu.Unlock()
+		}
 		leader := s.zk.get().Leader
 		id := s.replicas[rng.IntN(len(s.replicas))]
 		switch op := rng.IntN(10); {
@@ -547,6 +557,12 @@ func runRandomSim(t *testing.T, seed int64, steps int) {
 	for _, id := range s.deadBrokers() {
 		s.restart(id)
 	}
+	s.zk.mu.Lock()
+	s.zk.loseNext = false
+	s.zk.mu.Unlock()
+	// The controller's next LeaderAndIsr tells a leader whose write
+	// lost its reply what the znode holds.
+	s.push()
 	s.catchUp()
 	s.produce(1, -1)
 	s.catchUp()
