@@ -69,3 +69,45 @@ func BenchmarkHighWatermark(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCommitWaiters is the acks=all waiter list at a depth of N
+// waits, the steady state of a pipelined producer: each round adds a
+// waiter at the next offset and moves the HW by one, which completes the
+// oldest waiter and touches no other. Waiters are pooled, so rounds
+// allocate only when the list's array regrows.
+//
+//	go test -run='^$' -bench=CommitWaiters -benchmem ./partition/
+func BenchmarkCommitWaiters(b *testing.B) {
+	for _, depth := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("waiters=%d", depth), func(b *testing.B) {
+			r := &Replica{isr: []int32{1}}
+			r.cfg.MinInsyncReplicas = 1
+			ring := make([]*commitWaiter, depth)
+			next := int64(0)
+			add := func() {
+				w := commitWaiterPool.Get().(*commitWaiter)
+				w.lastOffset = next
+				ring[next%int64(depth)] = w
+				next++
+				r.addWaiterLocked(w)
+			}
+			for range depth {
+				add()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				r.hw++
+				r.completeWaitersLocked()
+				w := ring[(r.hw-1)%int64(depth)]
+				if err := <-w.done; err != nil {
+					b.Fatal(err)
+				}
+				commitWaiterPool.Put(w)
+				add()
+			}
+			if r.waiterWakeups != uint64(b.N) || len(r.waiters) != depth {
+				b.Fatalf("%d wakeups in %d rounds, %d waiters left", r.waiterWakeups, b.N, len(r.waiters))
+			}
+		})
+	}
+}

@@ -77,8 +77,11 @@
 // resolve): such a write may have landed, putting its members in the
 // znode ISR where the controller may elect them. It is the ISR again
 // after a successful write (which proves the failed ones, based on the
-// same zkVersion, did not land) or a newer state from the controller. The HW is checkpointed for leaders and followers
-// alike (replication-offset-checkpoint) and restored on open.
+// same zkVersion, did not land) or a newer state from the controller; so
+// that a member of a write that did not land cannot hold the HW for ever,
+// the expiration pass writes the ISR (changed or not) once such a member
+// is out of sync. The HW is checkpointed for leaders and followers alike
+// (replication-offset-checkpoint) and restored on open.
 //
 // # Checkpoints
 //
@@ -117,11 +120,16 @@
 // partition, StopReplicas and Close wait for the placeholder's open to
 // finish.
 //
-// Replica.mu guards role, epochs, ISR, HW, LEO, follower state and
-// producer state. A leader holds Replica.mu while checking leadership and
-// producer sequences, assigning offsets and appending (the batch's record
-// walk runs before, without it), a follower while truncating and
-// appending, and neither across a network call or a StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
+// Replica.mu guards role, epochs, ISR and maximal ISR, HW, LEO, follower
+// state, producer state and the acks=all waiter list. A waiter's outcome
+// is sent under Replica.mu on its own buffered channel (capacity 1, one
+// send per wait), so completing waiters never blocks; a waiter whose
+// context ends takes itself off the list under Replica.mu, or else
+// receives the outcome already sent. A leader holds Replica.mu while
+// checking leadership and producer sequences, assigning offsets and
+// appending (the batch's record walk runs before, without it), a follower
+// while truncating and appending, and neither across a network call or a
+// StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
 // guards one fetcher's partitions and is never held while calling into a
 // Replica. Lock order:
 //

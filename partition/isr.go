@@ -84,21 +84,39 @@ func (r *Replica) maybeExpandIsrLocked(id int32) *isrChange {
 	return r.proposeIsrLocked(append(slices.Clone(r.isr), id), true)
 }
 
-// maybeShrinkIsrLocked proposes removing the out-of-sync followers.
-// Caller holds r.mu.
+// maybeShrinkIsrLocked proposes removing the out-of-sync followers. It
+// also writes the ISR when a member only of the maximal ISR (of a failed
+// write whose outcome is unknown) is out of sync, even if the ISR itself
+// is unchanged: the write's success proves the failed one did not land
+// and lets the HW leave that member behind, where otherwise only a new
+// state from the controller would. Caller holds r.mu.
 func (r *Replica) maybeShrinkIsrLocked(now time.Time) *isrChange {
 	if !r.isLeaderLocked() || !r.isrWritable || r.isrChangeInFlight {
 		return nil
 	}
-	out := outOfSyncReplicas(r.log.LogEndOffset(), r.brokerID, r.isr, r.followers, now, r.lagTimeMax)
-	if len(out) == 0 {
+	leo := r.log.LogEndOffset()
+	out := outOfSyncReplicas(leo, r.brokerID, r.isr, r.followers, now, r.lagTimeMax)
+	var unresolved []int32
+	for _, id := range r.maximalIsr {
+		if slices.Contains(r.isr, id) {
+			continue
+		}
+		if f := r.followers[id]; f == nil || untilOutOfSync(f.logEndOffset, leo, f.lastCaughtUpTime, now, r.lagTimeMax) < 0 {
+			unresolved = append(unresolved, id)
+		}
+	}
+	if len(out) == 0 && len(unresolved) == 0 {
 		return nil
 	}
 	newIsr := slices.DeleteFunc(slices.Clone(r.isr), func(id int32) bool { return slices.Contains(out, id) })
 	for _, id := range out {
 		f := r.followers[id]
-		r.logger.Warn().Int32("replica", id).Int64("replica_leo", f.logEndOffset).Int64("leo", r.log.LogEndOffset()).
+		r.logger.Warn().Int32("replica", id).Int64("replica_leo", f.logEndOffset).Int64("leo", leo).
 			Dur("lag", now.Sub(f.lastCaughtUpTime)).Msg("follower out of sync, shrinking ISR")
+	}
+	if len(unresolved) > 0 {
+		r.logger.Warn().Ints32("replicas", unresolved).Ints32("isr", newIsr).Ints32("maximal_isr", r.maximalIsr).
+			Msg("out-of-sync followers may be in the ISR after a write of unknown outcome, writing the ISR without them")
 	}
 	return r.proposeIsrLocked(newIsr, false)
 }

@@ -27,6 +27,7 @@ type landingZK struct {
 	mu      sync.Mutex
 	state   cluster.LeaderAndIsr
 	reply   func(z *landingZK) error // called with z.mu held; nil means success
+	prev    cluster.LeaderAndIsr     // the znode before the last write, for reply
 	started chan struct{}            // a write has begun (capacity 1)
 	release chan struct{}            // nil: reply at once
 }
@@ -39,7 +40,7 @@ func (z *landingZK) WriteLeaderAndIsr(_ context.Context, tp cluster.TopicPartiti
 	}
 	st.Isr = slices.Clone(st.Isr)
 	st.ZkVersion++
-	z.state = st
+	z.prev, z.state = z.state, st
 	var err error
 	if z.reply != nil {
 		err = z.reply(z)
@@ -155,5 +156,51 @@ func TestAcksAllOverMaximalIsr(t *testing.T) {
 				t.Fatalf("wait once broker 2 has it: %v", err)
 			}
 		})
+	}
+}
+
+// TestMaximalIsrResolvedByShrink: an expansion write whose outcome stayed
+// unknown and which in fact did not land keeps the HW within the maximal
+// ISR; once the would-be member has been out of sync for longer than the
+// lag time, the ISR expiration pass writes the ISR without it, and that
+// write's success proves the first did not land: the HW moves on.
+func TestMaximalIsrResolvedByShrink(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	zk := &landingZK{state: cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 0, Isr: []int32{1}}, started: make(chan struct{}, 1)}
+	zk.reply = func(z *landingZK) error {
+		z.state = z.prev // lost before it applied
+		z.reply = nil
+		return errLostReply
+	}
+	m, err := NewManager(Config{BrokerID: 1, LogDirs: []string{filepath.Join(t.TempDir(), "logs")},
+		HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
+		RetentionCheckInterval: time.Hour, Now: clock.Now, StateWriter: zk,
+		Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	cfg := cluster.DefaultLogConfig()
+	cfg.MinInsyncReplicas = 1
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	first := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
+	if _, err := m.Read(tp0, ReadRequest{FetchOffset: first.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
+		t.Fatal(err)
+	}
+	second := mustAppend(t, m, buildBatch(batchSpec{records: 1}), -1)
+	clock.Advance(31 * time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	err = m.WaitCommitted(ctx, tp0, second.LastOffset, second.LeaderEpoch)
+	cancel()
+	if !errors.Is(err, ErrRequestTimedOut) {
+		t.Fatalf("wait while broker 2 may be in the ISR: %v, want ErrRequestTimedOut", err)
+	}
+	m.MaybeShrinkIsr(clock.Now())
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.WaitCommitted(ctx, tp0, second.LastOffset, second.LeaderEpoch); err != nil {
+		t.Fatalf("wait after the ISR was written without broker 2: %v (znode ISR %v)", err, zk.isr())
 	}
 }

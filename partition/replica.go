@@ -514,6 +514,13 @@ func (r *Replica) completeWaitersLocked() {
 	}
 	r.waiterWakeups += uint64(n)
 	clear(r.waiters[:n])
+	if n == len(r.waiters) {
+		// All done: start again at the front of the same array.
+		r.waiters = r.waiters[:0]
+		return
+	}
+	// Slide past them, not copy the rest down: the array is dropped for
+	// a new one when an append outgrows it.
 	r.waiters = r.waiters[n:]
 }
 

@@ -32,6 +32,9 @@ type fakeZK struct {
 	mu       sync.Mutex
 	state    cluster.LeaderAndIsr // ZkVersion is the znode version
 	conflict bool                 // every leader write fails with ErrStateConflict
+	// loseNext makes the next leader write land but lose its reply: an
+	// outcome the writer could not resolve.
+	loseNext bool
 	writes   []cluster.LeaderAndIsr
 	notified int
 }
@@ -46,6 +49,10 @@ func (z *fakeZK) WriteLeaderAndIsr(_ context.Context, tp cluster.TopicPartition,
 	st.ZkVersion = z.state.ZkVersion + 1
 	z.state = st
 	z.writes = append(z.writes, st)
+	if z.loseNext {
+		z.loseNext = false
+		return -1, fmt.Errorf("write state of %s: %w", tp, errLostReply)
+	}
 	return st.ZkVersion, nil
 }
 
@@ -481,7 +488,8 @@ func (s *sim) settle() {
 
 // check asserts the invariants: HW <= LEO everywhere; a leader's HW never
 // falls within its epoch; the leader is in its ISR; no two brokers lead
-// the same epoch; every acknowledged batch is on every live ISR member.
+// the same epoch; every acknowledged batch is on every live ISR member,
+// the leader's or the znode's.
 func (s *sim) check() {
 	s.t.Helper()
 	s.settle()
@@ -512,7 +520,17 @@ func (s *sim) check() {
 			s.t.Fatalf("leader %d hw fell from %d to %d in epoch %d", id, prev, st.HighWatermark, st.LeaderEpoch)
 		}
 		s.leaderHW[st.LeaderEpoch] = st.HighWatermark
-		for _, member := range st.Isr {
+		// The znode's ISR may hold members the leader does not know of
+		// (a write whose reply was lost): the controller may elect them.
+		members := slices.Clone(st.Isr)
+		if zk := s.zk.get(); zk.Leader == id && zk.LeaderEpoch == st.LeaderEpoch {
+			for _, m := range zk.Isr {
+				if !slices.Contains(members, m) {
+					members = append(members, m)
+				}
+			}
+		}
+		for _, member := range members {
 			if !s.alive(member) {
 				continue
 			}

@@ -93,10 +93,12 @@
 // # BrokerClient
 //
 // One connection per destination broker and purpose: follower traffic
-// (Fetch, OffsetForLeaderEpoch), controller traffic (LeaderAndIsr,
-// UpdateMetadata, StopReplica) and ControlledShutdown never share one, so
-// a long-polling Fetch never delays a LeaderAndIsr, and a controller
-// handling this broker's ControlledShutdown can still reach it. Requests
+// (Fetch, OffsetForLeaderEpoch, and ListOffsets EARLIEST for a fetch
+// offset out of range, partition.EarliestOffsetLister), controller
+// traffic (LeaderAndIsr, UpdateMetadata, StopReplica) and
+// ControlledShutdown never share one, so a long-polling Fetch never
+// delays a LeaderAndIsr, and a controller handling this broker's
+// ControlledShutdown can still reach it. Requests
 // on one connection go one at a time, under a per-connection semaphore
 // taken with the caller's context; BrokerClient.mu guards only the map of
 // connections and is never held with a semaphore. Requests are framed by

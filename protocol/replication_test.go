@@ -8,6 +8,7 @@ package protocol
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -123,5 +124,37 @@ func TestReplicationFollowerBelowLeaderLogStart(t *testing.T) {
 				fs.LogStartOffset, fs.LogEndOffset, ls.LogStartOffset, ls.LogEndOffset, ls.Isr, sw.isr())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestListEarliestOffsetRoundTrip: the follower's ListOffsets EARLIEST
+// goes out with its broker id as replica id (the leader answers it as a
+// replica), and comes back as the log start offset or partition's
+// sentinel for the partition's error code.
+func TestListEarliestOffsetRoundTrip(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "t", 1)
+	c := newBrokerClient(t, b)
+	tp := cluster.TopicPartition{Topic: "t", Partition: 0}
+	b.replicas.mu.Lock()
+	b.replicas.parts[tp].start = 5
+	b.replicas.askers = nil
+	b.replicas.mu.Unlock()
+	off, err := c.ListEarliestOffset(context.Background(), 1, tp, 3)
+	if err != nil || off != 5 {
+		t.Fatalf("earliest offset of %s: %d, %v; want 5", tp, off, err)
+	}
+	b.replicas.mu.Lock()
+	askers := slices.Clone(b.replicas.askers)
+	b.replicas.mu.Unlock()
+	if !slices.Equal(askers, []partition.OffsetsAsker{partition.AskerReplica}) {
+		t.Fatalf("askers %v, want one replica", askers)
+	}
+	gone := cluster.TopicPartition{Topic: "gone", Partition: 0}
+	if _, err := c.ListEarliestOffset(context.Background(), 1, gone, -1); !errors.Is(err, partition.ErrUnknownTopicOrPartition) {
+		t.Fatalf("earliest offset of %s: %v, want ErrUnknownTopicOrPartition", gone, err)
+	}
+	if _, err := c.ListEarliestOffset(context.Background(), 7, tp, -1); !errors.Is(err, cluster.ErrBrokerNotAvailable) {
+		t.Fatalf("unknown leader: %v", err)
 	}
 }
