@@ -85,6 +85,7 @@ type Log struct {
 	log zerolog.Logger // guarded by wmu
 	// Writer-only state, guarded by wmu.
 	unflushedRecords int64
+	indexScratch     [indexScratchBytes]byte // for segment.writeIndexes
 	// syncUntil, when above the recovery point, makes every append fsync
 	// (see noteTruncatedBelowLocked); 0 when off.
 	syncUntil        int64
@@ -138,8 +139,9 @@ var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 // unknown). As Kafka's LogLoader.recoverLog, every segment holding offsets
 // at or above recoveryPoint, and always the last one, is re-validated
 // batch by batch (CRC32C, framing, increasing offsets) and has its indexes
-// rebuilt; at the first invalid or torn batch that segment is truncated
-// there and every later segment is deleted (their records were never
+// rebuilt; at the first invalid or torn batch (or the end of a segment
+// that stops short of the next one) that segment is truncated there and
+// every later segment is deleted (their records were never
 // fsynced; followers fetch them again), and what was dropped is logged.
 // Segments wholly below recoveryPoint were fsynced and are trusted: they
 // keep their indexes unless one is missing or fails a sanity check, and
@@ -298,7 +300,7 @@ func (l *Log) load(recoveryPoint int64) error {
 			// largest timestamp from the last time index entry.
 			s.maybeAddTimeEntry(s.baseOffset)
 		}
-		if err := s.rewriteIndexes(); err != nil {
+		if err := s.rewriteIndexes(&l.indexScratch); err != nil {
 			return err
 		}
 		if err := s.sync(); err != nil {
@@ -588,7 +590,7 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	l.mu.Lock()
 	old.maybeAddTimeEntry(old.baseOffset)
 	l.mu.Unlock()
-	if err := old.writeIndexes(); err != nil {
+	if err := old.writeIndexes(&l.indexScratch); err != nil {
 		return nil, err
 	}
 	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs())
@@ -928,7 +930,7 @@ func (l *Log) TruncateTo(endOffset int64) error {
 	}
 	newLEO := s.nextOffset
 	var errs []error
-	errs = append(errs, s.rewriteIndexes())
+	errs = append(errs, s.rewriteIndexes(&l.indexScratch))
 	for _, r := range removed {
 		errs = append(errs, r.remove(l.fs, l.dir))
 	}
@@ -1169,7 +1171,7 @@ func (l *Log) flushLocked() error {
 		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= rp {
 			continue // wholly below the recovery point: already durable
 		}
-		if err := s.writeIndexes(); err != nil {
+		if err := s.writeIndexes(&l.indexScratch); err != nil {
 			return l.fail("flush", err)
 		}
 		if err := s.sync(); err != nil {
