@@ -357,8 +357,11 @@ func (l *Log) LogStartOffset() int64 { return l.logStartOffset.Load() }
 // LogEndOffset is the next offset to be assigned.
 func (l *Log) LogEndOffset() int64 { return l.logEndOffset.Load() }
 
-// RecoveryPoint is the offset below which everything is fsynced; it is
-// what the caller stores in recovery-point-offset-checkpoint.
+// RecoveryPoint is the offset below which everything (segment data,
+// indexes, directory entries) is fsynced; it is what the caller stores in
+// recovery-point-offset-checkpoint. It advances only after fsyncs (the
+// background flush after each roll, Flush, the flush policy, Close), never
+// after a failed one, and falls with truncations.
 func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 
 // LeaderEpochs is the log's leader epoch cache. Appends assign the leader
@@ -1184,7 +1187,9 @@ func (l *Log) flushLocked() error {
 }
 
 // Close flushes the log (so RecoveryPoint is LogEndOffset, ready to be
-// checkpointed) and closes its files. It is safe to call twice: the second
+// checkpointed), waits for the background flushes and closes its files. A
+// log that failed (ErrStorage) is closed without a flush and Close
+// returns the failure. It is safe to call twice: the second
 // call returns nil, and every other method then returns ErrClosed.
 func (l *Log) Close() error {
 	return l.close(true)
