@@ -28,11 +28,60 @@
 // index files: indexes live in memory (about 0.5% of the log's size at the
 // default index interval) and are written to disk on roll, flush and close.
 //
+// # File system seam
+//
+// Every file operation (segments, indexes, the offset checkpoints,
+// WriteFileAtomic, the leader-epoch-checkpoint) goes through an FS
+// (Config.FS; the FS variants of the checkpoint helpers). OSFS, the
+// default, hands out *os.File itself, so the seam costs the append path
+// no wrapper and no allocation. MemFS is a strict in-memory FS for tests,
+// after pebble's vfs.NewStrictMem: it fails any operation on demand and
+// can crash to the last synced state (unsynced data is lost; a file
+// created, renamed or removed without a directory fsync reverts).
+//
+// # Flushing, the recovery point and recovery
+//
+// Appends write into the page cache. A roll schedules a background flush
+// of everything below the new segment (Kafka's
+// flushUptoOffsetExclusive(newSegment.baseOffset)): it fsyncs the
+// directory, then each rolled segment's .log and indexes, and only then
+// advances RecoveryPoint to the new segment's base. Flush, the
+// FlushMessages/FlushMs policy and Close do the same up to LogEndOffset.
+// So RecoveryPoint is always an offset below which segment data, indexes
+// and directory entries are all fsynced; the caller checkpoints it
+// (recovery-point-offset-checkpoint) and passes it back to Open. A
+// truncation that takes RecoveryPoint down is made durable at once, and
+// the appends after it fsync until RecoveryPoint is back where it was, so
+// that a checkpoint written before the truncation never makes Open trust
+// rewritten, unsynced segments.
+//
+// Open follows Kafka's LogLoader.recoverLog: segments wholly below the
+// recovery point are trusted (only their indexes are sanity-checked and,
+// if needed, rebuilt); every later segment, and always the last, is
+// validated batch by batch, and at the first torn or invalid batch, or an
+// unflushed segment that ends before the next one starts, that segment
+// is truncated there and every later segment deleted (logged at Error
+// with what was dropped; followers fetch it again). Damage found in a
+// trusted segment while rebuilding its index is ErrCorrupt (Kafka would
+// truncate it and leave a gap).
+//
+// An fsync that fails is fatal for the log (ErrStorage, Kafka's
+// KAFKA_STORAGE_ERROR): a retried fsync can report success for data the
+// kernel dropped, so the log never advances RecoveryPoint again and
+// refuses every later write; the background flush logs its failure and
+// the next write returns it. The caller takes the log offline; reopening
+// it runs recovery.
+//
 // # Concurrency
 //
 // A Log allows one writer at a time and any number of concurrent readers.
 // Writers (appends, truncation, retention, flush, close, SetConfig)
-// serialise on Log.wmu and hold it across file writes and fsyncs. Log.mu (a
+// serialise on Log.wmu and hold it across file writes and fsyncs, except
+// the background flush of rolled segments: it holds Log.fmu, not wmu, so
+// appends go on during its fsyncs, and every writer that changes a
+// non-active segment's files or the recovery point (truncation,
+// retention, flush, close) takes fmu inside wmu. Close waits for the
+// scheduled background flushes. Log.mu (a
 // RWMutex) guards the segment list and what readers see of each segment:
 // readers (Read, OffsetForTimestamp) hold it shared for the whole read,
 // including the pread, while the writer takes it exclusively only to
@@ -45,7 +94,7 @@
 // and neither sees it change before it unlocks. LeaderEpochCache has its
 // own mutex and is safe on its own. The lock order is
 //
-//	Log.wmu -> Log.mu -> LeaderEpochCache.mu
+//	Log.wmu -> Log.fmu -> Log.mu -> LeaderEpochCache.mu
 //
 // and a caller may hold its own replica lock outside all of them
 // (partition's Replica.mu -> Log.wmu).
@@ -85,11 +134,17 @@
 //   - Every batch was CRC-checked on append and, when it lies at or above
 //     the recovery point or in the last segment, again on open. Reads check
 //     framing only.
-//   - Appends write with plain writes into the page cache; only Flush,
-//     FlushMessages, MaybeFlush/FlushMs and Close fsync. RecoveryPoint is the
-//     offset below which everything is fsynced; Open re-validates from there.
-//   - On open, a torn or corrupt tail of the last segment is truncated;
-//     damage anywhere else returns ErrCorrupt.
+//   - Appends write with plain writes into the page cache; rolls (in the
+//     background), Flush, FlushMessages, MaybeFlush/FlushMs and Close
+//     fsync. RecoveryPoint is the offset below which everything is
+//     fsynced; Open re-validates from there.
+//   - On open, damage at or above the recovery point is a torn tail: the
+//     log is cut at the first bad batch. Below it, damage found while
+//     rebuilding an index returns ErrCorrupt.
+//   - Each segment starts where the one before ends, unless a follower
+//     append carried an offset gap across a roll (leaders never leave
+//     one); recovery takes such a gap after an unflushed segment for a
+//     lost tail.
 //   - The leader epoch cache never holds an epoch starting at or above
 //     LogEndOffset, nor before LogStartOffset.
 package logstore

@@ -7,8 +7,9 @@ import "errors"
 // together with the operation and its target.
 var (
 	// ErrCorrupt is returned when bytes fail a CRC32C or framing check: a
-	// batch handed to an append (nothing was written), a segment damaged
-	// anywhere but its torn tail when a Log is opened, a batch read back
+	// batch handed to an append (nothing was written), a segment below
+	// the recovery point found damaged when a Log is opened (damage above
+	// it is a torn tail and is truncated), a batch read back
 	// from a segment, or a checkpoint file that does not parse. Corruption
 	// is its own class so that callers can choose between truncating and
 	// refusing to start.

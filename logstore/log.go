@@ -85,6 +85,10 @@ type Log struct {
 	log zerolog.Logger // guarded by wmu
 	// Writer-only state, guarded by wmu.
 	unflushedRecords int64
+	indexScratch     [indexScratchBytes]byte // for segment.writeIndexes
+	// syncUntil, when above the recovery point, makes every append fsync
+	// (see noteTruncatedBelowLocked); 0 when off.
+	syncUntil        int64
 	firstUnflushedMs int64 // -1 when nothing is unflushed
 	dirDirty         bool  // segment files were created or removed since the last fsync of dir
 
@@ -135,8 +139,9 @@ var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 // unknown). As Kafka's LogLoader.recoverLog, every segment holding offsets
 // at or above recoveryPoint, and always the last one, is re-validated
 // batch by batch (CRC32C, framing, increasing offsets) and has its indexes
-// rebuilt; at the first invalid or torn batch that segment is truncated
-// there and every later segment is deleted (their records were never
+// rebuilt; at the first invalid or torn batch (or the end of a segment
+// that stops short of the next one) that segment is truncated there and
+// every later segment is deleted (their records were never
 // fsynced; followers fetch them again), and what was dropped is logged.
 // Segments wholly below recoveryPoint were fsynced and are trusted: they
 // keep their indexes unless one is missing or fails a sanity check, and
@@ -243,6 +248,12 @@ func (l *Log) load(recoveryPoint int64) error {
 		if err != nil {
 			return err
 		}
+		if r.damage == nil && !last && !trusted && r.state.nextOffset < nextBase {
+			// Our segments are contiguous: an unflushed one that ends
+			// before the next begins lost its tail in the crash (the
+			// kernel wrote back a later file's pages but not its own).
+			r.damage = fmt.Errorf("segment ends at offset %d, before the next segment at %d", r.state.nextOffset, nextBase)
+		}
 		if r.damage != nil && trusted {
 			return fmt.Errorf("segment %d below the recovery point %d: %v: %w", s.baseOffset, recoveryPoint, r.damage, ErrCorrupt)
 		}
@@ -289,7 +300,7 @@ func (l *Log) load(recoveryPoint int64) error {
 			// largest timestamp from the last time index entry.
 			s.maybeAddTimeEntry(s.baseOffset)
 		}
-		if err := s.rewriteIndexes(); err != nil {
+		if err := s.rewriteIndexes(&l.indexScratch); err != nil {
 			return err
 		}
 		if err := s.sync(); err != nil {
@@ -346,8 +357,11 @@ func (l *Log) LogStartOffset() int64 { return l.logStartOffset.Load() }
 // LogEndOffset is the next offset to be assigned.
 func (l *Log) LogEndOffset() int64 { return l.logEndOffset.Load() }
 
-// RecoveryPoint is the offset below which everything is fsynced; it is
-// what the caller stores in recovery-point-offset-checkpoint.
+// RecoveryPoint is the offset below which everything (segment data,
+// indexes, directory entries) is fsynced; it is what the caller stores in
+// recovery-point-offset-checkpoint. It advances only after fsyncs (the
+// background flush after each roll, Flush, the flush policy, Close), never
+// after a failed one, and falls with truncations.
 func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 
 // LeaderEpochs is the log's leader epoch cache. Appends assign the leader
@@ -505,6 +519,13 @@ func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
 		l.firstUnflushedMs = l.cfg.nowMs()
 	}
 	l.unflushedRecords += info.NumRecords
+	if l.syncUntil > 0 {
+		if l.recoveryPoint.Load() >= l.syncUntil {
+			l.syncUntil = 0
+		} else {
+			return l.flushLocked()
+		}
+	}
 	if fm := l.cfg.FlushMessages; fm > 0 && fm != math.MaxInt64 && l.unflushedRecords >= fm {
 		return l.flushLocked()
 	}
@@ -572,7 +593,7 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	l.mu.Lock()
 	old.maybeAddTimeEntry(old.baseOffset)
 	l.mu.Unlock()
-	if err := old.writeIndexes(); err != nil {
+	if err := old.writeIndexes(&l.indexScratch); err != nil {
 		return nil, err
 	}
 	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs())
@@ -895,6 +916,7 @@ func (l *Log) TruncateTo(endOffset int64) error {
 	if r.damage != nil {
 		return fmt.Errorf("truncate %s to %d: segment %d: %v: %w", l.dir, endOffset, s.baseOffset, r.damage, ErrCorrupt)
 	}
+	oldRP := l.recoveryPoint.Load()
 	l.mu.Lock()
 	err = s.logFile.Truncate(newSize)
 	if err == nil {
@@ -911,18 +933,47 @@ func (l *Log) TruncateTo(endOffset int64) error {
 	}
 	newLEO := s.nextOffset
 	var errs []error
-	errs = append(errs, s.rewriteIndexes())
+	errs = append(errs, s.rewriteIndexes(&l.indexScratch))
 	for _, r := range removed {
 		errs = append(errs, r.remove(l.fs, l.dir))
 	}
 	if len(removed) > 0 {
 		l.dirDirty = true
 	}
+	if oldRP > newLEO {
+		errs = append(errs, l.noteTruncatedBelowLocked(oldRP, s))
+	}
 	errs = append(errs, l.failIf("truncate", l.epochs.TruncateFromEnd(newLEO)))
 	l.log.Info().Int64("offset", endOffset).Int64("leo", newLEO).Int64("old_leo", oldLEO).
 		Int("segments_removed", len(removed)).Msg("truncated log")
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("truncate %s to %d: %w", l.dir, endOffset, err)
+	}
+	return nil
+}
+
+// noteTruncatedBelowLocked is called when a truncation took the recovery
+// point down from oldRP. A recovery-point checkpoint written before it may
+// still say oldRP, and a crash before the caller checkpoints again would
+// make Open trust, below oldRP, segments now rewritten and not yet
+// fsynced. (Kafka's LogManager.truncateTo checkpoints at once; logstore
+// does not rely on its caller for it.) So the truncation is made durable
+// now (the directory, then s, the segment truncated into, when it is
+// non-nil) and every append fsyncs until the recovery point is back at
+// oldRP. Truncating below the recovery point is rare: a deep divergence,
+// or a follower out of range. Caller holds l.wmu and l.fmu.
+func (l *Log) noteTruncatedBelowLocked(oldRP int64, s *segment) error {
+	l.syncUntil = max(l.syncUntil, oldRP)
+	if l.dirDirty {
+		if err := syncDir(l.fs, l.dir); err != nil {
+			return l.fail("truncate", err)
+		}
+		l.dirDirty = false
+	}
+	if s != nil {
+		if err := s.sync(); err != nil {
+			return l.fail("truncate", err)
+		}
 	}
 	return nil
 }
@@ -963,12 +1014,14 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 		l.mu.Unlock()
 		return fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, errors.Join(append(errs, err)...))
 	}
+	oldRP := l.recoveryPoint.Load()
 	l.mu.Lock()
 	l.segments = []*segment{seg}
 	l.logStartOffset.Store(offset)
 	l.logEndOffset.Store(offset)
 	l.recoveryPoint.Store(offset)
 	l.mu.Unlock()
+	l.syncUntil = max(l.syncUntil, oldRP) // the directory is synced below
 	l.unflushedRecords, l.firstUnflushedMs = 0, -1
 	// Make the emptying durable at once, so that a crash cannot bring the
 	// old segments back beside the new one.
@@ -1028,29 +1081,49 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 	if n == 0 {
 		return 0, nil
 	}
+	deleted, lso, err := l.deleteFirstSegmentsLocked(n, 0)
+	errs := []error{err}
+	errs = append(errs, l.failIf("delete old segments", l.epochs.TruncateFromStart(lso)))
+	l.log.Info().Int("segments_deleted", deleted).Int64("log_start_offset", lso).Msg("deleted segments by retention")
+	if err := errors.Join(errs...); err != nil {
+		return deleted, fmt.Errorf("delete old segments of %s: %w", l.dir, err)
+	}
+	return deleted, nil
+}
+
+// deleteFirstSegmentsLocked deletes the first n segments (never the active
+// one), oldest first, and moves the log start to the largest of newStart,
+// the first remaining base offset and the current start. It stops at the
+// first segment whose files cannot be removed and keeps the later ones:
+// what is left on disk is then still contiguous, where deleting on past a
+// failure would leave an old segment before a gap. Caller holds l.wmu.
+func (l *Log) deleteFirstSegmentsLocked(n int, newStart int64) (deleted int, lso int64, err error) {
 	doomed := slices.Clone(l.segments[:n])
 	// A background flush may be syncing the segments this deletes.
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
+	oldStart := l.logStartOffset.Load()
 	l.mu.Lock()
 	l.segments = slices.Delete(l.segments, 0, n)
-	// A start moved by IncrementLogStartOffset may already be above the
-	// first remaining segment's base: it never moves back.
-	lso := max(l.segments[0].baseOffset, l.logStartOffset.Load())
+	lso = max(l.segments[0].baseOffset, oldStart, newStart)
 	l.logStartOffset.Store(lso)
 	l.mu.Unlock()
-	var errs []error
-	for _, s := range doomed {
-		errs = append(errs, s.remove(l.fs, l.dir))
+	if n > 0 {
+		l.dirDirty = true
 	}
-	l.dirDirty = true
-	errs = append(errs, l.failIf("delete old segments", l.epochs.TruncateFromStart(lso)))
-	l.log.Info().Int("segments_deleted", n).Int64("log_start_offset", lso).
-		Int64("first_segment", doomed[0].baseOffset).Msg("deleted segments by retention")
-	if err := errors.Join(errs...); err != nil {
-		return n, fmt.Errorf("delete old segments of %s: %w", l.dir, err)
+	for i, s := range doomed {
+		if err = s.remove(l.fs, l.dir); err != nil {
+			if keep := doomed[i+1:]; len(keep) > 0 {
+				l.mu.Lock()
+				l.segments = append(slices.Clone(keep), l.segments...)
+				lso = max(keep[0].baseOffset, oldStart, newStart)
+				l.logStartOffset.Store(lso)
+				l.mu.Unlock()
+			}
+			return i, lso, fmt.Errorf("delete segment %d: %w", s.baseOffset, err)
+		}
 	}
-	return n, nil
+	return n, lso, nil
 }
 
 // MaybeFlush applies the FlushMs policy with the clock at nowMs: it fsyncs
@@ -1101,7 +1174,7 @@ func (l *Log) flushLocked() error {
 		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= rp {
 			continue // wholly below the recovery point: already durable
 		}
-		if err := s.writeIndexes(); err != nil {
+		if err := s.writeIndexes(&l.indexScratch); err != nil {
 			return l.fail("flush", err)
 		}
 		if err := s.sync(); err != nil {
@@ -1114,7 +1187,9 @@ func (l *Log) flushLocked() error {
 }
 
 // Close flushes the log (so RecoveryPoint is LogEndOffset, ready to be
-// checkpointed) and closes its files. It is safe to call twice: the second
+// checkpointed), waits for the background flushes and closes its files. A
+// log that failed (ErrStorage) is closed without a flush and Close
+// returns the failure. It is safe to call twice: the second
 // call returns nil, and every other method then returns ErrClosed.
 func (l *Log) Close() error {
 	return l.close(true)

@@ -3,7 +3,6 @@ package logstore
 import (
 	"errors"
 	"fmt"
-	"slices"
 )
 
 // Moving the log start offset forward on request, as Kafka's
@@ -38,27 +37,14 @@ func (l *Log) IncrementLogStartOffset(offset int64) (deleted int, err error) {
 	for n < len(l.segments)-1 && l.segments[n+1].baseOffset <= offset {
 		n++
 	}
-	doomed := slices.Clone(l.segments[:n])
-	// A background flush may be syncing the segments this deletes.
-	l.fmu.Lock()
-	defer l.fmu.Unlock()
-	l.mu.Lock()
-	l.segments = slices.Delete(l.segments, 0, n)
-	l.logStartOffset.Store(offset)
-	l.mu.Unlock()
-	var errs []error
-	for _, s := range doomed {
-		errs = append(errs, s.remove(l.fs, l.dir))
-	}
-	if n > 0 {
-		l.dirDirty = true
-	}
+	deleted, _, err = l.deleteFirstSegmentsLocked(n, offset)
+	errs := []error{err}
 	errs = append(errs, l.failIf("move log start", l.epochs.TruncateFromStart(offset)))
-	l.log.Info().Int64("log_start_offset", offset).Int("segments_deleted", n).Msg("log start offset moved")
+	l.log.Info().Int64("log_start_offset", offset).Int("segments_deleted", deleted).Msg("log start offset moved")
 	if err := errors.Join(errs...); err != nil {
-		return n, fmt.Errorf("move log start of %s to %d: %w", l.dir, offset, err)
+		return deleted, fmt.Errorf("move log start of %s to %d: %w", l.dir, offset, err)
 	}
-	return n, nil
+	return deleted, nil
 }
 
 // Size is the number of bytes of record batches in the log's segments

@@ -1,6 +1,8 @@
 package logstore
 
 import (
+	"encoding/binary"
+	"slices"
 	"testing"
 	"time"
 )
@@ -25,5 +27,56 @@ func TestRollFlushAdvancesRecoveryPoint(t *testing.T) {
 	}
 	if rp := l.RecoveryPoint(); rp != activeBase {
 		t.Fatalf("RecoveryPoint %d after rolling to segment %d with no Flush, want %d", rp, activeBase, activeBase)
+	}
+}
+
+// TestFlushingAppendAllocations: with an fsync after every append, which
+// also writes the new index entries, an append still allocates only
+// AppendInfo.Batches (an index buffer made per flush would escape through
+// the File interface).
+func TestFlushingAppendAllocations(t *testing.T) { // not parallel: AllocsPerRun
+	cfg := testConfig(t)
+	cfg.IndexIntervalBytes = 1 // an index entry for every batch
+	cfg.FlushMessages = 1
+	l := openLog(t, t.TempDir(), cfg, 0)
+	batch := simpleBatch(2, 1)
+	mustAppend(t, l, slices.Clone(batch))
+	allocs := testing.AllocsPerRun(50, func() {
+		binary.BigEndian.PutUint64(batch, 0)
+		if _, err := l.AppendAsLeader(batch, 1, -1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 1 {
+		t.Fatalf("an fsyncing append allocates %v times, want 1", allocs)
+	}
+}
+
+// TestIndexesWrittenInChunks: indexes longer than the scratch buffer they
+// are written through come back whole when a trusted segment loads them.
+func TestIndexesWrittenInChunks(t *testing.T) {
+	t.Parallel()
+	const n = 1200 // > indexScratchBytes/8 and /12 entries
+	cfg := testConfig(t)
+	cfg.IndexIntervalBytes = 1
+	cfg.SegmentBytes = n * int64(len(simpleBatch(1, 0))) // batch n+1 rolls
+	dir := t.TempDir()
+	l := openLog(t, dir, cfg, 0)
+	for i := range n + 1 {
+		mustAppend(t, l, simpleBatch(1, int64(1000+i)))
+	}
+	want := slices.Clone(l.segments[0].index)
+	wantTime := slices.Clone(l.segments[0].timeIndex)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < n-1 || len(wantTime) < n-1 {
+		t.Fatalf("only %d index and %d time index entries", len(want), len(wantTime))
+	}
+	// Segment 0 is below the recovery point: its indexes are loaded.
+	l2 := openLog(t, dir, cfg, n+1)
+	s := l2.segments[0]
+	if len(l2.segments) != 2 || !slices.Equal(s.index, want) || !slices.Equal(s.timeIndex, wantTime) {
+		t.Fatalf("index of %d entries (time index %d) read back as %d (%d)", len(want), len(wantTime), len(s.index), len(s.timeIndex))
 	}
 }

@@ -321,37 +321,45 @@ func checkStoredOffsets(h *BatchHeader, expectNext, baseOffset, nextBase int64) 
 	return nil
 }
 
-// writeIndexes appends the index entries not yet in the files. Caller holds
+// indexScratchBytes is the size of the buffer index writes go through: a
+// multiple of both entry sizes.
+const indexScratchBytes = 170 * indexEntrySize * timeIndexEntrySize / 4 // 4080
+
+// writeIndexes appends the index entries not yet in the files, through
+// scratch (Log.indexScratch), so that a flush allocates nothing: a
+// buffer made here would escape through the File interface. Caller holds
 // Log.wmu.
-func (s *segment) writeIndexes() error {
-	if n := len(s.index) - s.indexWritten; n > 0 {
-		buf := make([]byte, n*indexEntrySize)
-		for i, e := range s.index[s.indexWritten:] {
+func (s *segment) writeIndexes(scratch *[indexScratchBytes]byte) error {
+	for s.indexWritten < len(s.index) {
+		n := min(len(s.index)-s.indexWritten, indexScratchBytes/indexEntrySize)
+		buf := scratch[:n*indexEntrySize]
+		for i, e := range s.index[s.indexWritten : s.indexWritten+n] {
 			binary.BigEndian.PutUint32(buf[i*indexEntrySize:], uint32(e.relOffset))
 			binary.BigEndian.PutUint32(buf[i*indexEntrySize+4:], uint32(e.position))
 		}
 		if _, err := s.indexFile.WriteAt(buf, int64(s.indexWritten)*indexEntrySize); err != nil {
 			return fmt.Errorf("write index of segment %d: %w", s.baseOffset, err)
 		}
-		s.indexWritten = len(s.index)
+		s.indexWritten += n
 	}
-	if n := len(s.timeIndex) - s.timeIndexWritten; n > 0 {
-		buf := make([]byte, n*timeIndexEntrySize)
-		for i, e := range s.timeIndex[s.timeIndexWritten:] {
+	for s.timeIndexWritten < len(s.timeIndex) {
+		n := min(len(s.timeIndex)-s.timeIndexWritten, indexScratchBytes/timeIndexEntrySize)
+		buf := scratch[:n*timeIndexEntrySize]
+		for i, e := range s.timeIndex[s.timeIndexWritten : s.timeIndexWritten+n] {
 			binary.BigEndian.PutUint64(buf[i*timeIndexEntrySize:], uint64(e.timestamp))
 			binary.BigEndian.PutUint32(buf[i*timeIndexEntrySize+8:], uint32(e.relOffset))
 		}
 		if _, err := s.timeIndexFile.WriteAt(buf, int64(s.timeIndexWritten)*timeIndexEntrySize); err != nil {
 			return fmt.Errorf("write time index of segment %d: %w", s.baseOffset, err)
 		}
-		s.timeIndexWritten = len(s.timeIndex)
+		s.timeIndexWritten += n
 	}
 	return nil
 }
 
 // rewriteIndexes replaces both index files with the in-memory entries,
 // after a rebuild or truncation. Caller holds Log.wmu.
-func (s *segment) rewriteIndexes() error {
+func (s *segment) rewriteIndexes(scratch *[indexScratchBytes]byte) error {
 	if err := s.indexFile.Truncate(0); err != nil {
 		return fmt.Errorf("truncate index of segment %d: %w", s.baseOffset, err)
 	}
@@ -359,7 +367,7 @@ func (s *segment) rewriteIndexes() error {
 		return fmt.Errorf("truncate time index of segment %d: %w", s.baseOffset, err)
 	}
 	s.indexWritten, s.timeIndexWritten = 0, 0
-	return s.writeIndexes()
+	return s.writeIndexes(scratch)
 }
 
 // sync fsyncs the segment's three files.

@@ -1,0 +1,84 @@
+package logstore
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"testing"
+)
+
+// TestMemFSStrict pins the crash semantics the crash tests rely on: only
+// synced data and synced directory entries survive a Crash.
+func TestMemFSStrict(t *testing.T) {
+	t.Parallel()
+	m := NewMemFS()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(m.MkdirAll("/d", 0o755))
+	must(m.SyncDir("/"))
+	create := func(name, data string, syncFile bool) {
+		t.Helper()
+		f, err := m.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		must(err)
+		_, err = f.Write([]byte(data))
+		must(err)
+		if syncFile {
+			must(f.Sync())
+		}
+		must(f.Close())
+	}
+	create("/d/synced-no-dirsync", "a", true)
+	must(m.SyncDir("/d"))
+	create("/d/unsynced-data", "c", false)
+	must(m.SyncDir("/d"))
+	create("/d/after-dirsync", "b", true) // synced data, entry never synced
+	f, err := m.OpenFile("/d/synced-no-dirsync", os.O_RDWR, 0)
+	must(err)
+	_, err = f.WriteAt([]byte("zzz"), 0) // not synced
+	must(err)
+	must(m.Rename("/d/unsynced-data", "/d/renamed")) // dir not synced after
+	// A failed fsync persists nothing, and nor does a retry.
+	m.SetInjector(func(op MemOp, name string) error {
+		if op == MemOpSync {
+			return ErrInjected
+		}
+		return nil
+	})
+	if err := f.Sync(); !errors.Is(err, ErrInjected) {
+		t.Fatalf("injected Sync: %v", err)
+	}
+	m.SetInjector(nil)
+	if err := f.Sync(); err != nil {
+		t.Fatalf("Sync after a failed one: %v", err)
+	}
+
+	m.Crash()
+	if _, err := f.ReadAt(make([]byte, 1), 0); !errors.Is(err, ErrInjected) {
+		t.Fatalf("a file opened before the crash still reads: %v", err)
+	}
+	names, err := m.ReadDir("/d")
+	must(err)
+	if len(names) != 2 || names[0] != "synced-no-dirsync" || names[1] != "unsynced-data" {
+		t.Fatalf("after crash /d holds %q, want [synced-no-dirsync unsynced-data]", names)
+	}
+	if data, err := m.ReadFile("/d/synced-no-dirsync"); err != nil || string(data) != "a" {
+		t.Fatalf("synced file holds %q %v, want a (the write after a failed fsync is lost)", data, err)
+	}
+	if data, err := m.ReadFile("/d/unsynced-data"); err != nil || len(data) != 0 {
+		t.Fatalf("unsynced file holds %q %v, want nothing", data, err)
+	}
+	if _, err := m.ReadFile("/d/renamed"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("rename without a directory sync survived: %v", err)
+	}
+
+	// WriteFileAtomicFS is durable when it returns.
+	must(WriteFileAtomicFS(m, "/d/ckpt", []byte("x")))
+	m.Crash()
+	if data, err := m.ReadFile("/d/ckpt"); err != nil || string(data) != "x" {
+		t.Fatalf("atomic file after crash: %q %v", data, err)
+	}
+}
