@@ -52,9 +52,9 @@ type ctrlHarness struct {
 	ctrlID int32
 	lines  *[]string // the output of the current command
 	sent   []sentRequest
-	topics map[string]bool // every topic the script created
-	// resigned is set when the controller asked to resign.
-	resigned bool
+	topics map[string]map[int32][]int32 // every topic the script created, by its last assignment
+	// zombies are deposed controllers that have not noticed, by broker id.
+	zombies map[int32]*controller
 	// verbose logs the controller (set CTRL_SCRIPT_LOG=1).
 	log zerolog.Logger
 }
@@ -67,7 +67,7 @@ type sentRequest struct {
 }
 
 func newCtrlHarness(t testing.TB) *ctrlHarness {
-	h := &ctrlHarness{t: t, store: newMemStore(), topics: map[string]bool{}, log: zerolog.Nop()}
+	h := &ctrlHarness{t: t, store: newMemStore(), topics: map[string]map[int32][]int32{}, zombies: map[int32]*controller{}, log: zerolog.Nop()}
 	h.lines = h.store.trace
 	if os.Getenv("CTRL_SCRIPT_LOG") != "" {
 		h.log = zerolog.New(zerolog.NewTestWriter(t))
@@ -163,23 +163,21 @@ func (h *ctrlHarness) elect(id int32) {
 	m.remove(controllerPath)
 	m.put(controllerPath, encodeController(id, 0), int64(id))
 	if h.ctrl != nil {
-		h.ctrl.stop()
-		h.ctrl.closeQueues()
+		if h.ctrl.id == id {
+			h.ctrl.stop()
+			h.ctrl.closeQueues()
+		} else {
+			h.zombies[h.ctrl.id] = h.ctrl // deposed, and it does not know
+		}
 	}
 	h.ctrlID = id
-	h.resigned = false
-	var c *controller
-	c = newControllerWith(controllerConfig{
+	c := newControllerWith(controllerConfig{
 		BrokerID: id, Epoch: epoch, EpochZkVersion: st.Version,
 		Store: m, Sender: h, Log: h.log,
 		NewQueue: func(b cluster.Broker) requestQueue { return &recQueue{to: b, send: h} },
 		Done:     make(chan struct{}),
-		Resign: func(rc *controller) {
-			if rc == c {
-				h.resigned = true
-			}
-		},
-		Now: func() time.Time { return time.Unix(0, 0) },
+		Resign:   func(*controller) {}, // the harness looks at c.fenced
+		Now:      func() time.Time { return time.Unix(0, 0) },
 	})
 	h.ctrl = c
 	m.takeEvents() // the failover reads everything
@@ -197,7 +195,7 @@ func (h *ctrlHarness) settle() {
 			h.store.takeEvents()
 			return
 		}
-		if h.resigned {
+		if h.ctrl.fenced {
 			if !h.store.expired {
 				return // fenced by a newer controller: the script goes on without it
 			}
@@ -274,6 +272,16 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		}
 		for _, id := range bs {
 			h.store.remove(brokerPath(id))
+			if h.ctrl != nil && h.ctrl.id == id {
+				// The controller dies with its broker (and its session's
+				// /controller with it): nobody handles events until the
+				// next election.
+				h.ctrl.stop()
+				h.ctrl.closeQueues()
+				h.ctrl = nil
+				h.store.remove(controllerPath)
+				h.printf("(controller %d died)", id)
+			}
 		}
 	case "topic":
 		if len(args) < 2 {
@@ -295,7 +303,7 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 				return "", err
 			}
 		}
-		h.topics[args[0]] = true
+		h.topics[args[0]] = a
 		h.store.put(configTopicPath(args[0]), encodeTopicConfig(cfg), 0)
 		h.store.put(topicPath(args[0]), encodeTopicAssignment(a), 0)
 	case "config":
@@ -377,6 +385,23 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 			return "", fmt.Errorf("shutdown ID")
 		}
 		h.shutdown(bs[0])
+	case "zombie":
+		// zombie ID: the deposed controller of broker ID handles a late
+		// event of every kind. Its writes must be fenced and it must
+		// resign. It has its own session, so no fault is injected in it.
+		bs, err := ids()
+		if err != nil || len(bs) != 1 || h.zombies[bs[0]] == nil {
+			return "", fmt.Errorf("zombie ID: no deposed controller %v", args)
+		}
+		z := h.zombies[bs[0]]
+		fault := h.store.fault
+		h.store.fault = memFault{}
+		z.step(pendingEvents{brokers: true, topicList: true, deletions: true, isrChanges: true})
+		h.store.fault = fault
+		h.printf("(controller %d fenced: %t)", z.id, z.fenced)
+		delete(h.zombies, bs[0])
+		h.store.takeEvents()
+		return strings.Join(*h.lines, "\n"), nil
 	case "dump":
 		h.dump()
 		return strings.Join(*h.lines, "\n"), nil
@@ -470,10 +495,24 @@ func (h *ctrlHarness) checkBrokersTold() error {
 	lastLAI := map[key]cluster.LeaderAndIsr{}
 	lastUM := map[key]cluster.LeaderAndIsr{}
 	stopped := map[key]bool{}
+	maxEpoch := map[int32]int32{} // a broker refuses an older controller's requests
 	for _, s := range h.sent {
 		if live[s.to.ID] != s.to.Epoch {
 			continue
 		}
+		var ce int32
+		switch {
+		case s.lai != nil:
+			ce = s.lai.ControllerEpoch
+		case s.um != nil:
+			ce = s.um.ControllerEpoch
+		case s.stp != nil:
+			ce = s.stp.ControllerEpoch
+		}
+		if ce < maxEpoch[s.to.ID] {
+			continue
+		}
+		maxEpoch[s.to.ID] = ce
 		switch {
 		case s.lai != nil:
 			for _, pa := range s.lai.Partitions {
@@ -525,7 +564,20 @@ func (h *ctrlHarness) checkBrokersTold() error {
 			}
 		}
 	}
-	// Deleted topics: every broker that knew a partition learns it is gone.
+	// Deleted topics: their live replicas were told to delete them, and
+	// every broker that knew a partition learns it is gone.
+	for _, t := range slices.Sorted(maps.Keys(h.topics)) {
+		if m.nodes[topicPath(t)] != nil {
+			continue
+		}
+		for p, replicas := range h.topics[t] {
+			for _, r := range replicas {
+				if _, ok := live[r]; ok && !stopped[key{r, cluster.TopicPartition{Topic: t, Partition: p}}] {
+					errs = append(errs, fmt.Sprintf("broker %d: deleted %s/%d: no StopReplica(delete)", r, t, p))
+				}
+			}
+		}
+	}
 	for k, um := range lastUM {
 		if m.nodes[topicPath(k.tp.Topic)] == nil && um.Leader != LeaderDuringDelete {
 			errs = append(errs, fmt.Sprintf("broker %d: deleted %s/%d: last UpdateMetadata has leader %d, not %d",
