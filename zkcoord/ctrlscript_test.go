@@ -153,6 +153,13 @@ func (h *ctrlHarness) StopReplica(_ context.Context, to cluster.Broker, req clus
 // /controller_epoch, create /controller, start a controller and let it
 // run its failover.
 func (h *ctrlHarness) elect(id int32) {
+	h.newController(id)
+	h.settle()
+}
+
+// newController is elect without running anything: the new controller
+// has its failover still to do.
+func (h *ctrlHarness) newController(id int32) *controller {
 	m := h.store
 	epoch, err := decodeControllerEpoch(m.nodes[controllerEpochPath].data)
 	if err != nil {
@@ -181,7 +188,7 @@ func (h *ctrlHarness) elect(id int32) {
 	})
 	h.ctrl = c
 	m.takeEvents() // the failover reads everything
-	h.settle()
+	return c
 }
 
 // settle lets the controller run until it has no events and no work

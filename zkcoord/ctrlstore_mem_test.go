@@ -36,6 +36,7 @@ type memStore struct {
 	calls   int
 	fault   memFault
 	expired bool // the controller's session expired (faultExpiry)
+	down    bool // every call fails with zk.ErrConnectionClosed (disconnected)
 	events  pendingEvents
 	// trace receives a line per applied controller write; the scripted
 	// tests share it with their recording sender.
@@ -170,6 +171,9 @@ func (m *memStore) call() (faultKind, error) {
 	m.calls++
 	if m.expired {
 		return faultNone, zk.ErrSessionExpired
+	}
+	if m.down {
+		return faultNone, zk.ErrConnectionClosed
 	}
 	if m.fault.kind == faultNone || m.fault.at != i {
 		return faultNone, nil
