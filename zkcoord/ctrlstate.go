@@ -107,11 +107,12 @@ func (c *controller) adoptUnknown(tp cluster.TopicPartition, cur cluster.LeaderA
 	return true
 }
 
-// setState records a state this controller wrote.
+// setState records a state this controller wrote; a new live leader of
+// an existing partition counts as an election (afterEvent).
 func (c *controller) setState(tp cluster.TopicPartition, st cluster.LeaderAndIsr, msg string) {
 	old, had := c.states[tp]
 	c.states[tp] = st
-	if st.Leader >= 0 && (!had || old.Leader != st.Leader) {
+	if had && st.Leader >= 0 && old.Leader != st.Leader {
 		c.elected++
 	}
 	c.log.Info().Str("topic", tp.Topic).Int32("partition", tp.Partition).Int32("leader", st.Leader).
@@ -292,6 +293,11 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 			}
 			return next, ch
 		})
+		if ch {
+			// Even on an error: an earlier write found to have landed
+			// is announced now.
+			changed = append(changed, tp)
+		}
 		if err != nil {
 			if err := c.stepError(err); err != nil {
 				return changed, err
@@ -299,11 +305,8 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 			continue
 		}
 		delete(c.work.reconcile, tp)
-		if ch {
-			changed = append(changed, tp)
-			if lastUnclean {
-				c.metrics.UncleanLeaderElection(tp)
-			}
+		if ch && lastUnclean {
+			c.metrics.UncleanLeaderElection(tp)
 		}
 	}
 	return changed, nil
