@@ -129,17 +129,28 @@ func (c *controller) onTopicChange(list bool, touched map[string]bool) error {
 // the request in one fenced multi, then UpdateMetadata with leader -2 so
 // every broker drops the partitions from its cache. A deletion is
 // recorded in c.deleting when it starts, so that one whose multi landed
-// with its reply lost is still announced: its request is gone from
-// /admin/delete_topics at the next read.
+// with its reply lost is still announced: its request and its topic are
+// gone at the next read.
 func (c *controller) onDeleteTopics() error {
 	kids, _, err := c.store.Children(deleteTopicsRootPath)
 	if err != nil {
 		return fmt.Errorf("children %s: %w", deleteTopicsRootPath, err)
 	}
 	for _, t := range slices.Sorted(maps.Keys(c.deleting)) {
-		if !slices.Contains(kids, t) {
-			c.finishDeletion(t)
+		if slices.Contains(kids, t) {
+			continue
 		}
+		// The request is gone: our multi landed, unless someone removed
+		// the request by hand and the topic is still there.
+		exists, _, err := c.store.Exists(topicPath(t))
+		if err != nil {
+			return fmt.Errorf("exists %s: %w", topicPath(t), err)
+		}
+		if exists {
+			delete(c.deleting, t)
+			continue
+		}
+		c.finishDeletion(t)
 	}
 	slices.Sort(kids)
 	var first error
