@@ -30,7 +30,8 @@ import (
 //
 // Then every scenario is run again once per ZooKeeper call of the
 // controller and per fault (connection lost before or after the write is
-// applied, session expiry, a concurrent writer), with the fault injected
+// applied, after it and again at the read-back, session expiry, a
+// concurrent writer), with the fault injected
 // at that call: the expected output is not compared (retries change it),
 // but the end must be the same: the same znodes with the same leaders and
 // ISRs, and every live broker must have been told the final state of each
@@ -731,7 +732,7 @@ func TestControllerScriptFaults(t *testing.T) {
 			ref := runScript(t, blocks, memFault{}, false)
 			want, wantRelaxed := ref.snapshot(true), ref.snapshot(false)
 			calls := ref.store.calls
-			for _, kind := range []faultKind{faultLossBefore, faultLossAfter, faultExpiry, faultBadVersion} {
+			for _, kind := range []faultKind{faultLossBefore, faultLossAfter, faultLossAfterTwice, faultExpiry, faultBadVersion} {
 				for i := range calls {
 					f := memFault{at: i, kind: kind}
 					h := runScript(t, blocks, f, false)
@@ -756,7 +757,7 @@ func TestControllerScriptFaults(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%d controller calls, each with 4 faults", calls)
+			t.Logf("%d controller calls, each with 5 faults", calls)
 		})
 	}
 }

@@ -21,6 +21,8 @@ import (
 //     zk.ErrConnectionClosed.
 //   - faultExpiry: the session expires: nothing applied, and this and
 //     every later call of that session fail with zk.ErrSessionExpired.
+//   - faultLossAfterTwice: as faultLossAfter, and the next call (the
+//     read-back) fails with zk.ErrConnectionClosed too, before it applies.
 //   - faultBadVersion: another writer (a leader writing its ISR) rewrites
 //     every node the request sets, bumping its version, just before it
 //     arrives, so a conditional set meets zk.ErrBadVersion.
@@ -56,10 +58,11 @@ const (
 	faultLossAfter
 	faultExpiry
 	faultBadVersion
+	faultLossAfterTwice
 )
 
 func (k faultKind) String() string {
-	return [...]string{"none", "conn-loss-before-apply", "conn-loss-after-apply", "session-expiry", "bad-version"}[k]
+	return [...]string{"none", "conn-loss-before-apply", "conn-loss-after-apply", "session-expiry", "bad-version", "conn-loss-after-apply-and-read-back"}[k]
 }
 
 // memFault injects kind at the call with index at (0-based).
@@ -175,6 +178,9 @@ func (m *memStore) call() (faultKind, error) {
 	if m.down {
 		return faultNone, zk.ErrConnectionClosed
 	}
+	if m.fault.kind == faultLossAfterTwice && m.fault.at+1 == i {
+		return faultLossBefore, zk.ErrConnectionClosed
+	}
 	if m.fault.kind == faultNone || m.fault.at != i {
 		return faultNone, nil
 	}
@@ -265,7 +271,7 @@ func (m *memStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		}
 	}
 	res, err := m.apply(ops)
-	if kind == faultLossAfter {
+	if kind == faultLossAfter || kind == faultLossAfterTwice {
 		return nil, zk.ErrConnectionClosed
 	}
 	return res, err
