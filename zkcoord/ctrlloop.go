@@ -130,8 +130,8 @@ type controllerConfig struct {
 	// Done is the Session's; closed, it stops the loop.
 	Done <-chan struct{}
 	// Resign is called once, on the loop, when this controller must stop
-	// (fenced or its session lost). It must not block.
-	Resign func(c *controller)
+	// (fenced or its session lost; why says which). It must not block.
+	Resign func(c *controller, why string)
 	// Now is the clock (time.Now if nil); only durations are taken from it.
 	Now func() time.Time
 }
@@ -196,10 +196,10 @@ func newController(s *Session, epoch, epochZkVersion int32) *controller {
 		LeaderImbalanceCheckInterval:       s.cfg.LeaderImbalanceCheckInterval,
 		LeaderImbalancePerBrokerPercentage: s.cfg.LeaderImbalancePerBrokerPercentage,
 		Done:                               s.done,
-		Resign: func(c *controller) {
+		Resign: func(c *controller, why string) {
 			s.goFunc(func() {
 				_ = s.do(context.Background(), func() error {
-					s.controllerFenced(c)
+					s.controllerFenced(c, why)
 					return nil
 				})
 			})
@@ -447,9 +447,13 @@ func (c *controller) checkFenced(err error) bool {
 	}
 	if !c.fenced {
 		c.fenced = true
-		c.log.Warn().Err(err).Msg("controller fenced or session lost; resigning")
+		why := "controller epoch moved"
+		if zkSessionLost(err) {
+			why = "zookeeper session lost"
+		}
+		c.log.Warn().Err(err).Str("reason", why).Msg("controller resigning")
 		if c.cfg.Resign != nil {
-			c.cfg.Resign(c)
+			c.cfg.Resign(c, why)
 		}
 	}
 	return true

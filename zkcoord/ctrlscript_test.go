@@ -184,7 +184,7 @@ func (h *ctrlHarness) newController(id int32) *controller {
 		Store: m, Sender: h, Log: h.log,
 		NewQueue: func(b cluster.Broker) requestQueue { return &recQueue{to: b, send: h} },
 		Done:     make(chan struct{}),
-		Resign:   func(*controller) {}, // the harness looks at c.fenced
+		Resign:   func(*controller, string) {}, // the harness looks at c.fenced
 		Now:      func() time.Time { return time.Unix(0, 0) },
 	})
 	h.ctrl = c
