@@ -15,7 +15,7 @@ import (
 
 // Topic administration (AdminZkClient createTopic/deleteTopic). Any broker
 // writes a new topic's config and assignment; the controller, watching
-// /brokers/topics, creates the partition states (ctrlloop.go).
+// /brokers/topics, creates the partition states (ctrlstate.go).
 
 // TopicSpec is one topic to create.
 type TopicSpec struct {

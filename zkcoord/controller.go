@@ -180,17 +180,19 @@ func (s *Session) resign(why string) {
 }
 
 // controllerFenced runs on the session goroutine when controller c found
-// its epoch check failing: another controller has a newer epoch. It
-// resigns and, if /controller is still our own node, deletes it so that a
-// new election runs (KC triggerControllerMove).
-func (s *Session) controllerFenced(c *controller) {
+// its epoch check failing (another controller has a newer epoch) or its
+// session gone; why says which. It resigns and, if /controller is still
+// our own node, deletes it so that a new election runs (KC
+// triggerControllerMove). After an expiry the node went with the old
+// session, and the new session's resync re-enters the election.
+func (s *Session) controllerFenced(c *controller, why string) {
 	s.mu.Lock()
 	current := s.ctrl == c
 	s.mu.Unlock()
 	if !current {
 		return
 	}
-	s.resign("controller epoch moved")
+	s.resign(why)
 	_, st, err := s.zk.Get(controllerPath)
 	if err == nil && st.EphemeralOwner == s.zk.c.SessionID() {
 		if err := s.zk.Delete(controllerPath, st.Version); err != nil && !errors.Is(err, zk.ErrNoNode) {

@@ -39,18 +39,46 @@
 // While this broker holds /controller, one goroutine (controller.run in
 // ctrlloop.go) owns the controller context: live brokers with their epochs
 // (registration czxid), every topic's assignment and every partition's
-// last state. On failover it reads all of it, deletes stale ISR change
-// notifications, sends UpdateMetadata (all partitions) to every live broker,
-// then LeaderAndIsr to each for the partitions it replicates, creates the
-// state of partitions that have none, elects leaders where the leader is
-// dead or -1, drops dead replicas from ISRs and finishes topic deletions.
+// last state. Its files have one job each: ctrlloop.go is the loop and its
+// work, ctrlstore.go its ZooKeeper access and reads, ctrlstate.go the
+// partition state writes, ctrlrequests.go the requests it sends,
+// ctrlbrokers.go and ctrltopics.go the event handlers, election.go the
+// pure decisions, sender.go the per-broker send queues.
+//
+// On failover it reads all of it, deletes stale ISR change notifications,
+// sends UpdateMetadata (all partitions) to every live broker, then
+// LeaderAndIsr to each for the partitions it replicates, creates the state
+// of partitions that have none, elects leaders where the leader is dead or
+// -1, drops dead replicas from ISRs and finishes topic deletions.
 // Afterwards it handles coalesced events posted by the session goroutine's
 // watches (broker changes, new topics and partitions, deletions, ISR change
-// notifications), ControlledShutdown calls and the auto leader rebalance
-// tick. Decisions are pure functions (election.go: ElectLeader,
-// ElectControlledShutdownLeader, ElectPreferredLeader, PreferredElections
-// and the unexported offlineTransition and initialState); the loop reads
-// each partition's state znode fresh before deciding, never its cache.
+// notifications, topic configs), ControlledShutdown calls and the auto
+// leader rebalance tick. Decisions are pure functions (election.go:
+// ElectLeader, ElectControlledShutdownLeader, ElectPreferredLeader,
+// PreferredElections and the unexported offlineTransition and
+// initialState); the loop reads each partition's state znode fresh before
+// deciding, never its cache, and reads what else a decision needs (a
+// topic's unclean.leader.election.enable) before it, not inside it.
+//
+// The controller reaches ZooKeeper only through ctrlStore, which *zkConn
+// implements (an in-memory memStore with per-call fault injection drives
+// the scripted tests in testdata/controller). What an event leaves to do is
+// durable work (ctrlWork): started brokers owed their metadata and
+// LeaderAndIsr, partitions owed a first state, partitions owed an election
+// or ISR removal, failed event handlers (which re-read what they cover),
+// and started topic deletions (c.deleting). An item is removed only when
+// it is done; a lost connection stops the step, and the loop retries what
+// is left after a backoff (100 ms doubling to 5 s) until it succeeds, as
+// Kafka's controller retries ZooKeeper requests until reconnected, staying
+// responsive to stop meanwhile. A write that fails with a lost connection
+// (zk.ErrConnectionClosed and kin) has an unknown outcome: the state is
+// read back at once, or at its next read if that fails too (c.unknown); if
+// the stored leader, leader epoch, ISR and controller epoch are the ones
+// written, it landed: the controller adopts the read zkVersion and
+// announces it like any change. A deletion whose request is gone from
+// /admin/delete_topics landed too. An expired session ends the controller
+// as a failed epoch check does (see Fencing).
+//
 // Requests go through one bounded queue and goroutine per destination
 // broker incarnation (sender.go), retried with backoff until the broker
 // dies or re-registers, so a dead broker never blocks the others or the
@@ -135,9 +163,10 @@
 // are also conditional on the state's own zkVersion: BADVERSION on the
 // state means a leader changed the ISR, so the loop re-reads and decides
 // again; a failed epoch check, or a state znode written by a newer
-// controller epoch, means another controller exists: the loop stops, the
+// controller epoch, means another controller exists, and
+// zk.ErrSessionExpired means our /controller is gone: the loop stops, the
 // session resigns and deletes /controller if it is still its own, and the
-// election runs again. Every request carries the controller epoch and the
+// election runs again (after an expiry, on the new session). Every request carries the controller epoch and the
 // receiver's broker epoch, so brokers can refuse a deposed controller and
 // requests meant for an earlier incarnation. Leader ISR writes carry no
 // epoch check (as in Kafka); a leader whose zkVersion is stale gets

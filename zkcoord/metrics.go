@@ -1,7 +1,6 @@
 package zkcoord
 
 import (
-	"slices"
 	"time"
 
 	"github.com/kafkazk/broker/cluster"
@@ -47,20 +46,4 @@ func (s *Session) OfflinePartitionsCount() int {
 		return 0
 	}
 	return int(c.offline.Load())
-}
-
-// afterEvent reports the leader elections of the event that started at
-// start and refreshes the offline partitions count. Loop goroutine only.
-func (c *controller) afterEvent(start time.Time) {
-	if c.elected > 0 {
-		c.s.metrics().LeaderElection(c.elected, time.Since(start))
-		c.elected = 0
-	}
-	alive, n := c.aliveIDs(), 0
-	for _, st := range c.states {
-		if st.Leader < 0 || !slices.Contains(alive, st.Leader) {
-			n++
-		}
-	}
-	c.offline.Store(int32(n))
 }

@@ -60,17 +60,31 @@ type brokerQueue struct {
 	log    zerolog.Logger
 }
 
-func (c *controller) newBrokerQueue(to cluster.Broker) *brokerQueue {
+// requestQueue is where the controller loop puts the requests for one
+// broker incarnation. *brokerQueue sends them from its own goroutine; the
+// scripted tests send them at once, in order.
+type requestQueue interface {
+	// enqueue adds r without blocking. Caller is the controller loop.
+	enqueue(r ctrlRequest)
+	// close drops whatever is queued; later requests are dropped too.
+	close()
+}
+
+var _ requestQueue = (*brokerQueue)(nil)
+
+// newBrokerQueue starts the queue of broker incarnation to on a goroutine
+// started by goFunc; done is the Session's.
+func newBrokerQueue(to cluster.Broker, goFunc func(func()) bool, done <-chan struct{}, log zerolog.Logger) *brokerQueue {
 	ctx, cancel := context.WithCancel(context.Background())
 	q := &brokerQueue{
 		to:     to,
 		ch:     make(chan ctrlRequest, brokerQueueLen),
 		ctx:    ctx,
 		cancel: cancel,
-		done:   c.s.done,
-		log:    c.log.With().Int32("to_broker", to.ID).Int64("broker_epoch", to.Epoch).Logger(),
+		done:   done,
+		log:    log.With().Int32("to_broker", to.ID).Int64("broker_epoch", to.Epoch).Logger(),
 	}
-	if !c.s.goFunc(q.run) {
+	if !goFunc(q.run) {
 		cancel()
 	}
 	return q
