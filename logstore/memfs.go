@@ -26,17 +26,19 @@ import (
 // something, and can fail it. A failed write writes nothing; a failed
 // Sync or SyncDir persists nothing, and, as Linux after an fsync error
 // (the "fsyncgate" behaviour), the file's dirty data is then dropped from
-// what a later Sync can persist: later Syncs of that open file report
-// success and persist nothing, so code that retries an fsync and trusts
-// it is caught.
+// what a later Sync can persist: later Syncs of that file, through any
+// handle, report success and persist nothing until a crash, so code that
+// retries an fsync (or reopens the file and fsyncs it) and trusts it is
+// caught.
 //
 // Paths are absolute and cleaned; "/" always exists and is durable.
 type MemFS struct {
 	mu       sync.Mutex
 	root     *memNode
 	inject   func(op MemOp, name string) error
-	crashGen int   // bumped by Crash; handles of an older generation are dead
-	ops      int64 // operations offered to the injector
+	syncWait func(op MemOp, name string) // see SetSyncWaiter
+	crashGen int                         // bumped by Crash; handles of an older generation are dead
+	ops      int64                       // operations offered to the injector
 }
 
 // MemOp names an operation for MemFS's injector.
@@ -69,6 +71,11 @@ type memNode struct {
 	// A file's data, now and as last synced.
 	data, syncedData []byte
 	modTime          time.Time
+	// poisoned: a Sync of the file failed, and what it should have
+	// persisted is lost; no later Sync, through any handle, persists
+	// anything until a crash (Linux drops the dirty pages and marks them
+	// clean, so a reopen and fsync does not write them either).
+	poisoned bool
 }
 
 func newDirNode() *memNode {
@@ -84,6 +91,26 @@ func (m *MemFS) SetInjector(f func(op MemOp, name string) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.inject = f
+}
+
+// SetSyncWaiter sets a function that File.Sync and SyncDir call, with
+// the operation and the path, before they take the MemFS lock or consult
+// the injector (nil: none). Unlike the injector it may block, to hold an
+// fsync in progress, without stalling the other operations.
+func (m *MemFS) SetSyncWaiter(f func(op MemOp, name string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.syncWait = f
+}
+
+// waitSync calls the sync waiter, if any, without holding m.mu.
+func (m *MemFS) waitSync(op MemOp, name string) {
+	m.mu.Lock()
+	f := m.syncWait
+	m.mu.Unlock()
+	if f != nil {
+		f(op, name)
+	}
 }
 
 // Ops is the number of changing operations offered to the injector so far.
@@ -109,6 +136,35 @@ func (m *MemFS) Crash() {
 				reset(c)
 			} else {
 				c.data = append([]byte(nil), c.syncedData...)
+				c.poisoned = false
+			}
+		}
+	}
+	reset(m.root)
+}
+
+// CrashKeepingData is a crash after which every file kept its current
+// data, truncations included (the kernel wrote all of it back), while
+// every directory reverts to its entries as last synced: a file created
+// without a sync of its directory vanishes, and one removed without it
+// comes back with the data it had when it was removed. ext4 and XFS can
+// leave this, since a file's size change may reach the journal before
+// the unlinks in its directory. Open files become unusable as after
+// Crash.
+func (m *MemFS) CrashKeepingData() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.crashGen++
+	m.inject = nil
+	var reset func(n *memNode)
+	reset = func(n *memNode) {
+		n.children = maps.Clone(n.synced)
+		for _, c := range n.children {
+			if c.dir {
+				reset(c)
+			} else {
+				c.syncedData = append([]byte(nil), c.data...)
+				c.poisoned = false
 			}
 		}
 	}
@@ -136,6 +192,7 @@ func (m *MemFS) CrashWith(keep func(name string, synced, current []byte) []byte)
 			}
 			c.data = append([]byte(nil), keep(path, c.syncedData, c.data)...)
 			c.syncedData = append([]byte(nil), c.data...)
+			c.poisoned = false
 		}
 	}
 	reset("/", m.root)
@@ -338,6 +395,7 @@ func (m *MemFS) MkdirAll(name string, perm fs.FileMode) error {
 
 // SyncDir implements FS.
 func (m *MemFS) SyncDir(name string) error {
+	m.waitSync(MemOpSyncDir, name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, err := m.lookup(name)
@@ -377,14 +435,13 @@ func (m *MemFS) WriteFile(name string, data []byte) error {
 // memFile is an open MemFS file. The node is shared by every handle, as
 // an inode.
 type memFile struct {
-	fs       *MemFS
-	node     *memNode
-	name     string
-	gen      int
-	append   bool
-	pos      int64 // for Read and Write
-	closed   bool
-	poisoned bool // a Sync failed: nothing more can be persisted through this handle
+	fs     *MemFS
+	node   *memNode
+	name   string
+	gen    int
+	append bool
+	pos    int64 // for Read and Write
+	closed bool
 }
 
 // usable reports why the handle cannot be used. Caller holds f.fs.mu.
@@ -486,16 +543,17 @@ func (f *memFile) Truncate(size int64) error {
 }
 
 func (f *memFile) Sync() error {
+	f.fs.waitSync(MemOpSync, f.name)
 	f.fs.mu.Lock()
 	defer f.fs.mu.Unlock()
 	if err := f.usable("sync"); err != nil {
 		return err
 	}
 	if err := f.fs.check(MemOpSync, f.name); err != nil {
-		f.poisoned = true
+		f.node.poisoned = true
 		return err
 	}
-	if !f.poisoned {
+	if !f.node.poisoned {
 		f.node.syncedData = append([]byte(nil), f.node.data...)
 	}
 	return nil

@@ -82,3 +82,94 @@ func TestMemFSStrict(t *testing.T) {
 		t.Fatalf("atomic file after crash: %q %v", data, err)
 	}
 }
+
+// TestMemFSPoisonSurvivesReopen: after a failed fsync, reopening the file
+// and fsyncing it through the new handle persists nothing either, as on
+// Linux, where the failed fsync dropped the dirty pages; a crash clears it.
+func TestMemFSPoisonSurvivesReopen(t *testing.T) {
+	t.Parallel()
+	m := NewMemFS()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(m.MkdirAll("/d", 0o755))
+	must(m.SyncDir("/"))
+	f, err := m.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
+	must(err)
+	must(f.Sync())
+	must(m.SyncDir("/d"))
+	_, err = f.Write([]byte("lost"))
+	must(err)
+	m.SetInjector(func(op MemOp, name string) error {
+		if op == MemOpSync {
+			return ErrInjected
+		}
+		return nil
+	})
+	if err := f.Sync(); !errors.Is(err, ErrInjected) {
+		t.Fatalf("injected Sync: %v", err)
+	}
+	m.SetInjector(nil)
+	must(f.Close())
+	g, err := m.OpenFile("/d/f", os.O_RDWR, 0)
+	must(err)
+	must(g.Sync())
+	m.Crash()
+	if data, err := m.ReadFile("/d/f"); err != nil || len(data) != 0 {
+		t.Fatalf("after a failed fsync, reopen, fsync and crash the file holds %q %v, want nothing", data, err)
+	}
+	// A crash clears the poison.
+	g, err = m.OpenFile("/d/f", os.O_RDWR, 0)
+	must(err)
+	_, err = g.Write([]byte("kept"))
+	must(err)
+	must(g.Sync())
+	m.Crash()
+	if data, err := m.ReadFile("/d/f"); err != nil || string(data) != "kept" {
+		t.Fatalf("fsync after the crash persisted %q %v, want kept", data, err)
+	}
+}
+
+// TestMemFSCrashKeepingData: file data (a truncation too) survives, while
+// directory entries revert to their last sync.
+func TestMemFSCrashKeepingData(t *testing.T) {
+	t.Parallel()
+	m := NewMemFS()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(m.MkdirAll("/d", 0o755))
+	must(m.SyncDir("/"))
+	for _, name := range []string{"/d/a", "/d/b"} {
+		f, err := m.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+		must(err)
+		_, err = f.Write([]byte("123456"))
+		must(err)
+		must(f.Sync())
+		must(f.Close())
+	}
+	must(m.SyncDir("/d"))
+	f, err := m.OpenFile("/d/a", os.O_RDWR, 0)
+	must(err)
+	must(f.Truncate(3)) // not synced
+	must(m.Remove("/d/b"))
+	c, err := m.OpenFile("/d/c", os.O_RDWR|os.O_CREATE, 0o644)
+	must(err)
+	must(c.Sync())
+	m.CrashKeepingData()
+	if data, err := m.ReadFile("/d/a"); err != nil || string(data) != "123" {
+		t.Fatalf("truncated file holds %q %v, want 123", data, err)
+	}
+	if data, err := m.ReadFile("/d/b"); err != nil || string(data) != "123456" {
+		t.Fatalf("file removed without a directory sync holds %q %v, want it back whole", data, err)
+	}
+	if _, err := m.ReadFile("/d/c"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("file created without a directory sync survived: %v", err)
+	}
+}
