@@ -346,3 +346,42 @@ func TestCrashTornEarlierSegment(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSyncsExistingDirParent: a partition directory that exists but
+// whose parent was never fsynced (made by a run that crashed) is made
+// durable by Open, so that the data fsynced into it survives a crash.
+func TestOpenSyncsExistingDirParent(t *testing.T) {
+	t.Parallel()
+	m := NewMemFS()
+	if err := m.MkdirAll("/data", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MkdirAll(crashLogDir, 0o755); err != nil { // /data not synced
+		t.Fatal(err)
+	}
+	cfg := crashConfig()
+	cfg.FS = m
+	l, err := Open(crashLogDir, cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, l, simpleBatch(2, 1))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m.Crash()
+	if _, err := m.ReadDir(crashLogDir); err != nil {
+		t.Fatalf("log directory after a crash: %v", err)
+	}
+	l2, err := Open(crashLogDir, cfg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if l2.LogEndOffset() != 2 {
+		t.Fatalf("LEO %d after a clean close and a crash, want 2", l2.LogEndOffset())
+	}
+}

@@ -118,16 +118,18 @@ func readFile(fsys FS, name string) ([]byte, error) {
 	return data, err
 }
 
-// mkdirDurable creates dir if it is missing and then fsyncs its parent, so
-// that the directory itself survives a crash (a log whose directory
-// vanished would lose everything fsynced inside it).
+// mkdirDurable creates dir if it is missing and then fsyncs its parent,
+// even when dir was already there, so that the directory itself survives
+// a crash (a log whose directory vanished would lose everything fsynced
+// inside it): a directory made by an earlier run, or by someone else,
+// that crashed before syncing its parent is not durable yet. It costs one
+// fsync per Open.
 func mkdirDurable(fsys FS, dir string) error {
-	if _, err := fsys.ReadDir(dir); err == nil {
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+	if _, err := fsys.ReadDir(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
