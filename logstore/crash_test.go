@@ -19,8 +19,9 @@ import (
 // (appends that roll segments, flushes, checkpoint writes, truncations,
 // retention, close) on a MemFS, once for each file operation n of the
 // sequence: crashing there (every operation from n on fails, then MemFS
-// throws away everything unsynced), or failing just that operation and
-// going on. The emulated replica manager does what Kafka's does: it
+// throws away everything unsynced, or only the unsynced directory
+// changes, keeping every file's data as a kernel that wrote it all back),
+// or failing just that operation and going on. The emulated replica manager does what Kafka's does: it
 // checkpoints the recovery point now and then, right after a truncation
 // (LogManager.truncateTo) and after Close, and takes the log offline at
 // the first storage error, after one last retried flush and periodic
@@ -265,14 +266,14 @@ func crashAtEveryOperation(t *testing.T, checkpointOnTruncate bool) {
 	}
 	failures := 0
 	for n := int64(1); n <= total && failures < 5; n++ {
-		for _, mode := range []string{"crash", "fail"} {
+		for _, mode := range []string{"crash", "crash keeping data", "fail"} {
 			m := NewMemFS()
 			var seen int64
 			var what string
 			r := runCrashScript(t, m, checkpointOnTruncate, func(op MemOp, name string) error {
 				seen++
 				switch {
-				case mode == "crash" && seen >= n:
+				case mode != "fail" && seen >= n:
 					if seen == n {
 						what = op.String() + " " + name
 					}
@@ -283,7 +284,11 @@ func crashAtEveryOperation(t *testing.T, checkpointOnTruncate bool) {
 				}
 				return nil
 			})
-			m.Crash()
+			if mode == "crash keeping data" {
+				m.CrashKeepingData()
+			} else {
+				m.Crash()
+			}
 			if msg := verifyAfterCrash(r); msg != "" {
 				t.Errorf("%s at operation %d (%s): %s", mode, n, what, msg)
 				failures++

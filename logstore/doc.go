@@ -45,7 +45,9 @@
 // of everything below the new segment (Kafka's
 // flushUptoOffsetExclusive(newSegment.baseOffset)): it fsyncs the
 // directory, then each rolled segment's .log and indexes, and only then
-// advances RecoveryPoint to the new segment's base. Flush, the
+// advances RecoveryPoint to the new segment's base. One flusher goroutine
+// at most runs per log: rolls during its fsyncs raise its target and it
+// loops until no request is pending. Flush, the
 // FlushMessages/FlushMs policy and Close do the same up to LogEndOffset.
 // So RecoveryPoint is always an offset below which segment data, indexes
 // and directory entries are all fsynced; the caller checkpoints it
@@ -53,17 +55,22 @@
 // truncation that takes RecoveryPoint down is made durable at once, and
 // the appends after it fsync until RecoveryPoint is back where it was, so
 // that a checkpoint written before the truncation never makes Open trust
-// rewritten, unsynced segments.
+// rewritten, unsynced segments. A truncation deletes the later segments
+// first, newest first, and (below the recovery point) fsyncs the
+// directory before it cuts the segment it ends in (Kafka's order), so a
+// crash cannot keep the cut and bring the later segments back.
 //
 // Open follows Kafka's LogLoader.recoverLog: segments wholly below the
 // recovery point are trusted (only their indexes are sanity-checked and,
 // if needed, rebuilt); every later segment, and always the last, is
-// validated batch by batch, and at the first torn or invalid batch, or an
-// unflushed segment that ends before the next one starts, that segment
-// is truncated there and every later segment deleted (logged at Error
-// with what was dropped; followers fetch it again). Damage found in a
-// trusted segment while rebuilding its index is ErrCorrupt (Kafka would
-// truncate it and leave a gap).
+// validated batch by batch, and at the first torn or invalid batch, or a
+// segment that ends before the next one starts, that segment is
+// truncated there and every later segment deleted (logged at Error with
+// what was dropped; followers fetch it again). A trusted segment whose
+// last batch (read from its last index entry on) ends before the next
+// segment is validated so too, rather than opened with a hole. Other
+// damage found in a trusted segment while rebuilding its index is
+// ErrCorrupt (Kafka would truncate it and leave a gap).
 //
 // An fsync that fails is fatal for the log (ErrStorage, Kafka's
 // KAFKA_STORAGE_ERROR): a retried fsync can report success for data the
@@ -78,10 +85,15 @@
 // Writers (appends, truncation, retention, flush, close, SetConfig)
 // serialise on Log.wmu and hold it across file writes and fsyncs, except
 // the background flush of rolled segments: it holds Log.fmu, not wmu, so
-// appends go on during its fsyncs, and every writer that changes a
-// non-active segment's files or the recovery point (truncation,
-// retention, flush, close) takes fmu inside wmu. Close waits for the
-// scheduled background flushes. Log.mu (a
+// appends go on during its fsyncs. A writer takes fmu inside wmu only
+// when it changes files the flush may be syncing or lowers the recovery
+// point: a truncation into a non-active segment, below the recovery point
+// or removing segments; retention and IncrementLogStartOffset deleting a
+// segment that ends above the recovery point; Flush, the flush policy,
+// full truncation and Close. Appends, truncations within the active
+// segment above the recovery point, and deletions of segments wholly
+// below it (or of none) never wait for the background fsync. Close waits
+// for the background flusher. Log.mu (a
 // RWMutex) guards the segment list and what readers see of each segment:
 // readers (Read, OffsetForTimestamp) hold it shared for the whole read,
 // including the pread, while the writer takes it exclusively only to
@@ -143,8 +155,9 @@
 //     rebuilding an index returns ErrCorrupt.
 //   - Each segment starts where the one before ends, unless a follower
 //     append carried an offset gap across a roll (leaders never leave
-//     one); recovery takes such a gap after an unflushed segment for a
-//     lost tail.
+//     one); recovery takes such a gap after any segment for a lost tail
+//     and deletes the later segments. (A log cleaner that leaves gaps at
+//     segment ends, as Kafka's does, must exempt compacted logs.)
 //   - The leader epoch cache never holds an epoch starting at or above
 //     LogEndOffset, nor before LogStartOffset.
 package logstore

@@ -102,14 +102,22 @@ type Log struct {
 	segments []*segment // ordered by base offset; never empty while open
 
 	// fmu serialises fsyncs of rolled segments with every change to the
-	// recovery point and to the files of segments other than the active
-	// one (truncation, deletion, close). The background flush a roll
-	// schedules holds it, and not wmu, while it fsyncs, so appends go on
-	// meanwhile. Lock order: wmu -> fmu -> mu.
+	// recovery point and to the files of the segments the flush may be
+	// syncing (those ending above the recovery point, never the active
+	// one): truncation, deletion, flush, close. The background flusher
+	// holds it, and not wmu, while it fsyncs, so appends go on meanwhile.
+	// Lock order: wmu -> fmu -> mu.
 	fmu sync.Mutex
-	// bg counts the background flushes scheduled by rolls; Close waits
-	// for them.
+	// bg counts the background flusher (at most one runs); Close waits
+	// for it.
 	bg sync.WaitGroup
+	// The background flush of rolled segments: rolls raise flushTarget
+	// (the highest offset a flush was requested up to), set flushPending
+	// and start the flusher unless flushRunning says one runs; the one
+	// flusher loops until no request is pending.
+	flushTarget  atomic.Int64
+	flushPending atomic.Bool
+	flushRunning atomic.Bool
 	// failure is the first storage error of an fsync (or of restoring a
 	// file after a failed write): once set, the log refuses every write
 	// and never advances its recovery point again, since what the failed
@@ -146,7 +154,10 @@ var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 // Segments wholly below recoveryPoint were fsynced and are trusted: they
 // keep their indexes unless one is missing or fails a sanity check, and
 // then the index is rebuilt from the .log; damage found in such a rebuild
-// is not a torn write, so it returns an error wrapping ErrCorrupt. The
+// is not a torn write, so it returns an error wrapping ErrCorrupt. A
+// trusted segment whose data ends before the next segment begins (a
+// truncation whose deletion of the later segments did not reach the
+// disk) is recovered as an unflushed one: the later segments go. The
 // recovered segments are fsynced, so RecoveryPoint is then LogEndOffset.
 func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 	fsys := orOS(cfg.FS)
@@ -238,6 +249,16 @@ func (l *Log) load(recoveryPoint int64) error {
 			} else if !ok {
 				l.log.Warn().Int64("segment", s.baseOffset).Str("reason", why).Msg("index failed its sanity check, rebuilding it")
 				recover = true
+			} else if end, err := s.dataEnd(size, nextBase); err != nil {
+				return err
+			} else if end < nextBase {
+				// Its data stops short of the next segment: a truncation
+				// reached the disk and the removal of the later segments
+				// did not. Validate it and drop what follows, as for an
+				// unflushed segment, rather than open with a hole.
+				l.log.Warn().Int64("segment", s.baseOffset).Int64("offset", end).Int64("next_segment", nextBase).
+					Msg("segment below the recovery point ends before the next one, validating it")
+				recover = true
 			}
 		}
 		if !recover {
@@ -248,13 +269,17 @@ func (l *Log) load(recoveryPoint int64) error {
 		if err != nil {
 			return err
 		}
-		if r.damage == nil && !last && !trusted && r.state.nextOffset < nextBase {
+		short := false
+		if r.damage == nil && !last && r.state.nextOffset < nextBase {
 			// Our segments are contiguous: an unflushed one that ends
 			// before the next begins lost its tail in the crash (the
-			// kernel wrote back a later file's pages but not its own).
+			// kernel wrote back a later file's pages but not its own),
+			// and a trusted one was truncated by a truncation whose
+			// removal of the later segments did not reach the disk.
 			r.damage = fmt.Errorf("segment ends at offset %d, before the next segment at %d", r.state.nextOffset, nextBase)
+			short = true
 		}
-		if r.damage != nil && trusted {
+		if r.damage != nil && trusted && !short {
 			return fmt.Errorf("segment %d below the recovery point %d: %v: %w", s.baseOffset, recoveryPoint, r.damage, ErrCorrupt)
 		}
 		if r.damage != nil && !last {
@@ -270,7 +295,7 @@ func (l *Log) load(recoveryPoint int64) error {
 			l.log.Error().Int64("segment", s.baseOffset).Int64("offset", r.state.nextOffset).
 				Int("segments_deleted", len(later)).Int64("first_deleted_segment", later[0].baseOffset).
 				Int64("bytes_dropped", droppedBytes).Int64("recovery_point", recoveryPoint).
-				Str("reason", r.damage.Error()).Msg("corrupt or torn batch in an unflushed segment: deleting the segments after it")
+				Str("reason", r.damage.Error()).Msg("corrupt, torn or short segment: deleting the segments after it")
 			for _, d := range later {
 				if err := d.remove(l.fs, l.dir); err != nil {
 					return err
@@ -280,7 +305,7 @@ func (l *Log) load(recoveryPoint int64) error {
 			l.dirDirty = true
 			last = true
 		}
-		if r.damage != nil {
+		if r.damage != nil && !short {
 			ev := l.log.Warn()
 			if r.state.nextOffset < recoveryPoint {
 				// Damage below the recovery point: fsynced data went bad.
@@ -337,6 +362,32 @@ func (l *Log) load(recoveryPoint int64) error {
 	l.log.Debug().Int64("log_start_offset", l.segments[0].baseOffset).Int64("leo", leo).
 		Int("segments", len(l.segments)).Msg("opened log")
 	return nil
+}
+
+// dataEnd is the offset after the last batch of a segment of size bytes
+// whose indexes were loaded, not rebuilt: it reads the batch headers from
+// the last offset index entry on. Headers that are not whole batches
+// within [base, nextBase) end it where they start; a rebuild then finds
+// the damage.
+func (s *segment) dataEnd(size, nextBase int64) (int64, error) {
+	pos := int64(0)
+	if n := len(s.index); n > 0 {
+		pos = int64(s.index[n-1].position)
+	}
+	end := s.baseOffset
+	var hdr [BatchHeaderSize]byte
+	for size-pos >= BatchHeaderSize {
+		if _, err := s.logFile.ReadAt(hdr[:], pos); err != nil {
+			return 0, fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+		}
+		var h BatchHeader
+		if parseStoredHeader(&h, hdr[:], size-pos) != nil || checkStoredOffsets(&h, end, s.baseOffset, nextBase) != nil {
+			break
+		}
+		end = h.NextOffset()
+		pos += int64(h.Size())
+	}
+	return end, nil
 }
 
 // SetConfig replaces the configuration (a topic config changed at runtime).
@@ -609,18 +660,46 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	// As Kafka's roll, flush everything below the new segment in the
 	// background: the append path must not wait for an fsync of a whole
 	// segment.
-	l.bg.Add(1)
-	go l.flushRolled(newBase, l.log)
+	l.requestFlushLocked(newBase)
 	return seg, nil
 }
 
-// flushRolled is the background flush scheduled by a roll to newBase.
-// There is no caller to return an error to, so it logs it; the failure
-// is kept (ErrStorage) and returned by the log's next write.
-func (l *Log) flushRolled(newBase int64, log zerolog.Logger) {
+// requestFlushLocked asks the background flusher to flush up to upTo,
+// starting it if none runs: rolls during a long fsync add no goroutines,
+// they only raise the target. Caller holds l.wmu.
+func (l *Log) requestFlushLocked(upTo int64) {
+	for cur := l.flushTarget.Load(); cur < upTo && !l.flushTarget.CompareAndSwap(cur, upTo); cur = l.flushTarget.Load() {
+	}
+	l.flushPending.Store(true)
+	if l.flushRunning.CompareAndSwap(false, true) {
+		l.bg.Add(1)
+		go l.flushRolled(l.log)
+	}
+}
+
+// flushRolled is the background flusher: it flushes up to the requested
+// target until no request is pending. There is no caller to return an
+// error to, so it logs it; the failure is kept (ErrStorage) and returned
+// by the log's next write.
+func (l *Log) flushRolled(log zerolog.Logger) {
 	defer l.bg.Done()
-	if err := l.flushUpTo(newBase); err != nil && !errors.Is(err, ErrClosed) {
-		log.Error().Err(err).Int64("offset", newBase).Msg("background flush of rolled segments failed; the log takes no more writes")
+	for {
+		for l.flushPending.Swap(false) {
+			target := l.flushTarget.Load()
+			if err := l.flushUpTo(target); err != nil {
+				if !errors.Is(err, ErrClosed) {
+					log.Error().Err(err).Int64("offset", target).Msg("background flush of rolled segments failed; the log takes no more writes")
+				}
+				l.flushRunning.Store(false)
+				return
+			}
+		}
+		l.flushRunning.Store(false)
+		// A roll that saw this flusher still running left its request
+		// pending: take it up, unless a new flusher already has.
+		if !l.flushPending.Load() || !l.flushRunning.CompareAndSwap(false, true) {
+			return
+		}
 	}
 }
 
@@ -887,9 +966,6 @@ func (l *Log) TruncateTo(endOffset int64) error {
 		// Kafka's Log.truncateTo: below the log start nothing is kept.
 		return l.truncateFullyLocked(endOffset)
 	}
-	// A background flush may be syncing the segments this changes.
-	l.fmu.Lock()
-	defer l.fmu.Unlock()
 	i := l.segmentFor(endOffset)
 	s := l.segments[i]
 	var scratch [BatchHeaderSize]byte
@@ -916,31 +992,64 @@ func (l *Log) TruncateTo(endOffset int64) error {
 	if r.damage != nil {
 		return fmt.Errorf("truncate %s to %d: segment %d: %v: %w", l.dir, endOffset, s.baseOffset, r.damage, ErrCorrupt)
 	}
+	newLEO := r.state.nextOffset
+	// The background flush syncs only segments other than the active one
+	// and moves the recovery point only up to the active segment's base
+	// (<= newLEO when s is the active one). So a truncation inside the
+	// active segment that leaves the recovery point alone need not wait
+	// for it (a follower's truncation must not stall behind the fsync of
+	// a whole segment); any other one may change files it is syncing.
+	if len(removed) > 0 || l.recoveryPoint.Load() > newLEO {
+		l.fmu.Lock()
+		defer l.fmu.Unlock()
+	}
 	oldRP := l.recoveryPoint.Load()
+	below := oldRP > newLEO
+	// Kafka's order (Log.truncateTo): forget and delete the later
+	// segments, newest first, and make that durable when truncating below
+	// the recovery point, before cutting s. The other way round, a crash
+	// could persist the cut (a file's size change can reach the journal
+	// before its directory's unlinks) and bring the later segments back:
+	// a hole that a recovery point above it would make Open trust.
+	l.mu.Lock()
+	l.segments = l.segments[:i+1]
+	l.logEndOffset.Store(s.nextOffset)
+	if below {
+		l.recoveryPoint.Store(newLEO)
+		l.syncUntil = max(l.syncUntil, oldRP)
+	}
+	l.mu.Unlock()
+	for j := len(removed) - 1; j >= 0; j-- {
+		if err := removed[j].remove(l.fs, l.dir); err != nil {
+			// What is left on disk is a contiguous prefix of the log,
+			// but not what the log holds in memory: stop here.
+			l.dirDirty = true
+			return fmt.Errorf("truncate %s to %d: %w", l.dir, endOffset,
+				l.fail("truncate", fmt.Errorf("delete segment %d: %w", removed[j].baseOffset, err)))
+		}
+	}
+	if len(removed) > 0 {
+		l.dirDirty = true
+	}
+	if below && l.dirDirty {
+		if err := syncDir(l.fs, l.dir); err != nil {
+			return fmt.Errorf("truncate %s to %d: %w", l.dir, endOffset, l.fail("truncate", err))
+		}
+		l.dirDirty = false
+	}
 	l.mu.Lock()
 	err = s.logFile.Truncate(newSize)
 	if err == nil {
 		s.segState = r.state
-		l.segments = l.segments[:i+1]
-		l.logEndOffset.Store(s.nextOffset)
-		if rp := l.recoveryPoint.Load(); rp > s.nextOffset {
-			l.recoveryPoint.Store(s.nextOffset)
-		}
+		l.logEndOffset.Store(newLEO)
 	}
 	l.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("truncate %s to %d: segment %d: %w", l.dir, endOffset, s.baseOffset, err)
 	}
-	newLEO := s.nextOffset
 	var errs []error
 	errs = append(errs, s.rewriteIndexes(&l.indexScratch))
-	for _, r := range removed {
-		errs = append(errs, r.remove(l.fs, l.dir))
-	}
-	if len(removed) > 0 {
-		l.dirDirty = true
-	}
-	if oldRP > newLEO {
+	if below {
 		errs = append(errs, l.noteTruncatedBelowLocked(oldRP, s))
 	}
 	errs = append(errs, l.failIf("truncate", l.epochs.TruncateFromEnd(newLEO)))
@@ -961,7 +1070,9 @@ func (l *Log) TruncateTo(endOffset int64) error {
 // now (the directory, then s, the segment truncated into, when it is
 // non-nil) and every append fsyncs until the recovery point is back at
 // oldRP. Truncating below the recovery point is rare: a deep divergence,
-// or a follower out of range. Caller holds l.wmu and l.fmu.
+// or a follower out of range. TruncateTo has already synced the directory
+// after deleting the later segments, before truncating s. Caller holds
+// l.wmu and l.fmu.
 func (l *Log) noteTruncatedBelowLocked(oldRP int64, s *segment) error {
 	l.syncUntil = max(l.syncUntil, oldRP)
 	if l.dirDirty {
@@ -1096,12 +1207,22 @@ func (l *Log) DeleteOldSegmentsBelow(nowMs, highWatermark int64) (deleted int, e
 // the first remaining base offset and the current start. It stops at the
 // first segment whose files cannot be removed and keeps the later ones:
 // what is left on disk is then still contiguous, where deleting on past a
-// failure would leave an old segment before a gap. Caller holds l.wmu.
+// failure would leave an old segment before a gap. It takes l.fmu only
+// when a doomed segment ends above the recovery point. Caller holds l.wmu.
 func (l *Log) deleteFirstSegmentsLocked(n int, newStart int64) (deleted int, lso int64, err error) {
 	doomed := slices.Clone(l.segments[:n])
-	// A background flush may be syncing the segments this deletes.
-	l.fmu.Lock()
-	defer l.fmu.Unlock()
+	// The background flush syncs only segments that end above the
+	// recovery point (which only it and writers under wmu move, and only
+	// up): deleting segments wholly below it, as retention usually does,
+	// need not wait for its fsync, and deleting none never does.
+	rp := l.recoveryPoint.Load()
+	for k := range n {
+		if l.segments[k+1].baseOffset > rp {
+			l.fmu.Lock()
+			defer l.fmu.Unlock()
+			break
+		}
+	}
 	oldStart := l.logStartOffset.Load()
 	l.mu.Lock()
 	l.segments = slices.Delete(l.segments, 0, n)
