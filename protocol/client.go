@@ -289,6 +289,10 @@ func (c *BrokerClient) OffsetsForLeaderEpoch(ctx context.Context, leader int32, 
 	return out, nil
 }
 
+// The fetcher finds ListEarliestOffset by a type assertion on its
+// LeaderClient: keep BrokerClient implementing it.
+var _ partition.EarliestOffsetLister = (*BrokerClient)(nil)
+
 // ListEarliestOffset asks broker leader for tp's log start offset
 // (ListOffsets v7, timestamp -2, with this broker's id as replica id, so
 // the leader answers as to a replica), for a follower whose fetch offset
