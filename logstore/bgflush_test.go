@@ -258,7 +258,7 @@ func TestRollsDuringSlowFlushShareOneFlusher(t *testing.T) { // not parallel: co
 // below its recovery point lost and contiguous offsets.
 func TestCrashDuringBackgroundFlush(t *testing.T) {
 	t.Parallel()
-	for _, crashAt := range []string{"blocked", "after truncation", "after appends", "after close"} {
+	for _, crashAt := range []string{"blocked", "close while blocked", "after truncation", "after appends", "after close"} {
 		t.Run(crashAt, func(t *testing.T) {
 			t.Parallel()
 			r := newCrashRun(t)
@@ -303,9 +303,29 @@ func TestCrashDuringBackgroundFlush(t *testing.T) {
 				_ = r.l.Close()
 				r.fs.SetInjector(nil)
 			}
-			if crashAt == "blocked" {
+			switch crashAt {
+			case "blocked":
 				crash()
-			} else {
+			case "close while blocked":
+				// Close queues behind the truncation and the flush; once
+				// the fsync returns, all three finish in order.
+				closing := goErr(r.l.Close)
+				time.Sleep(10 * time.Millisecond)
+				b.unblock()
+				if err := <-truncated; err != nil && !errors.Is(err, ErrClosed) {
+					t.Fatal(err)
+				}
+				if err := <-closing; err != nil {
+					t.Fatal(err)
+				}
+				if rp, leo := r.l.RecoveryPoint(), r.l.LogEndOffset(); rp != leo {
+					t.Fatalf("recovery point %d after Close, LEO %d", rp, leo)
+				}
+				if err := r.checkpoint(); err != nil {
+					t.Fatal(err)
+				}
+				r.fs.Crash()
+			default:
 				b.unblock()
 				if err := <-truncated; err != nil {
 					t.Fatal(err)
