@@ -365,6 +365,14 @@ func (c *Coordinator) load(p int32, token uint64) {
 			c.log.Error().Err(perr).Int32("partition", p).Int64("offset", offset).Msg("offsets partition unreadable past this point")
 		}
 		if next <= offset {
+			if res.HighWatermark >= end {
+				// Everything up to end is committed and there is no
+				// record past offset: compaction removed the tail between
+				// the last batch and end (the cleaned segment before an
+				// empty active one). Kafka's loader, too, stops at the
+				// first empty read.
+				break
+			}
 			// Nothing committed past offset yet: the high watermark of a
 			// new leader catches up when its followers fetch.
 			if !c.sleep(20 * time.Millisecond) {
