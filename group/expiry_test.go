@@ -559,3 +559,138 @@ func TestSubscribedTopics(t *testing.T) {
 		})
 	}
 }
+
+// compact rewrites the fake log as Kafka's cleaner leaves it once
+// delete.retention.ms has passed: per key only its last record, and no
+// tombstones; offsets and the log end offset unchanged. It returns how
+// many records are left.
+func (f *fakeLog) compact(t *testing.T) int {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	left := 0
+	for tp, batches := range f.batches {
+		var recs []logRecord
+		last := map[string]int64{}
+		for _, b := range batches {
+			if _, err := parseBatches(b, func(at int64, k, v []byte) {
+				recs = append(recs, logRecord{at, k, v})
+				last[string(k)] = at
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out [][]byte
+		for _, r := range recs {
+			if last[string(r.key)] != r.at || r.value == nil {
+				continue
+			}
+			b := buildBatch([]kv{{r.key, r.value}}, time.UnixMilli(0))
+			binary.BigEndian.PutUint64(b[0:8], uint64(r.at))
+			out = append(out, b)
+			left++
+		}
+		f.batches[tp] = out
+	}
+	return left
+}
+
+// TestCompactedLogReloadsLiveState: after a storm of commits, a deleted
+// group and expired offsets, compacting the log as Kafka's cleaner does
+// (which works only if every tombstone's key is byte for byte the key it
+// deletes) leaves one record per live offset and group, and a new
+// coordinator loads from it exactly the state the old one had, with an
+// Empty group's empty time intact so its offsets still expire on time.
+func TestCompactedLogReloadsLiveState(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	log := newFakeLog()
+	const retention = time.Hour
+	c := newRetentionCoordinator(t, log, clock, retention, time.Minute)
+	tps := []cluster.TopicPartition{{Topic: "t", Partition: 0}, {Topic: "t", Partition: 1}, {Topic: "old", Partition: 0}}
+
+	live := consumerJoin(t, c, "live", 24*time.Hour, "t")
+	gone := consumerJoin(t, c, "gone", 24*time.Hour, "t")
+	empty := consumerJoin(t, c, "empty", 24*time.Hour, "t")
+	for i := int64(0); i < 200; i++ {
+		for _, g := range []struct{ id, member string }{{"live", live}, {"gone", gone}, {"empty", empty}} {
+			commit(t, c, CommitRequest{Group: g.id, Generation: 1, MemberID: g.member, Retention: -1,
+				Offsets: map[cluster.TopicPartition]CommitOffset{tps[i%3]: {Offset: i}}})
+		}
+		commit(t, c, CommitRequest{Group: "simple", Generation: -1, Retention: -1,
+			Offsets: map[cluster.TopicPartition]CommitOffset{tps[i%2]: {Offset: i}}})
+	}
+	if errs, _ := c.LeaveGroup("gone", []LeaveMember{{MemberID: gone}}); errs[0] != nil {
+		t.Fatalf("leave: %v", errs)
+	}
+	if got := c.DeleteGroups(context.Background(), []string{"gone"}); got["gone"] != nil {
+		t.Fatalf("delete: %v", got)
+	}
+	clock.Advance(retention)
+	if errs, _ := c.LeaveGroup("empty", []LeaveMember{{MemberID: empty}}); errs[0] != nil {
+		t.Fatalf("leave: %v", errs)
+	}
+	// live loses the offset of "old", to which it does not subscribe;
+	// simple loses nothing: it committed t-0 and t-1 only.
+	commit(t, c, CommitRequest{Group: "simple", Generation: -1, Retention: -1,
+		Offsets: map[cluster.TopicPartition]CommitOffset{tps[0]: {Offset: 1000}, tps[1]: {Offset: 1001}}})
+	c.Tick()
+	if offs := offsetsOf(t, c, "live"); len(offs) != 2 {
+		t.Fatalf("live after expiry: %v", offs)
+	}
+	clock.Advance(retention / 2)
+
+	type snapshot struct {
+		groups  []GroupListing
+		offsets map[string]map[cluster.TopicPartition]Offset
+	}
+	snap := func(c *Coordinator) snapshot {
+		l, err := c.ListGroups()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := snapshot{groups: l, offsets: map[string]map[cluster.TopicPartition]Offset{}}
+		for _, g := range l {
+			s.offsets[g.Group] = offsetsOf(t, c, g.Group)
+		}
+		return s
+	}
+	before := snap(c)
+	if len(before.groups) != 3 { // live, empty, simple
+		t.Fatalf("groups before compaction: %v", before.groups)
+	}
+	liveKeys := 0
+	for _, offs := range before.offsets {
+		liveKeys += len(offs)
+	}
+	liveKeys += 2 // group metadata of live and empty; simple has none
+
+	if left := log.compact(t); left != liveKeys {
+		t.Fatalf("compacted log holds %d records, want one per live key (%d)", left, liveKeys)
+	}
+	c2 := newRetentionCoordinator(t, log, clock, retention, time.Minute)
+	after := snap(c2)
+	if len(after.groups) != len(before.groups) {
+		t.Fatalf("groups after compaction and reload: %v, before %v", after.groups, before.groups)
+	}
+	for i, g := range before.groups {
+		if after.groups[i] != g {
+			t.Fatalf("group after reload %+v, before %+v", after.groups[i], g)
+		}
+		for tp, o := range before.offsets[g.Group] {
+			if after.offsets[g.Group][tp] != o {
+				t.Fatalf("offset of %s %s after reload %+v, before %+v", g.Group, tp, after.offsets[g.Group][tp], o)
+			}
+		}
+		if len(after.offsets[g.Group]) != len(before.offsets[g.Group]) {
+			t.Fatalf("offsets of %s after reload %v, before %v", g.Group, after.offsets[g.Group], before.offsets[g.Group])
+		}
+	}
+	// "empty" became empty half a retention ago: the new coordinator
+	// expires it then, not a whole retention after loading it.
+	c2.Tick()
+	clock.Advance(retention / 2)
+	c2.Tick()
+	if d, _ := c2.DescribeGroup("empty"); d.State != "Dead" {
+		t.Fatalf("empty group a retention after it emptied, across a reload: %+v", d)
+	}
+}
