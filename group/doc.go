@@ -68,9 +68,10 @@
 // offset expiry for each expired offset and for the metadata key of an
 // Empty group left without offsets (Kafka's cleanupGroupMetadata; a
 // group that never had metadata written, generation 0, gets no metadata
-// tombstone). Records
-// go in one uncompressed v2 batch per write (base offset 0, no producer
-// id, CRC32C) through Log.Append with acks -1, and a commit or a
+// tombstone). Records go in one v2 batch per write (base offset 0, no
+// producer id, CRC32C), compressed with offsets.topic.compression.codec
+// (none by default; loading reads every codec), through Log.Append with
+// acks -1, and a commit or a
 // SyncGroup is answered only after Log.WaitCommitted (bounded by
 // offsets.commit.timeout.ms); only then do the offsets become visible to
 // OffsetFetch. Each cached offset remembers the offset of its record in

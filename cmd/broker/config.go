@@ -62,10 +62,10 @@ type Config struct {
 	OffsetsCommitTimeout       time.Duration
 	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms.
 	OffsetsRetentionCheckInterval time.Duration
-	// OffsetsTopicCompressionCodec is offsets.topic.compression.codec;
-	// only 0 (none) is accepted: the coordinator writes uncompressed
-	// batches.
-	OffsetsTopicCompressionCodec int
+	// OffsetsTopicCompressionCodec is offsets.topic.compression.codec:
+	// Kafka's codec id of the coordinator's writes (0 none, 1 gzip, 2
+	// snappy, 3 lz4, 4 zstd).
+	OffsetsTopicCompressionCodec int8
 	// HTTPListener is http.listener (host:port, "" for none): where
 	// /metrics, /v1/partitions and the status page are served.
 	HTTPListener string
@@ -256,10 +256,7 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.OffsetsRetention = time.Duration(p.int("offsets.retention.minutes", 1, math.MaxInt32)) * time.Minute
 	c.OffsetsCommitTimeout = p.ms("offsets.commit.timeout.ms", 1)
 	c.OffsetsRetentionCheckInterval = p.ms("offsets.retention.check.interval.ms", 1)
-	// Kafka's codec ids: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd.
-	if codec := p.int("offsets.topic.compression.codec", 0, 4); codec != 0 {
-		p.fail("offsets.topic.compression.codec", "%d is not supported: the group coordinator writes uncompressed batches (0)", codec)
-	}
+	c.OffsetsTopicCompressionCodec = int8(p.int("offsets.topic.compression.codec", 0, 4))
 	c.GroupInitialRebalanceDelay = p.ms("group.initial.rebalance.delay.ms", 0)
 	c.GroupMinSessionTimeout = p.ms("group.min.session.timeout.ms", 0)
 	c.GroupMaxSessionTimeout = p.ms("group.max.session.timeout.ms", 0)

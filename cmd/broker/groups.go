@@ -43,6 +43,7 @@ func coordinatorConfig(cfg *Config, replicas *partition.Manager, logCfg group.Co
 	logCfg.OffsetsRetention = cfg.OffsetsRetention
 	logCfg.OffsetsRetentionCheckInterval = cfg.OffsetsRetentionCheckInterval
 	logCfg.CommitTimeout = cfg.OffsetsCommitTimeout
+	logCfg.CompressionCodec = cfg.OffsetsTopicCompressionCodec
 	logCfg.Log = offsetsLog{replicas}
 	return logCfg
 }
