@@ -53,6 +53,10 @@ type Config struct {
 	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms
 	// (10 min).
 	OffsetsRetentionCheckInterval time.Duration
+	// CompressionCodec is offsets.topic.compression.codec: Kafka's codec
+	// id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of every batch the
+	// coordinator writes. Loading reads any codec.
+	CompressionCodec int8
 	// CommitTimeout is offsets.commit.timeout.ms (5 s): how long a write
 	// to the offsets topic waits for its replicas.
 	CommitTimeout time.Duration
@@ -365,6 +369,14 @@ func (c *Coordinator) load(p int32, token uint64) {
 			c.log.Error().Err(perr).Int32("partition", p).Int64("offset", offset).Msg("offsets partition unreadable past this point")
 		}
 		if next <= offset {
+			if res.HighWatermark >= end {
+				// Everything up to end is committed and there is no
+				// record past offset: compaction removed the tail between
+				// the last batch and end (the cleaned segment before an
+				// empty active one). Kafka's loader, too, stops at the
+				// first empty read.
+				break
+			}
 			// Nothing committed past offset yet: the high watermark of a
 			// new leader catches up when its followers fetch.
 			if !c.sleep(20 * time.Millisecond) {
@@ -408,7 +420,12 @@ func (c *Coordinator) sleep(d time.Duration) bool {
 // failed: wait then returns its error). Caller holds c.mu.
 func (c *Coordinator) writeLocked(p int32, records []kv) (wait func(ctx context.Context) error, appendedAt int64) {
 	tp := c.tp(p)
-	res, err := c.cfg.Log.Append(tp, buildBatch(records, c.cfg.Now()), -1)
+	batch, err := encodeBatch(records, c.cfg.Now(), c.cfg.CompressionCodec)
+	if err != nil {
+		err = fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err)
+		return func(context.Context) error { return err }, -1
+	}
+	res, err := c.cfg.Log.Append(tp, batch, -1)
 	if err != nil {
 		err = storeError(err)
 		return func(context.Context) error { return err }, -1

@@ -62,11 +62,16 @@
 // key version 2 (group) with value version 3 (protocol type, generation,
 // protocol, leader, state timestamp, members with group.instance.id,
 // client id and host, timeouts, subscription and assignment). A null
-// value is a tombstone: DeleteGroups writes them for the group and its
-// offsets, offset expiry (offsets.retention.minutes, KIP-211) for the
-// expired offsets, and for an Empty group left without offsets. Records
-// go in one uncompressed v2 batch per write (base offset 0, no producer
-// id, CRC32C) through Log.Append with acks -1, and a commit or a
+// value is a tombstone, which compaction keeps for delete.retention.ms
+// and then drops with every earlier record of its key: DeleteGroups
+// writes one for each offset key of the group and for its metadata key,
+// offset expiry for each expired offset and for the metadata key of an
+// Empty group left without offsets (Kafka's cleanupGroupMetadata; a
+// group that never had metadata written, generation 0, gets no metadata
+// tombstone). Records go in one v2 batch per write (base offset 0, no
+// producer id, CRC32C), compressed with offsets.topic.compression.codec
+// (none by default; loading reads every codec), through Log.Append with
+// acks -1, and a commit or a
 // SyncGroup is answered only after Log.WaitCommitted (bounded by
 // offsets.commit.timeout.ms); only then do the offsets become visible to
 // OffsetFetch. Each cached offset remembers the offset of its record in
@@ -80,9 +85,31 @@
 // stored generation (sessions restart at load time), so consumers keep
 // heartbeating to the new coordinator without a rebalance.
 //
-// The topic has no log compaction here (cleanup.policy=compact is not
-// implemented): it is created with retention.ms=-1 and loading reads it
-// all.
+// # Retention and compaction
+//
+// __consumer_offsets is compacted (protocol's FindCoordinator creates it
+// with cleanup.policy=compact), so what a load reads follows the live
+// groups and offsets, not the history of commits. Loading applies
+// tombstones (a tombstoned offset or group is absent afterwards) and stops
+// at the first read that finds nothing below a high watermark that has
+// reached the end, since compaction may leave no record between the last
+// batch and the log end offset; Log.Read must therefore return the next
+// surviving batch for an offset inside a cleaned gap.
+//
+// Offsets expire as in Kafka 2.1+ (KIP-211, GroupMetadata.
+// removeExpiredOffsets), offsets.retention.minutes after: the time an
+// Empty group became empty, for all its offsets; the commit, for an
+// offset of a group without protocol type (simple consumers); the commit,
+// for an offset of a Stable "consumer" group on a topic no member
+// subscribes to (ConsumerProtocol subscriptions, v0 prefix). Groups in
+// other states or of other protocol types keep their offsets. An explicit
+// retention (OffsetCommit v2-v4) replaces the rule's time with its expire
+// timestamp, within those cases. An offset whose commit waits for
+// replication is kept, and its group too. Expiry is one periodic task of
+// the coordinator, run from Tick every offsets.retention.check.interval.ms
+// (the first Tick runs it at once); its tombstones are written without
+// anyone waiting, and a lost one is written again when the next
+// coordinator of the partition expires the reloaded offsets.
 //
 // # Concurrency
 //

@@ -132,8 +132,11 @@ type group struct {
 	newMemberAdded   bool
 	initialRemaining time.Duration
 	// syncWriting: the leader's assignment is being written.
-	syncWriting   bool
-	pendingWrites int
+	syncWriting bool
+	// pendingCommits counts, per partition, the commits appended and not
+	// yet replicated (Kafka's pendingOffsetCommits): expiry keeps their
+	// offsets, and a group with any is not removed.
+	pendingCommits map[cluster.TopicPartition]int
 }
 
 func newGroup(id string, p int32, now time.Time) *group {
@@ -141,6 +144,7 @@ func newGroup(id string, p int32, now time.Time) *group {
 		id: id, partition: p, state: stateEmpty, stateTime: now,
 		members: map[string]*member{}, static: map[string]string{}, pending: map[string]time.Time{},
 		offsets: map[cluster.TopicPartition]Offset{}, appendedAt: map[cluster.TopicPartition]int64{},
+		pendingCommits: map[cluster.TopicPartition]int{},
 	}
 }
 

@@ -49,7 +49,11 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (map
 	werr := wait(c.ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	g.pendingWrites--
+	for tp := range written {
+		if g.pendingCommits[tp]--; g.pendingCommits[tp] <= 0 {
+			delete(g.pendingCommits, tp)
+		}
+	}
 	for tp := range req.Offsets {
 		if out[tp] == nil {
 			out[tp] = werr
@@ -131,7 +135,9 @@ func (c *Coordinator) commitLocked(req CommitRequest) (g *group, token uint64, w
 	if len(records) == 0 {
 		return g, ps.token, nil, -1, written, out, nil
 	}
-	g.pendingWrites++
+	for tp := range written {
+		g.pendingCommits[tp]++
+	}
 	wait, appendedAt = c.writeLocked(g.partition, records)
 	return g, ps.token, wait, appendedAt, written, out, nil
 }
@@ -274,10 +280,11 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, ids []string) map[string
 			out[id] = ErrNonEmptyGroup
 			continue
 		}
-		records := c.tombstonesLocked(g, nil)
-		records = append(records, kv{key: groupKey(g.id)})
-		g.transition(stateDead, now)
-		delete(c.groups, id)
+		// Kafka's deleteGroups and cleanupGroupMetadata: a tombstone for
+		// every offset key and, if metadata was ever written, the group
+		// key, so that compaction drops them all.
+		records := c.tombstonesLocked(g, g.allOffsets())
+		records = append(records, c.removeGroupLocked(g, now)...)
 		out[id] = nil
 		wait, _ := c.writeLocked(g.partition, records)
 		waits = append(waits, waitFor{id, wait})
@@ -292,15 +299,19 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, ids []string) map[string
 	return out
 }
 
-// tombstonesLocked returns tombstones for g's offsets in tps (all when
-// nil) and removes them from g.
-func (c *Coordinator) tombstonesLocked(g *group, tps []cluster.TopicPartition) []kv {
-	if tps == nil {
-		for tp := range g.offsets {
-			tps = append(tps, tp)
-		}
+// allOffsets lists the partitions g has offsets for, sorted.
+func (g *group) allOffsets() []cluster.TopicPartition {
+	tps := make([]cluster.TopicPartition, 0, len(g.offsets))
+	for tp := range g.offsets {
+		tps = append(tps, tp)
 	}
 	sortTPs(tps)
+	return tps
+}
+
+// tombstonesLocked returns a tombstone for each of g's offsets in tps
+// (none for an empty tps) and removes them from g. Caller holds c.mu.
+func (c *Coordinator) tombstonesLocked(g *group, tps []cluster.TopicPartition) []kv {
 	var out []kv
 	for _, tp := range tps {
 		out = append(out, kv{key: offsetKey(g.id, tp.Topic, tp.Partition)})
@@ -308,57 +319,6 @@ func (c *Coordinator) tombstonesLocked(g *group, tps []cluster.TopicPartition) [
 		delete(g.appendedAt, tp)
 	}
 	return out
-}
-
-// expireOffsetsLocked expires offsets as Kafka 2.1+ does (KIP-211):
-// offsets with an explicit expire timestamp at it; offsets of a group
-// used only for storage (no protocol type) offsets.retention.minutes after
-// their commit; every offset of an Empty consumer group once it has been
-// empty that long. An Empty group left without offsets becomes Dead and
-// its metadata gets a tombstone.
-func (c *Coordinator) expireOffsetsLocked(now time.Time) {
-	retention := c.cfg.OffsetsRetention
-	byPartition := map[int32][]kv{}
-	for _, ps := range c.parts {
-		if !ps.loaded {
-			return
-		}
-	}
-	for id, g := range c.groups {
-		if g.pendingWrites > 0 {
-			continue
-		}
-		var expired []cluster.TopicPartition
-		for tp, o := range g.offsets {
-			switch {
-			case o.ExpireTimestamp >= 0:
-				if now.UnixMilli() >= o.ExpireTimestamp {
-					expired = append(expired, tp)
-				}
-			case g.protocolType == "":
-				if now.Sub(time.UnixMilli(o.CommitTimestamp)) >= retention {
-					expired = append(expired, tp)
-				}
-			case g.state == stateEmpty:
-				if now.Sub(g.stateTime) >= retention {
-					expired = append(expired, tp)
-				}
-			}
-		}
-		records := c.tombstonesLocked(g, expired)
-		if g.state == stateEmpty && len(g.offsets) == 0 && len(g.members) == 0 {
-			g.transition(stateDead, now)
-			delete(c.groups, id)
-			records = append(records, kv{key: groupKey(g.id)})
-		}
-		if len(expired) > 0 {
-			c.log.Info().Str("group", id).Int("offsets", len(expired)).Msg("offsets expired")
-		}
-		byPartition[g.partition] = append(byPartition[g.partition], records...)
-	}
-	for p, records := range byPartition {
-		c.writeAsyncLocked(p, records, "expired offsets")
-	}
 }
 
 // loader rebuilds groups and offsets from one partition's records, the

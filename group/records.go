@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/internal/recordcodec"
 )
 
 // Record formats of __consumer_offsets, as Kafka 2.x writes them
@@ -87,10 +90,17 @@ func groupValue(g *group, now time.Time) []byte {
 	return v.AppendTo(nil)
 }
 
-// buildBatch encodes records as one uncompressed v2 record batch with base
-// offset 0, no producer id and timestamps of now, CRC32C filled in: the
-// form partition.Manager.Append accepts from a producer.
+// buildBatch is encodeBatch without compression, which cannot fail.
 func buildBatch(records []kv, now time.Time) []byte {
+	b, _ := encodeBatch(records, now, codecNone)
+	return b
+}
+
+// encodeBatch encodes records as one v2 record batch compressed with codec
+// (Kafka's codec ids, offsets.topic.compression.codec), with base offset
+// 0, no producer id and timestamps of now, CRC32C filled in: the form
+// partition.Manager.Append accepts from a producer.
+func encodeBatch(records []kv, now time.Time, codec int8) ([]byte, error) {
 	ts := now.UnixMilli()
 	var body []byte
 	for i, r := range records {
@@ -110,10 +120,17 @@ func buildBatch(records []kv, now time.Time) []byte {
 		body = binary.AppendVarint(body, int64(len(rec)))
 		body = append(body, rec...)
 	}
+	if codec != codecNone {
+		var err error
+		if body, err = compress(codec, body); err != nil {
+			return nil, fmt.Errorf("compress %d records: %w", len(records), err)
+		}
+	}
 	rb := kmsg.RecordBatch{
 		FirstOffset:          0,
 		PartitionLeaderEpoch: -1,
 		Magic:                2,
+		Attributes:           int16(codec),
 		LastOffsetDelta:      int32(len(records) - 1),
 		FirstTimestamp:       ts,
 		MaxTimestamp:         ts,
@@ -126,13 +143,17 @@ func buildBatch(records []kv, now time.Time) []byte {
 	b := rb.AppendTo(nil)
 	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
 	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], castagnoli))
-	return b
+	return b, nil
 }
 
+// inflatedBatchMaxBytes bounds what one compressed batch of the offsets
+// topic may inflate to when loading: the default offsets.topic.segment.bytes,
+// far above what one coordinator write holds.
+const inflatedBatchMaxBytes = 100 << 20
+
 // parseBatches calls fn for every record of the whole v2 batches in b,
-// skipping control batches, and returns the offset after the last batch
-// (-1 if b holds none). A compressed batch is an error: only this package
-// writes the topic, uncompressed.
+// compressed or not, skipping control batches, and returns the offset
+// after the last batch (-1 if b holds none).
 func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, error) {
 	next := int64(-1)
 	for len(b) >= 12 {
@@ -152,10 +173,14 @@ func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, er
 		if rb.Attributes&0x20 != 0 { // control batch
 			continue
 		}
-		if rb.Attributes&0x07 != 0 {
-			return next, fmt.Errorf("%w: compressed batch at %d", errBadRecord, rb.FirstOffset)
-		}
 		recs := rb.Records
+		if codec := int8(rb.Attributes & 0x07); codec != codecNone {
+			inflated, err := inflate(codec, recs)
+			if err != nil {
+				return next, fmt.Errorf("%w: batch at %d: %v", errBadRecord, rb.FirstOffset, err)
+			}
+			recs = inflated
+		}
 		for i := int32(0); i < rb.NumRecords; i++ {
 			l, n := binary.Varint(recs)
 			if n <= 0 || l < 0 || int64(len(recs)-n) < l {
@@ -170,6 +195,16 @@ func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, er
 		}
 	}
 	return next, nil
+}
+
+// inflate returns the records of a batch compressed with codec.
+func inflate(codec int8, data []byte) ([]byte, error) {
+	r, err := recordcodec.NewReader(codec, data, inflatedBatchMaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
 }
 
 // Offset is one committed offset.

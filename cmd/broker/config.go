@@ -60,6 +60,12 @@ type Config struct {
 	GroupMaxSessionTimeout     time.Duration
 	OffsetsRetention           time.Duration
 	OffsetsCommitTimeout       time.Duration
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms.
+	OffsetsRetentionCheckInterval time.Duration
+	// OffsetsTopicCompressionCodec is offsets.topic.compression.codec:
+	// Kafka's codec id of the coordinator's writes (0 none, 1 gzip, 2
+	// snappy, 3 lz4, 4 zstd).
+	OffsetsTopicCompressionCodec int8
 	// HTTPListener is http.listener (host:port, "" for none): where
 	// /metrics, /v1/partitions and the status page are served.
 	HTTPListener string
@@ -116,6 +122,8 @@ var keyDefaults = map[string]string{
 	"offsets.topic.num.partitions":                  "50",
 	"offsets.topic.segment.bytes":                   "104857600",
 	"offsets.retention.minutes":                     "10080",
+	"offsets.retention.check.interval.ms":           "600000",
+	"offsets.topic.compression.codec":               "0",
 	"offsets.commit.timeout.ms":                     "5000",
 	"group.initial.rebalance.delay.ms":              "3000",
 	"group.min.session.timeout.ms":                  "6000",
@@ -247,6 +255,8 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.OffsetsTopicSegmentBytes = p.int("offsets.topic.segment.bytes", 14, math.MaxInt32)
 	c.OffsetsRetention = time.Duration(p.int("offsets.retention.minutes", 1, math.MaxInt32)) * time.Minute
 	c.OffsetsCommitTimeout = p.ms("offsets.commit.timeout.ms", 1)
+	c.OffsetsRetentionCheckInterval = p.ms("offsets.retention.check.interval.ms", 1)
+	c.OffsetsTopicCompressionCodec = int8(p.int("offsets.topic.compression.codec", 0, 4))
 	c.GroupInitialRebalanceDelay = p.ms("group.initial.rebalance.delay.ms", 0)
 	c.GroupMinSessionTimeout = p.ms("group.min.session.timeout.ms", 0)
 	c.GroupMaxSessionTimeout = p.ms("group.max.session.timeout.ms", 0)

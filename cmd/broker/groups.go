@@ -25,6 +25,12 @@ func (l offsetsLog) LogEndOffset(tp cluster.TopicPartition) (int64, error) {
 
 // newCoordinator builds the group coordinator from the broker config.
 func newCoordinator(cfg *Config, replicas *partition.Manager, logCfg group.Config) *group.Coordinator {
+	return group.New(coordinatorConfig(cfg, replicas, logCfg))
+}
+
+// coordinatorConfig is the group.Config of the broker config: logCfg with
+// the group.* and offsets.* settings and the replica manager as its Log.
+func coordinatorConfig(cfg *Config, replicas *partition.Manager, logCfg group.Config) group.Config {
 	delay := cfg.GroupInitialRebalanceDelay
 	if delay == 0 {
 		delay = -1 // group.Config's zero means Kafka's default
@@ -35,7 +41,9 @@ func newCoordinator(cfg *Config, replicas *partition.Manager, logCfg group.Confi
 	logCfg.MinSessionTimeout = cfg.GroupMinSessionTimeout
 	logCfg.MaxSessionTimeout = cfg.GroupMaxSessionTimeout
 	logCfg.OffsetsRetention = cfg.OffsetsRetention
+	logCfg.OffsetsRetentionCheckInterval = cfg.OffsetsRetentionCheckInterval
 	logCfg.CommitTimeout = cfg.OffsetsCommitTimeout
+	logCfg.CompressionCodec = cfg.OffsetsTopicCompressionCodec
 	logCfg.Log = offsetsLog{replicas}
-	return group.New(logCfg)
+	return logCfg
 }
