@@ -232,6 +232,10 @@ type fakeCluster struct {
 	// reveal, like a broker whose metadata cache lags the controller.
 	hideNew bool
 	hidden  map[string]cluster.TopicInfo
+	// static are the broker keys "set in server.properties", with
+	// defaults the topic defaults they give (DefaultLogConfig if unset).
+	static   map[string]string
+	defaults *cluster.LogConfig
 }
 
 func newFakeCluster(r *fakeReplicas, brokers ...cluster.Broker) *fakeCluster {
@@ -349,11 +353,15 @@ func (c *fakeCluster) TopicConfig(name string) ([]cluster.ConfigEntry, error) {
 	if !ok {
 		return nil, fmt.Errorf("config of %q: %w", name, cluster.ErrUnknownTopic)
 	}
-	cfg, err := cluster.DefaultLogConfig().WithOverrides(t.Config)
+	defaults := cluster.DefaultLogConfig()
+	if c.defaults != nil {
+		defaults = *c.defaults
+	}
+	cfg, err := defaults.WithOverrides(t.Config)
 	if err != nil {
 		return nil, err
 	}
-	return cfg.Entries(t.Config), nil
+	return cfg.Entries(t.Config, c.static), nil
 }
 
 func (c *fakeCluster) InitProducerID(context.Context) (int64, int16, error) {

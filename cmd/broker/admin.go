@@ -43,7 +43,7 @@ func (a *admin) TopicConfig(name string) ([]cluster.ConfigEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cfg.Entries(overrides), nil
+	return cfg.Entries(overrides, nil), nil
 }
 
 func (a *admin) CreatePartitions(ctx context.Context, topic string, count int32, assignment [][]int32, validateOnly bool) error {
