@@ -227,7 +227,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		Replicas:                 replicas,
 		Metadata:                 meta,
-		Admin:                    &admin{session: session, defaults: cfg.LogDefaults, deleteEnabled: cfg.DeleteTopicEnable},
+		Admin:                    &admin{session: session, defaults: cfg.LogDefaults, static: cfg.StaticProps, deleteEnabled: cfg.DeleteTopicEnable},
 		ProducerIDs:              session.ProducerIDs(),
 		ControlPlane: &controlPlane{brokerID: cfg.BrokerID, defaults: cfg.LogDefaults, session: session,
 			replicas: replicas, meta: meta, groups: groups, log: log.With().Str("component", "controlplane").Logger()},
