@@ -25,6 +25,8 @@ type fakeReplicas struct {
 	panicTopic string
 	// readErr makes Read of a partition fail with that error.
 	readErr map[cluster.TopicPartition]error
+	// appendErr makes Append to a partition fail with that error.
+	appendErr map[cluster.TopicPartition]error
 	// reads records every Read's partition and request.
 	reads []fakeRead
 	// lagging makes ListOffset answer a consumer's latest with
@@ -98,6 +100,9 @@ func (f *fakeReplicas) Append(tp cluster.TopicPartition, records []byte, acks in
 	l := f.parts[tp]
 	if l == nil {
 		return partition.AppendResult{}, fmt.Errorf("append %s: %w", tp, partition.ErrUnknownTopicOrPartition)
+	}
+	if err := f.appendErr[tp]; err != nil {
+		return partition.AppendResult{}, err
 	}
 	if len(records) == 0 {
 		return partition.AppendResult{}, fmt.Errorf("append %s: no batches: %w", tp, partition.ErrInvalidRecord)

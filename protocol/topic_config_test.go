@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
 )
 
 // topicKeyCases: a value Kafka accepts and one it refuses, per key.
@@ -267,4 +268,55 @@ func strPtr(s *string) string {
 		return "<nil>"
 	}
 	return *s
+}
+
+// TestProduceRecordErrors: a batch refused for some of its records (a
+// keyless record on a compacted topic, a timestamp out of range) answers
+// INVALID_RECORD or INVALID_TIMESTAMP with, from v8, the error message
+// and the record errors (batch index and message), as Kafka's
+// RecordValidationException becomes a PartitionResponse.
+func TestProduceRecordErrors(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "t", 1)
+	tp := cluster.TopicPartition{Topic: "t", Partition: 0}
+	for _, c := range []struct {
+		err  error
+		code int16
+	}{
+		{&partition.RecordValidationError{Err: partition.ErrInvalidRecord, Records: []partition.RecordError{
+			{BatchIndex: 1, Message: "Compacted topic cannot accept message without key in topic partition t-0."},
+			{BatchIndex: 3, Message: "Compacted topic cannot accept message without key in topic partition t-0."}}}, kerr.InvalidRecord.Code},
+		{&partition.RecordValidationError{Err: partition.ErrInvalidTimestamp, Records: []partition.RecordError{
+			{BatchIndex: 0, Message: "Timestamp 0 of message with offset 0 is out of range."}}}, kerr.InvalidTimestamp.Code},
+	} {
+		b.replicas.mu.Lock()
+		b.replicas.appendErr = map[cluster.TopicPartition]error{tp: fmt.Errorf("append %s: %w", tp, c.err)}
+		b.replicas.mu.Unlock()
+		var rve *partition.RecordValidationError
+		errors.As(c.err, &rve)
+		for _, v := range []int16{7, 8, 9} {
+			resp := b.dial(t).roundTrip(produceRequest(v, 1, 1000, "t", 0, makeBatch(0, "a"))).(*kmsg.ProduceResponse)
+			rp := resp.Topics[0].Partitions[0]
+			if rp.ErrorCode != c.code {
+				t.Fatalf("v%d: code %d, want %d", v, rp.ErrorCode, c.code)
+			}
+			if v < 8 {
+				if len(rp.ErrorRecords) != 0 || rp.ErrorMessage != nil {
+					t.Fatalf("v%d carries record errors: %+v", v, rp)
+				}
+				continue
+			}
+			if rp.ErrorMessage == nil || !strings.Contains(*rp.ErrorMessage, "One or more records have been rejected") {
+				t.Fatalf("v%d: message %v", v, strPtr(rp.ErrorMessage))
+			}
+			if len(rp.ErrorRecords) != len(rve.Records) {
+				t.Fatalf("v%d: record errors %+v", v, rp.ErrorRecords)
+			}
+			for i, re := range rp.ErrorRecords {
+				if re.RelativeOffset != rve.Records[i].BatchIndex || strPtr(re.ErrorMessage) != rve.Records[i].Message {
+					t.Fatalf("v%d: record error %d %+v, want %+v", v, i, re, rve.Records[i])
+				}
+			}
+		}
+	}
 }
