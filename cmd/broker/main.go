@@ -165,6 +165,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		Rack:                  cfg.Rack,
 		Sender:                client,
 		UncleanLeaderElection: cfg.LogDefaults.UncleanLeaderElection,
+		TopicDefaults:         &cfg.LogDefaults,
 		AutoLeaderRebalance:   cfg.AutoLeaderRebalanceEnable,
 		OnTopicConfigChange:   configs.changed,
 		Metrics:               ctrlMetrics,
