@@ -100,6 +100,16 @@
 // gap is refused with ErrOutOfOrderSequence. The state is rebuilt from the
 // log's batch headers when a replica is opened or truncated into it.
 //
+// Produced batches are checked record by record as Kafka's LogValidator
+// does: framing, and the topic's per-record rules. A topic whose
+// cleanup.policy includes compact refuses records without a key
+// (ErrInvalidRecord); a CreateTime topic refuses records whose timestamp
+// is farther from the clock than message.timestamp.before/after.max.ms
+// (or message.timestamp.difference.max.ms) allow (ErrInvalidTimestamp).
+// Either refuses the whole batch with a *RecordValidationError listing
+// every record at fault. Time and size retention apply only when
+// cleanup.policy includes delete.
+//
 // ListOffsets for a timestamp answers, as Kafka's
 // LogSegment.findOffsetByTimestamp, the first record at or above the log
 // start whose timestamp reaches it, found from the first batch whose max

@@ -81,7 +81,14 @@ type Replica struct {
 	leaderHW int64
 }
 
+// logstoreConfig is the log's part of a topic config. Time and size
+// retention apply only when cleanup.policy includes delete, as in Kafka's
+// UnifiedLog.deleteOldSegments: a compact-only log keeps its segments for
+// the cleaner.
 func logstoreConfig(c cluster.LogConfig, log zerolog.Logger) logstore.Config {
+	if !c.Delete {
+		c.RetentionMs, c.RetentionBytes = -1, -1
+	}
 	return logstore.Config{
 		SegmentBytes:       c.SegmentBytes,
 		SegmentMs:          c.SegmentMs,
@@ -355,11 +362,12 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	// limit is too large whatever its records hold.
 	r.mu.Lock()
 	maxMessageBytes := r.cfg.MaxMessageBytes
+	rules := rulesFor(r.cfg, r.tp, now)
 	r.mu.Unlock()
 	if int64(h.Size()) > maxMessageBytes {
 		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes > max.message.bytes %d", ErrMessageTooLarge, h.Size(), maxMessageBytes)
 	}
-	if err := validateProduced(raw, h, inflateFactor*maxMessageBytes); err != nil {
+	if err := validateProduced(raw, h, inflateFactor*maxMessageBytes, rules); err != nil {
 		return AppendResult{}, err
 	}
 

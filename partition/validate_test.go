@@ -35,7 +35,7 @@ func header(t *testing.T, b []byte) logstore.BatchHeader {
 // and unknown codecs, are refused; a damaged batch is corrupt, not invalid.
 func TestValidateProduced(t *testing.T) {
 	good := buildBatch(batchSpec{records: 3, valueSize: 8})
-	if err := validateProduced(good, header(t, good), 1<<20); err != nil {
+	if err := validateProduced(good, header(t, good), 1<<20, recordRules{}); err != nil {
 		t.Fatalf("valid batch refused: %v", err)
 	}
 	cases := []struct {
@@ -60,7 +60,7 @@ func TestValidateProduced(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			b := c.edit(buildBatch(batchSpec{records: 3, valueSize: 8}))
-			if err := validateProduced(b, header(t, b), 1<<20); !errors.Is(err, c.want) {
+			if err := validateProduced(b, header(t, b), 1<<20, recordRules{}); !errors.Is(err, c.want) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
 		})
@@ -74,7 +74,7 @@ func BenchmarkValidateProduced(b *testing.B) {
 	b.SetBytes(int64(len(batch)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := validateProduced(batch, h, 1<<20); err != nil {
+		if err := validateProduced(batch, h, 1<<20, recordRules{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -92,7 +92,7 @@ func FuzzValidateProduced(f *testing.F) {
 		if err != nil || h.Size() != len(b) {
 			return
 		}
-		err = validateProduced(b, h, 1<<20)
+		err = validateProduced(b, h, 1<<20, recordRules{})
 		if err != nil && !errors.Is(err, ErrInvalidRecord) && !errors.Is(err, ErrCorruptMessage) && !errors.Is(err, ErrMessageTooLarge) &&
 			!errors.Is(err, ErrUnsupportedCompressionType) && !errors.Is(err, ErrInvalidTimestamp) {
 			t.Fatalf("unexpected error class: %v", err)
@@ -119,21 +119,21 @@ func gzipBatch(b []byte, records []byte) []byte {
 func TestValidateCompressed(t *testing.T) {
 	plain := buildBatch(batchSpec{records: 50, valueSize: 100})
 	good := gzipBatch(plain, plain[61:])
-	if err := validateProduced(good, header(t, good), 1<<20); err != nil {
+	if err := validateProduced(good, header(t, good), 1<<20, recordRules{}); err != nil {
 		t.Fatalf("valid gzip batch refused: %v", err)
 	}
 	bad := append([]byte(nil), plain[61:]...)
 	bad[0] = 0x7e // first record's length runs past the data
-	if b := gzipBatch(plain, bad); !errors.Is(validateProduced(b, header(t, b), 1<<20), ErrInvalidRecord) {
+	if b := gzipBatch(plain, bad); !errors.Is(validateProduced(b, header(t, b), 1<<20, recordRules{}), ErrInvalidRecord) {
 		t.Fatal("a malformed record inside a gzip batch must be refused")
 	}
 	zeros := gzipBatch(plain, make([]byte, 64<<20)) // 64 MiB of zeros, ~64 KiB compressed
-	if err := validateProduced(zeros, header(t, zeros), 8<<20); !errors.Is(err, ErrInvalidRecord) {
+	if err := validateProduced(zeros, header(t, zeros), 8<<20, recordRules{}); !errors.Is(err, ErrInvalidRecord) {
 		t.Fatalf("zeros where records belong: %v, want ErrInvalidRecord", err)
 	}
 	huge := buildBatch(batchSpec{records: 1, valueSize: 1 << 20})
 	bomb := gzipBatch(huge, huge[61:]) // one valid record of 1 MiB
-	if err := validateProduced(bomb, header(t, bomb), 256<<10); !errors.Is(err, ErrMessageTooLarge) {
+	if err := validateProduced(bomb, header(t, bomb), 256<<10, recordRules{}); !errors.Is(err, ErrMessageTooLarge) {
 		t.Fatalf("a gzip bomb past the bound: %v, want ErrMessageTooLarge", err)
 	}
 }

@@ -23,7 +23,12 @@ package protocol
 //   - Internal topics (__consumer_offsets, __transaction_state) answer
 //     INVALID_TOPIC_EXCEPTION (17): only the group coordinator writes them.
 //   - BaseOffset, LogAppendTime and LogStartOffset come from the append;
-//     v8+ carries an ErrorMessage on failed partitions. Transactional
+//     v8+ carries an ErrorMessage on failed partitions and, for a batch
+//     refused for some of its records (a keyless record on a compacted
+//     topic: INVALID_RECORD; a timestamp outside
+//     message.timestamp.difference.max.ms: INVALID_TIMESTAMP), the
+//     RecordErrors naming each record by its index in the batch, as
+//     Kafka's RecordValidationException becomes a PartitionResponse. Transactional
 //     produce is not special-cased: the batches go to the replica.
 
 import (
@@ -36,6 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
 )
 
 // errAcksZeroFailed closes the connection after a failed acks=0 produce.
@@ -146,6 +152,16 @@ func setProduceErr(rp *kmsg.ProduceResponseTopicPartition, version int16, code i
 	if version >= 8 && err != nil {
 		msg := err.Error()
 		rp.ErrorMessage = &msg
+		var rve *partition.RecordValidationError
+		if errors.As(err, &rve) {
+			rp.ErrorRecords = make([]kmsg.ProduceResponseTopicPartitionErrorRecord, 0, len(rve.Records))
+			for _, r := range rve.Records {
+				er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+				m := r.Message
+				er.RelativeOffset, er.ErrorMessage = r.BatchIndex, &m
+				rp.ErrorRecords = append(rp.ErrorRecords, er)
+			}
+		}
 	}
 }
 

@@ -30,7 +30,6 @@ package protocol
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -179,28 +178,7 @@ func (s *Server) createdTopicConfigs(rt *kmsg.CreateTopicsResponseTopic) {
 		c.Name = e.Name
 		v := e.Value
 		c.Value = &v
-		c.Source = int8(configSource(e.IsDefault))
+		c.Source = int8(e.Source)
 		rt.Configs = append(rt.Configs, c)
 	}
-}
-
-// configSource is DEFAULT_CONFIG for a setting the topic does not
-// override, else TOPIC_CONFIG (DYNAMIC_TOPIC_CONFIG in kmsg's naming).
-func configSource(isDefault bool) kmsg.ConfigSource {
-	if isDefault {
-		return kmsg.ConfigSourceDefaultConfig
-	}
-	return kmsg.ConfigSourceDynamicTopicConfig
-}
-
-// configType guesses a config's type from its value, for
-// DescribeConfigs v3+.
-func configType(v string) kmsg.ConfigType {
-	if v == "true" || v == "false" {
-		return kmsg.ConfigTypeBoolean
-	}
-	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return kmsg.ConfigTypeLong
-	}
-	return kmsg.ConfigTypeString
 }

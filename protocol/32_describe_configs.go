@@ -2,15 +2,18 @@ package protocol
 
 // DescribeConfigs (key 32), versions 0-4.
 //
-//   - Topic resources (type 2): every topic-level setting from
-//     Admin.TopicConfig, filtered by ConfigNames when it is non-null
-//     (unknown names are left out, as in Kafka). v0 marks defaults with
-//     IsDefault; v1+ also sets Source: DEFAULT_CONFIG (5) for a default,
-//     TOPIC_CONFIG (1) for an override. With IncludeSynonyms (v1+) each
-//     entry lists itself as its one synonym; the broker-level synonyms
-//     Kafka also lists are not known here. ConfigType (v3+) is guessed
-//     from the value; documentation is null. Nothing is sensitive or
-//     read-only.
+//   - Topic resources (type 2): every topic-level key of Kafka 3.x from
+//     Admin.TopicConfig (cluster's one table), filtered by ConfigNames
+//     when it is non-null (unknown names are left out, as in Kafka). v1+
+//     sets Source as Kafka's ConfigHelper.createTopicConfigEntry:
+//     DYNAMIC_TOPIC_CONFIG (1) for an override, STATIC_BROKER_CONFIG (4)
+//     when the broker key that sets the default (log.cleaner.delete.
+//     retention.ms for delete.retention.ms, ...) is in server.properties,
+//     else DEFAULT_CONFIG (5); v0's IsDefault is Source == DEFAULT_CONFIG.
+//     With IncludeSynonyms (v1+) the synonyms are the override, then the
+//     broker keys set in server.properties, then the broker keys' Kafka
+//     defaults. ConfigType (v3+) is Kafka's type of the key;
+//     documentation is null. Nothing is sensitive or read-only.
 //   - An unknown topic is UNKNOWN_TOPIC_OR_PARTITION; an empty name
 //     INVALID_TOPIC_EXCEPTION.
 //   - Broker and broker-logger resources (4, 8) are not served: they
@@ -67,15 +70,19 @@ func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *k
 				c.Value = &v
 				c.IsDefault = e.IsDefault
 				if req.Version >= 1 {
-					c.Source = configSource(e.IsDefault)
+					c.Source = kmsg.ConfigSource(e.Source)
 					if req.IncludeSynonyms {
-						syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-						syn.Name, syn.Value, syn.Source = e.Name, c.Value, c.Source
-						c.ConfigSynonyms = []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{syn}
+						c.ConfigSynonyms = make([]kmsg.DescribeConfigsResponseResourceConfigConfigSynonym, 0, len(e.Synonyms))
+						for _, sy := range e.Synonyms {
+							syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+							sv := sy.Value
+							syn.Name, syn.Value, syn.Source = sy.Name, &sv, kmsg.ConfigSource(sy.Source)
+							c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
+						}
 					}
 				}
 				if req.Version >= 3 {
-					c.ConfigType = configType(e.Value)
+					c.ConfigType = kmsg.ConfigType(e.Type)
 				}
 				rr.Configs = append(rr.Configs, c)
 			}

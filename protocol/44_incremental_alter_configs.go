@@ -10,8 +10,8 @@ package protocol
 //     Config.Admin implements ConfigAdmin.
 //   - SET needs a value (null: INVALID_REQUEST); DELETE drops the override
 //     (the broker default applies again); APPEND and SUBTRACT add or
-//     remove comma-separated items of a list-type key (of the topic keys
-//     this broker honours only cleanup.policy), starting from the effective
+//     remove comma-separated items of a key of Kafka's LIST type
+//     (cleanup.policy and the replication throttle lists), starting from the effective
 //     value when there is no override, as Kafka's ConfigAdminManager does;
 //     on any other key they are INVALID_CONFIG.
 //   - An unknown key or a bad value is INVALID_CONFIG with a message naming
@@ -34,10 +34,6 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 )
-
-// listConfigKeys are the topic keys of Kafka's LIST type that this broker
-// honours; APPEND and SUBTRACT apply only to them.
-var listConfigKeys = map[string]bool{"cleanup.policy": true}
 
 // errBrokerConfigs answers alterations of broker and broker-logger resources.
 var errBrokerConfigs = errors.New("altering broker configs is not supported by this broker: set them in server.properties")
@@ -119,7 +115,7 @@ func (s *Server) incrementalOps(topic string, ops []kmsg.IncrementalAlterConfigs
 			if !cluster.IsTopicConfigKey(op.Name) {
 				return nil, fmt.Errorf("%w: unknown topic config %q", cluster.ErrInvalidConfig, op.Name)
 			}
-			if !listConfigKeys[op.Name] {
+			if !cluster.IsListTopicConfigKey(op.Name) {
 				return nil, fmt.Errorf("%w: config value %s is not allowed for config key %s, which is not a list",
 					cluster.ErrInvalidConfig, strings.ToLower(op.Op.String()), op.Name)
 			}

@@ -25,6 +25,8 @@ type fakeReplicas struct {
 	panicTopic string
 	// readErr makes Read of a partition fail with that error.
 	readErr map[cluster.TopicPartition]error
+	// appendErr makes Append to a partition fail with that error.
+	appendErr map[cluster.TopicPartition]error
 	// reads records every Read's partition and request.
 	reads []fakeRead
 	// lagging makes ListOffset answer a consumer's latest with
@@ -98,6 +100,9 @@ func (f *fakeReplicas) Append(tp cluster.TopicPartition, records []byte, acks in
 	l := f.parts[tp]
 	if l == nil {
 		return partition.AppendResult{}, fmt.Errorf("append %s: %w", tp, partition.ErrUnknownTopicOrPartition)
+	}
+	if err := f.appendErr[tp]; err != nil {
+		return partition.AppendResult{}, err
 	}
 	if len(records) == 0 {
 		return partition.AppendResult{}, fmt.Errorf("append %s: no batches: %w", tp, partition.ErrInvalidRecord)
@@ -232,6 +237,10 @@ type fakeCluster struct {
 	// reveal, like a broker whose metadata cache lags the controller.
 	hideNew bool
 	hidden  map[string]cluster.TopicInfo
+	// static are the broker keys "set in server.properties", with
+	// defaults the topic defaults they give (DefaultLogConfig if unset).
+	static   map[string]string
+	defaults *cluster.LogConfig
 }
 
 func newFakeCluster(r *fakeReplicas, brokers ...cluster.Broker) *fakeCluster {
@@ -349,11 +358,15 @@ func (c *fakeCluster) TopicConfig(name string) ([]cluster.ConfigEntry, error) {
 	if !ok {
 		return nil, fmt.Errorf("config of %q: %w", name, cluster.ErrUnknownTopic)
 	}
-	cfg, err := cluster.DefaultLogConfig().WithOverrides(t.Config)
+	defaults := cluster.DefaultLogConfig()
+	if c.defaults != nil {
+		defaults = *c.defaults
+	}
+	cfg, err := defaults.WithOverrides(t.Config)
 	if err != nil {
 		return nil, err
 	}
-	return cfg.Entries(t.Config), nil
+	return cfg.Entries(t.Config, c.static), nil
 }
 
 func (c *fakeCluster) InitProducerID(context.Context) (int64, int16, error) {

@@ -159,8 +159,8 @@ func (s *Session) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	if err := s.checkTopicAbsent(spec.Name); err != nil {
 		return err
 	}
-	if _, err := cluster.DefaultLogConfig().WithOverrides(spec.Configs); err != nil {
-		return fmt.Errorf("topic %s: %w", spec.Name, err)
+	if err := s.validateTopicConfig(spec.Name, spec.Configs); err != nil {
+		return err
 	}
 	if spec.ValidateOnly || ctx.Err() != nil {
 		return ctx.Err()
@@ -251,6 +251,21 @@ func checkAssignmentFits(partitions int32, rf int) error {
 	if est := int64(partitions) * int64(10+6*rf); est > maxAssignmentBytes {
 		return fmt.Errorf("%w: %d partitions with %d replicas would need about %d bytes in /brokers/topics, over ZooKeeper's %d-byte znode limit",
 			cluster.ErrInvalidPartitions, partitions, rf, est, maxAssignmentBytes)
+	}
+	return nil
+}
+
+// validateTopicConfig checks a topic's overrides, on top of the broker's
+// topic defaults (Config.TopicDefaults): an unknown key, a bad value or a
+// conflict (min.compaction.lag.ms above max.compaction.lag.ms) is an error
+// wrapping cluster.ErrInvalidConfig that names the key.
+func (s *Session) validateTopicConfig(topic string, overrides map[string]string) error {
+	defaults := cluster.DefaultLogConfig()
+	if s.cfg.TopicDefaults != nil {
+		defaults = *s.cfg.TopicDefaults
+	}
+	if _, err := defaults.WithOverrides(overrides); err != nil {
+		return fmt.Errorf("topic %s: %w", topic, err)
 	}
 	return nil
 }

@@ -54,6 +54,12 @@ type Config struct {
 	// whenever this broker becomes or stops being the controller. It must
 	// not block and must not call Register.
 	OnControllerChange func(isController bool, controllerEpoch int32)
+	// TopicDefaults are the broker's topic defaults (the log.* keys of
+	// server.properties). CreateTopic and AlterTopicConfig check a topic's
+	// overrides on top of them, as Kafka's AdminZkClient merges
+	// KafkaConfig.extractLogConfigMap before LogConfig.validate; nil means
+	// Kafka's defaults (cluster.DefaultLogConfig).
+	TopicDefaults *cluster.LogConfig
 	// OnTopicConfigChange, if set, is called from the session goroutine
 	// after /config/topics/<t> of a known topic was read into the cache
 	// (at first sight of the topic and after every change), so the

@@ -190,8 +190,8 @@ func (s *Session) AlterTopicConfig(ctx context.Context, topic string, alter Topi
 		if err != nil {
 			return err
 		}
-		if _, err := cluster.DefaultLogConfig().WithOverrides(next); err != nil {
-			return fmt.Errorf("topic %s: %w", topic, err)
+		if err := s.validateTopicConfig(topic, next); err != nil {
+			return err
 		}
 		if validateOnly {
 			return nil

@@ -17,6 +17,7 @@ import (
 type admin struct {
 	session       *zkcoord.Session
 	defaults      cluster.LogConfig
+	static        map[string]string // server.properties, for DescribeConfigs' sources
 	deleteEnabled bool
 }
 
@@ -43,7 +44,7 @@ func (a *admin) TopicConfig(name string) ([]cluster.ConfigEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cfg.Entries(overrides), nil
+	return cfg.Entries(overrides, a.static), nil
 }
 
 func (a *admin) CreatePartitions(ctx context.Context, topic string, count int32, assignment [][]int32, validateOnly bool) error {

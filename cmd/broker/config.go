@@ -69,8 +69,43 @@ type Config struct {
 	// HTTPListener is http.listener (host:port, "" for none): where
 	// /metrics, /v1/partitions and the status page are served.
 	HTTPListener string
-	// LogDefaults are the topic-level defaults (log.segment.bytes, ...).
+	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms:
+	// how often the group coordinator looks for expired offsets.
+	OffsetsRetentionCheckInterval time.Duration
+	// The log cleaner's settings (log.cleaner.*), with Kafka's defaults.
+	LogCleanerEnable              bool
+	LogCleanerThreads             int
+	LogCleanerIOMaxBytesPerSecond float64
+	LogCleanerDedupeBufferSize    int64
+	LogCleanerIOBufferSize        int
+	LogCleanerIOBufferLoadFactor  float64
+	LogCleanerBackoff             time.Duration
+	// LogDefaults are the topic-level defaults (log.segment.bytes,
+	// log.cleaner.delete.retention.ms, ...).
 	LogDefaults cluster.LogConfig
+	// StaticProps are the keys set in the properties file or by
+	// --override, as written: DescribeConfigs reports a topic default
+	// they set as STATIC_BROKER_CONFIG.
+	StaticProps map[string]string
+}
+
+// topicDefaultKeys are the broker keys that set a topic key's default in
+// the same units, as Kafka's ServerTopicConfigSynonyms maps them; their
+// values are checked by the topic key's own validator.
+var topicDefaultKeys = []struct{ broker, topic string }{
+	{"log.cleanup.policy", "cleanup.policy"},
+	{"log.cleaner.delete.retention.ms", "delete.retention.ms"},
+	{"log.cleaner.min.compaction.lag.ms", "min.compaction.lag.ms"},
+	{"log.cleaner.max.compaction.lag.ms", "max.compaction.lag.ms"},
+	{"log.cleaner.min.cleanable.ratio", "min.cleanable.dirty.ratio"},
+	{"log.index.size.max.bytes", "segment.index.bytes"},
+	{"log.segment.delete.delay.ms", "file.delete.delay.ms"},
+	{"log.preallocate", "preallocate"},
+	{"log.message.format.version", "message.format.version"},
+	{"log.message.timestamp.difference.max.ms", "message.timestamp.difference.max.ms"},
+	{"log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms"},
+	{"log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms"},
+	{"log.message.downconversion.enable", "message.downconversion.enable"},
 }
 
 // keyDefaults lists every accepted key with Kafka's default; "" means unset.
@@ -128,6 +163,30 @@ var keyDefaults = map[string]string{
 	"group.initial.rebalance.delay.ms":              "3000",
 	"group.min.session.timeout.ms":                  "6000",
 	"group.max.session.timeout.ms":                  "1800000",
+	"offsets.retention.check.interval.ms":           "600000",
+	// The log cleaner (Kafka's CleanerConfig).
+	"log.cleaner.enable":                      "true",
+	"log.cleaner.threads":                     "1",
+	"log.cleaner.io.max.bytes.per.second":     "1.7976931348623157E308", // Double.MAX_VALUE
+	"log.cleaner.dedupe.buffer.size":          "134217728",
+	"log.cleaner.io.buffer.size":              "524288",
+	"log.cleaner.io.buffer.load.factor":       "0.9",
+	"log.cleaner.backoff.ms":                  "15000",
+	"log.cleaner.min.cleanable.ratio":         "0.5",
+	"log.cleaner.delete.retention.ms":         "86400000",
+	"log.cleaner.min.compaction.lag.ms":       "0",
+	"log.cleaner.max.compaction.lag.ms":       strconv.FormatInt(math.MaxInt64, 10),
+	"log.cleanup.policy":                      "delete",
+	"log.index.size.max.bytes":                "10485760",
+	"log.roll.jitter.ms":                      "",
+	"log.roll.jitter.hours":                   "0",
+	"log.segment.delete.delay.ms":             "60000",
+	"log.preallocate":                         "false",
+	"log.message.format.version":              "3.0-IV1",
+	"log.message.timestamp.difference.max.ms": strconv.FormatInt(math.MaxInt64, 10),
+	"log.message.timestamp.before.max.ms":     strconv.FormatInt(math.MaxInt64, 10),
+	"log.message.timestamp.after.max.ms":      strconv.FormatInt(math.MaxInt64, 10),
+	"log.message.downconversion.enable":       "true",
 	// Not a Kafka key (Kafka exports JMX): host:port of this broker's
 	// HTTP listener for /metrics (Prometheus), /v1/partitions (JSON) and
 	// the status page at /. Unset: no HTTP listener.
@@ -260,6 +319,14 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.GroupInitialRebalanceDelay = p.ms("group.initial.rebalance.delay.ms", 0)
 	c.GroupMinSessionTimeout = p.ms("group.min.session.timeout.ms", 0)
 	c.GroupMaxSessionTimeout = p.ms("group.max.session.timeout.ms", 0)
+	c.OffsetsRetentionCheckInterval = p.ms("offsets.retention.check.interval.ms", 1)
+	c.LogCleanerEnable = p.bool("log.cleaner.enable")
+	c.LogCleanerThreads = int(p.int("log.cleaner.threads", 0, math.MaxInt32))
+	c.LogCleanerIOMaxBytesPerSecond = p.double("log.cleaner.io.max.bytes.per.second", -math.MaxFloat64, math.MaxFloat64)
+	c.LogCleanerDedupeBufferSize = p.int("log.cleaner.dedupe.buffer.size", math.MinInt64, math.MaxInt64)
+	c.LogCleanerIOBufferSize = int(p.int("log.cleaner.io.buffer.size", 0, math.MaxInt32))
+	c.LogCleanerIOBufferLoadFactor = p.double("log.cleaner.io.buffer.load.factor", -math.MaxFloat64, math.MaxFloat64)
+	c.LogCleanerBackoff = p.ms("log.cleaner.backoff.ms", 0)
 	c.HTTPListener = p.str("http.listener")
 	if c.HTTPListener != "" {
 		if _, port, err := net.SplitHostPort(c.HTTPListener); err != nil || port == "" {
@@ -293,8 +360,30 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	d.MinInsyncReplicas = p.int("min.insync.replicas", 1, math.MaxInt16)
 	d.UncleanLeaderElection = p.bool("unclean.leader.election.enable")
 	d.MessageTimestampType = p.oneOf("log.message.timestamp.type", "CreateTime", "LogAppendTime")
+	d.SegmentJitterMs = p.int("log.roll.jitter.hours", 0, math.MaxInt32) * 3600 * 1000
+	if p.str("log.roll.jitter.ms") != "" {
+		d.SegmentJitterMs = p.int("log.roll.jitter.ms", 0, math.MaxInt64)
+	}
+	for _, k := range topicDefaultKeys {
+		if p.err != nil {
+			break
+		}
+		next, err := d.WithOverrides(map[string]string{k.topic: p.str(k.broker)})
+		if err != nil {
+			p.fail(k.broker, "%v", err)
+			break
+		}
+		*d = next
+	}
 	if p.err != nil {
 		return nil, p.err
+	}
+	if d.MinCompactionLagMs > d.MaxCompactionLagMs {
+		return nil, &ConfigError{Key: "log.cleaner.min.compaction.lag.ms", Problem: "must not exceed log.cleaner.max.compaction.lag.ms"}
+	}
+	c.StaticProps = make(map[string]string, len(props))
+	for k, v := range props {
+		c.StaticProps[k] = v
 	}
 	if c.ReplicaFetchWaitMax >= c.ReplicaLagTimeMax {
 		return nil, &ConfigError{Key: "replica.fetch.wait.max.ms", Problem: "must be less than replica.lag.time.max.ms"}
@@ -339,6 +428,21 @@ func (p *propReader) int(key string, lo, hi int64) int64 {
 		return 0
 	}
 	return n
+}
+
+// double parses a DOUBLE key as Java's Double.parseDouble would.
+func (p *propReader) double(key string, lo, hi float64) float64 {
+	v := p.str(key)
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(f) {
+		p.fail(key, "%q is not a number", v)
+		return 0
+	}
+	if f < lo || f > hi {
+		p.fail(key, "%v is outside [%v, %v]", f, lo, hi)
+		return 0
+	}
+	return f
 }
 
 func (p *propReader) ms(key string, lo int64) time.Duration {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,5 +169,91 @@ func TestShippedConfigParses(t *testing.T) {
 	}
 	if cfg.Listeners[0].Port != 9092 || len(cfg.LogDirs) != 1 {
 		t.Fatalf("unexpected example config: listeners %+v log.dirs %v", cfg.Listeners, cfg.LogDirs)
+	}
+}
+
+// TestConfigCleanerAndTopicDefaults: the log cleaner's broker keys and
+// the broker keys that set topic defaults take Kafka's names and
+// defaults, and set the topic defaults.
+func TestConfigCleanerAndTopicDefaults(t *testing.T) {
+	cfg, err := loadConfig([]string{writeProps(t, minimal)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"log.cleaner.enable", cfg.LogCleanerEnable, true},
+		{"log.cleaner.threads", cfg.LogCleanerThreads, 1},
+		{"log.cleaner.io.max.bytes.per.second", cfg.LogCleanerIOMaxBytesPerSecond, math.MaxFloat64},
+		{"log.cleaner.dedupe.buffer.size", cfg.LogCleanerDedupeBufferSize, int64(134217728)},
+		{"log.cleaner.io.buffer.size", cfg.LogCleanerIOBufferSize, 524288},
+		{"log.cleaner.io.buffer.load.factor", cfg.LogCleanerIOBufferLoadFactor, 0.9},
+		{"log.cleaner.backoff.ms", cfg.LogCleanerBackoff, 15 * time.Second},
+		{"offsets.retention.check.interval.ms", cfg.OffsetsRetentionCheckInterval, 10 * time.Minute},
+		{"log.cleaner.delete.retention.ms", cfg.LogDefaults.DeleteRetentionMs, int64(86400000)},
+		{"log.cleaner.min.compaction.lag.ms", cfg.LogDefaults.MinCompactionLagMs, int64(0)},
+		{"log.cleaner.max.compaction.lag.ms", cfg.LogDefaults.MaxCompactionLagMs, int64(math.MaxInt64)},
+		{"log.cleaner.min.cleanable.ratio", cfg.LogDefaults.MinCleanableDirtyRatio, 0.5},
+		{"log.cleanup.policy", cfg.LogDefaults.CleanupPolicy, "delete"},
+		{"log.message.timestamp.difference.max.ms", cfg.LogDefaults.MessageTimestampDifferenceMaxMs, int64(math.MaxInt64)},
+		{"log.index.size.max.bytes", cfg.LogDefaults.SegmentIndexBytes, int64(10485760)},
+		{"log.segment.delete.delay.ms", cfg.LogDefaults.FileDeleteDelayMs, int64(60000)},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+
+	cfg, err = loadConfig([]string{writeProps(t, minimal+
+		"log.cleaner.enable=false\nlog.cleaner.threads=2\nlog.cleaner.io.max.bytes.per.second=1048576\n"+
+		"log.cleaner.dedupe.buffer.size=1000000\nlog.cleaner.backoff.ms=100\n"+
+		"log.cleaner.delete.retention.ms=1000\nlog.cleaner.min.compaction.lag.ms=5\n"+
+		"log.cleaner.max.compaction.lag.ms=10\nlog.cleaner.min.cleanable.ratio=0.25\n"+
+		"log.message.timestamp.difference.max.ms=3600000\nlog.roll.jitter.hours=1\n"+
+		"log.message.format.version=2.8\nlog.preallocate=true\noffsets.retention.check.interval.ms=1000\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := cfg.LogDefaults
+	if cfg.LogCleanerEnable || cfg.LogCleanerThreads != 2 || cfg.LogCleanerIOMaxBytesPerSecond != 1048576 ||
+		cfg.LogCleanerDedupeBufferSize != 1000000 || cfg.LogCleanerBackoff != 100*time.Millisecond ||
+		cfg.OffsetsRetentionCheckInterval != time.Second {
+		t.Errorf("cleaner keys not read: %+v", cfg)
+	}
+	if d.DeleteRetentionMs != 1000 || d.MinCompactionLagMs != 5 || d.MaxCompactionLagMs != 10 ||
+		d.MinCleanableDirtyRatio != 0.25 || d.MessageTimestampDifferenceMaxMs != 3600000 ||
+		d.SegmentJitterMs != 3600000 || d.MessageFormatVersion != "2.8" || !d.Preallocate {
+		t.Errorf("topic defaults not set: %+v", d)
+	}
+	if cfg.StaticProps["log.cleaner.delete.retention.ms"] != "1000" {
+		t.Errorf("static props: %v", cfg.StaticProps)
+	}
+
+	for _, bad := range []string{
+		"log.cleaner.threads=-1", "log.cleaner.min.cleanable.ratio=2", "log.cleaner.delete.retention.ms=-1",
+		"log.cleanup.policy=forever", "log.message.timestamp.difference.max.ms=-1", "log.cleaner.io.max.bytes.per.second=fast",
+		"log.index.size.max.bytes=2", "log.message.format.version=0.7",
+	} {
+		key := strings.SplitN(bad, "=", 2)[0]
+		_, err := loadConfig([]string{writeProps(t, minimal+bad+"\n")})
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Key != key {
+			t.Errorf("%s: got %v, want a ConfigError naming %s", bad, err, key)
+		}
+	}
+}
+
+// TestConfigCompactCleanupPolicy: log.cleanup.policy takes compact, alone
+// or with delete, as the topic default.
+func TestConfigCompactCleanupPolicy(t *testing.T) {
+	cfg, err := loadConfig([]string{writeProps(t, minimal+"log.cleanup.policy=compact,delete\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.LogDefaults; !d.Compact || !d.Delete || d.CleanupPolicy != "compact,delete" {
+		t.Fatalf("log.cleanup.policy=compact,delete: %+v", d)
 	}
 }
