@@ -69,9 +69,6 @@ type Config struct {
 	// HTTPListener is http.listener (host:port, "" for none): where
 	// /metrics, /v1/partitions and the status page are served.
 	HTTPListener string
-	// OffsetsRetentionCheckInterval is offsets.retention.check.interval.ms:
-	// how often the group coordinator looks for expired offsets.
-	OffsetsRetentionCheckInterval time.Duration
 	// The log cleaner's settings (log.cleaner.*), with Kafka's defaults.
 	LogCleanerEnable              bool
 	LogCleanerThreads             int
@@ -163,7 +160,6 @@ var keyDefaults = map[string]string{
 	"group.initial.rebalance.delay.ms":              "3000",
 	"group.min.session.timeout.ms":                  "6000",
 	"group.max.session.timeout.ms":                  "1800000",
-	"offsets.retention.check.interval.ms":           "600000",
 	// The log cleaner (Kafka's CleanerConfig).
 	"log.cleaner.enable":                      "true",
 	"log.cleaner.threads":                     "1",
@@ -319,7 +315,6 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.GroupInitialRebalanceDelay = p.ms("group.initial.rebalance.delay.ms", 0)
 	c.GroupMinSessionTimeout = p.ms("group.min.session.timeout.ms", 0)
 	c.GroupMaxSessionTimeout = p.ms("group.max.session.timeout.ms", 0)
-	c.OffsetsRetentionCheckInterval = p.ms("offsets.retention.check.interval.ms", 1)
 	c.LogCleanerEnable = p.bool("log.cleaner.enable")
 	c.LogCleanerThreads = int(p.int("log.cleaner.threads", 0, math.MaxInt32))
 	c.LogCleanerIOMaxBytesPerSecond = p.double("log.cleaner.io.max.bytes.per.second", -math.MaxFloat64, math.MaxFloat64)
