@@ -14,13 +14,20 @@ import (
 // leader rebalance). Each updates the context, records what is left to do
 // in c.work and drains it; a failure leaves the rest to the next retry.
 
-// failover is KC onControllerFailover: read everything, drop stale ISR
-// notifications, tell every live broker the whole metadata and then its
+// failover is KC onControllerFailover: drop stale ISR notifications, read
+// everything, tell every live broker the whole metadata and then its
 // own partitions, and leave as work the partitions that have no state yet,
 // elections for partitions whose leader is gone, and pending topic
 // deletions. The context is replaced only once every read succeeded; a
 // failure is retried from scratch.
 func (c *controller) failover() error {
+	// Stale notifications go first, before any state is read (Kafka
+	// deletes them before initializeControllerContext): a leader's ISR
+	// write after this point leaves a notification that is kept and
+	// handled, one before it is in the states read below.
+	if err := c.deleteIsrNotifications(nil); err != nil {
+		return err
+	}
 	brokers, err := c.readBrokers()
 	if err != nil {
 		return err
@@ -36,9 +43,6 @@ func (c *controller) failover() error {
 			return err
 		}
 		loaded[t] = lt
-	}
-	if err := c.deleteIsrNotifications(nil); err != nil {
-		return err
 	}
 	for _, q := range c.queues {
 		q.close()

@@ -50,6 +50,10 @@ const (
 	ctrlRetryMax = 5 * time.Second
 )
 
+// errControllerStopped stops a step of a controller that was stopped (or
+// fenced) while the step ran: it writes and sends nothing more.
+var errControllerStopped = errors.New("zkcoord: controller stopped")
+
 // pendingEvents are the coalesced events waiting for the controller loop.
 type pendingEvents struct {
 	brokers    bool            // /brokers/ids children or a registration changed
@@ -406,7 +410,7 @@ func (c *controller) step(ev pendingEvents) {
 }
 
 func (c *controller) stepFailed(err error) {
-	if !c.checkFenced(err) {
+	if !c.checkFenced(err) && !errors.Is(err, errControllerStopped) {
 		c.log.Warn().Err(err).Msg("controller event failed; will retry")
 	}
 }
@@ -430,7 +434,7 @@ func (c *controller) drain() error {
 // stepError sorts an item's failure: the returned error stops the step,
 // nil lets the next item go (the failed one stays in the work).
 func (c *controller) stepError(err error) error {
-	if err == nil || errors.Is(err, ErrNotController) || zkSessionLost(err) || zkConnectionLost(err) {
+	if err == nil || errors.Is(err, ErrNotController) || errors.Is(err, errControllerStopped) || zkSessionLost(err) || zkConnectionLost(err) {
 		return err
 	}
 	c.log.Warn().Err(err).Msg("controller work item failed; will retry")

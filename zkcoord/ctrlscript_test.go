@@ -256,6 +256,12 @@ func parseInts(s string) ([]int32, error) {
 func (h *ctrlHarness) run(cmd string) (string, error) {
 	*h.lines = (*h.lines)[:0]
 	f := strings.Fields(cmd)
+	// "hold CMD" makes the change of CMD without letting the controller
+	// see it: its events wait for the next command that settles.
+	hold := len(f) > 1 && f[0] == "hold"
+	if hold {
+		f = f[1:]
+	}
 	if len(f) == 0 {
 		return "", fmt.Errorf("empty command")
 	}
@@ -404,19 +410,22 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		z := h.zombies[bs[0]]
 		fault := h.store.fault
 		h.store.fault = memFault{}
+		held := h.store.takeEvents() // held changes are for the current controller
 		z.step(pendingEvents{brokers: true, topicList: true, deletions: true, isrChanges: true})
 		h.store.fault = fault
 		h.printf("(controller %d fenced: %t)", z.id, z.fenced)
 		delete(h.zombies, bs[0])
-		h.store.takeEvents()
-		return strings.Join(*h.lines, "\n"), nil
+		held.merge(h.store.takeEvents())
+		h.store.events = held
 	case "dump":
 		h.dump()
 		return strings.Join(*h.lines, "\n"), nil
 	default:
 		return "", fmt.Errorf("unknown command %q", f[0])
 	}
-	h.settle()
+	if !hold {
+		h.settle()
+	}
 	return strings.Join(*h.lines, "\n"), nil
 }
 
@@ -773,4 +782,53 @@ func stripVersions(lines []string) []string {
 		out[i] = l
 	}
 	return out
+}
+
+// leaderWritesIsr is a leader's ISR write and its notification (the
+// "isr" command), as another client makes it.
+func (h *ctrlHarness) leaderWritesIsr(tp cluster.TopicPartition, isr []int32) {
+	n := h.store.nodes[partitionStatePath(tp.Topic, tp.Partition)]
+	st, err := decodePartitionState(n.data, n.stat.Version)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	st.Isr = isr
+	h.store.put(partitionStatePath(tp.Topic, tp.Partition), encodePartitionState(st), 0)
+	h.store.putSequential(isrChangeNotificationSeqPrefix, encodeIsrChangeNotification([]cluster.TopicPartition{tp}))
+}
+
+// TestControllerFailoverKeepsLateIsrNotification lands a leader's ISR
+// write and notification before each ZooKeeper call of a failover: the
+// notification must survive (stale ones are deleted before any state is
+// read, as Kafka does) so that every broker learns the new ISR.
+func TestControllerFailoverKeepsLateIsrNotification(t *testing.T) {
+	setup := func(h *ctrlHarness) {
+		for _, cmd := range []string{"brokers 1 2 3", "topic t 0=1,2,3 1=2,3,1",
+			"state t/0 leader=1 leader_epoch=0 isr=1,2,3 controller_epoch=0",
+			"state t/1 leader=2 leader_epoch=0 isr=2,3,1 controller_epoch=0", "isr t/1 2,3"} {
+			if _, err := h.run(cmd); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ref := newCtrlHarness(t)
+	setup(ref)
+	ref.newController(1)
+	if err := ref.ctrl.failover(); err != nil {
+		t.Fatal(err)
+	}
+	calls := ref.store.calls
+	for k := 0; k <= calls; k++ {
+		h := newCtrlHarness(t)
+		setup(h)
+		h.store.before = func(i int) {
+			if i == k {
+				h.leaderWritesIsr(cluster.TopicPartition{Topic: "t", Partition: 0}, []int32{1, 2})
+			}
+		}
+		h.elect(1)
+		if err := h.checkBrokersTold(); err != nil {
+			t.Errorf("ISR write before call %d of the failover: brokers not told:\n%v", k, err)
+		}
+	}
 }

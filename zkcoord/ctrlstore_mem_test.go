@@ -40,6 +40,9 @@ type memStore struct {
 	expired bool // the controller's session expired (faultExpiry)
 	down    bool // every call fails with zk.ErrConnectionClosed (disconnected)
 	events  pendingEvents
+	// before, if set, runs at the start of every controller call with its
+	// index: another client's change landing just before that call.
+	before func(call int)
 	// trace receives a line per applied controller write; the scripted
 	// tests share it with their recording sender.
 	trace *[]string
@@ -172,6 +175,9 @@ func (m *memStore) changed(p string, created bool) {
 func (m *memStore) call() (faultKind, error) {
 	i := m.calls
 	m.calls++
+	if m.before != nil {
+		m.before(i)
+	}
 	if m.expired {
 		return faultNone, zk.ErrSessionExpired
 	}
