@@ -113,6 +113,14 @@ func (w *ctrlWork) pending() bool {
 	return w.failover || !w.events.empty() || len(w.sync) > 0 || len(w.init) > 0 || len(w.reconcile) > 0
 }
 
+// hasWork reports whether the loop has work to retry: work items, or
+// writes whose outcome is unknown (c.unknown), which must be read back
+// even when no work item covers their partition any more (a preferred
+// leader election of checkRebalance, say).
+func (c *controller) hasWork() bool {
+	return c.work.pending() || len(c.unknown) > 0
+}
+
 // controllerConfig is what a controller needs from its Session; tests
 // build it directly (see newTestController).
 type controllerConfig struct {
@@ -329,7 +337,7 @@ func (c *controller) run() {
 	c.step(pendingEvents{})
 	for !c.stopped() {
 		switch {
-		case !c.work.pending():
+		case !c.hasWork():
 			backoff = ctrlRetryMin
 		case !armed:
 			retry.Reset(backoff)
@@ -416,7 +424,8 @@ func (c *controller) stepFailed(err error) {
 }
 
 // drain does the work items: LeaderAndIsr owed to started brokers, first
-// states of new partitions, then elections and ISR removals. It returns
+// states of new partitions, elections and ISR removals, then the read-back
+// of writes whose outcome is still unknown. It returns
 // the first error that stops the step (a lost connection or session, or a
 // fence); other failures leave their item for the next retry and let the
 // others proceed.
@@ -427,8 +436,10 @@ func (c *controller) drain() error {
 	if err := c.initPartitions(); err != nil {
 		return err
 	}
-	_, err := c.reconcile()
-	return err
+	if _, err := c.reconcile(); err != nil {
+		return err
+	}
+	return c.readBackUnknown()
 }
 
 // stepError sorts an item's failure: the returned error stops the step,

@@ -213,7 +213,11 @@ func (h *ctrlHarness) settle() {
 			return
 		}
 		ev := h.store.takeEvents()
-		if ev.empty() && !h.ctrl.work.pending() {
+		if ev.empty() && !h.ctrl.hasWork() {
+			if len(h.ctrl.unknown) > 0 {
+				// Nothing would wake the controller again for them.
+				h.t.Errorf("controller settled with writes of unknown outcome: %v", slices.Collect(maps.Keys(h.ctrl.unknown)))
+			}
 			return
 		}
 		h.ctrl.step(ev)
@@ -417,6 +421,26 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		delete(h.zombies, bs[0])
 		held.merge(h.store.takeEvents())
 		h.store.events = held
+	case "rebalance":
+		// The auto leader rebalance timer fires.
+		if h.ctrl == nil {
+			return "", fmt.Errorf("rebalance: no controller")
+		}
+		// A tick that failed, or whose controller resigned, is followed by
+		// the next tick (Kafka checks every leader.imbalance.check.interval).
+		for tick := 0; tick < 3 && h.ctrl != nil; tick++ {
+			c := h.ctrl
+			err := c.checkRebalance()
+			if err != nil && !c.checkFenced(err) {
+				h.printf("rebalance error: %v", err)
+			}
+			c.afterEvent(c.now())
+			h.settle()
+			if err == nil && h.ctrl == c && !c.fenced {
+				break
+			}
+		}
+		return strings.Join(*h.lines, "\n"), nil
 	case "dump":
 		h.dump()
 		return strings.Join(*h.lines, "\n"), nil

@@ -248,6 +248,37 @@ func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAnd
 	}
 }
 
+// readBackUnknown re-reads the state of each partition with a write of
+// unknown outcome that no work item will read again, and announces those
+// whose write landed. A partition still owed its first state or an
+// election is left to initPartitions or reconcile, which read it first.
+func (c *controller) readBackUnknown() error {
+	var changed []cluster.TopicPartition
+	defer func() { c.announce(changed, false) }()
+	for _, tp := range slices.SortedFunc(maps.Keys(c.unknown), compareTP) {
+		if c.work.init[tp] || c.work.reconcile[tp] {
+			continue
+		}
+		if c.stopped() {
+			return errControllerStopped
+		}
+		if c.replicas(tp) == nil {
+			delete(c.unknown, tp)
+			continue
+		}
+		_, ch, _, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) { return st, false })
+		if ch {
+			changed = append(changed, tp)
+		}
+		if err != nil {
+			if err := c.stepError(err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // ---- offline partitions ----
 
 // reconcile applies offlineTransition to each partition in c.work.reconcile:
