@@ -856,3 +856,40 @@ func TestControllerFailoverKeepsLateIsrNotification(t *testing.T) {
 		}
 	}
 }
+
+// TestControllerCreateStateAfterTwoLostReplies: a partition's first state
+// lands with its reply and read-back lost; a controlled shutdown then
+// changes who may lead, and the retry's create is lost too. The stored
+// state, written by this controller, is still its own and must be
+// announced as new to the replicas.
+func TestControllerCreateStateAfterTwoLostReplies(t *testing.T) {
+	h := newCtrlHarness(t)
+	for _, cmd := range []string{"brokers 1 2 3", "elect 1", "hold topic t 0=2,1,3"} {
+		if _, err := h.run(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp := partitionStatePath("t", 0)
+	h.store.writeFaults = map[string][]faultKind{sp: {faultLossAfterTwice, faultLossBefore}}
+	h.ctrl.step(h.store.takeEvents())
+	n := h.store.nodes[sp]
+	if n == nil {
+		t.Fatal("first create did not land")
+	}
+	if _, err := h.ctrl.controlledShutdown(2, h.store.nodes[brokerPath(2)].stat.Czxid); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	if err := h.checkBrokersTold(); err != nil {
+		t.Fatalf("brokers not told the state this controller created:\n%v", err)
+	}
+	for _, s := range h.sent {
+		if s.lai != nil && s.to.ID == 2 {
+			for _, pa := range s.lai.Partitions {
+				if pa.TopicPartition.Topic == "t" && !pa.IsNew {
+					t.Errorf("LeaderAndIsr for t/0 to broker 2 not IsNew: %+v", pa)
+				}
+			}
+		}
+	}
+}

@@ -209,12 +209,14 @@ func (c *controller) initPartitions() error {
 // createState writes tp's first state st. ours reports whether this
 // controller created it (now or in an earlier attempt whose reply was
 // lost), so it is announced as new; false means another state was there,
-// which the context adopts.
+// which the context adopts. A stored state with this controller's epoch
+// that the context does not hold is ours too, whatever it decided then:
+// only this controller writes with its epoch, and initPartitions only
+// creates partitions the context has no state for, so it was never
+// announced. Announcing the state actually stored is always safe.
 func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (ours bool, err error) {
-	for _, p := range []string{partitionsPath(tp.Topic), partitionPath(tp.Topic, tp.Partition)} {
-		if err := createPersistent(c.store, p); err != nil {
-			return false, err
-		}
+	if err := c.createParents(tp); err != nil {
+		return false, err
 	}
 	sp := partitionStatePath(tp.Topic, tp.Partition)
 	res, err := c.multi(&zk.CreateRequest{Path: sp, Data: encodePartitionState(st)})
@@ -227,7 +229,8 @@ func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAnd
 	case errors.Is(err, ErrNotController):
 		return false, err
 	case zkConnectionLost(err), len(res) > 1 && errors.Is(res[1].Error, zk.ErrNodeExists):
-		if zkConnectionLost(err) {
+		if _, had := c.unknown[tp]; zkConnectionLost(err) && !had {
+			// Keep an earlier attempt's entry: that one may have landed.
 			c.unknown[tp] = st
 		}
 		cur, exists, rerr := c.readState(tp)
@@ -238,7 +241,12 @@ func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAnd
 			delete(c.unknown, tp)
 			return false, fmt.Errorf("create %s: %w", sp, err)
 		}
+		_, announced := c.states[tp]
 		if c.adoptUnknown(tp, cur) {
+			return true, nil
+		}
+		if cur.ControllerEpoch == c.epoch && !announced {
+			c.setState(tp, cur, "partition created by an earlier attempt whose reply was lost")
 			return true, nil
 		}
 		c.states[tp] = cur
@@ -246,6 +254,27 @@ func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAnd
 	default:
 		return false, fmt.Errorf("create %s: %w", sp, err)
 	}
+}
+
+// createParents creates /brokers/topics/<t>/partitions and
+// .../partitions/<p> if missing, each in its own multi fenced by
+// /controller_epoch's zkVersion (Kafka's createTopicPartitions passes
+// expectedControllerEpochZkVersion): one multi per parent, since a failing
+// op fails a whole multi and NODEEXISTS is success here. After a lost
+// reply the next attempt finds the parent or creates it.
+func (c *controller) createParents(tp cluster.TopicPartition) error {
+	for _, p := range []string{partitionsPath(tp.Topic), partitionPath(tp.Topic, tp.Partition)} {
+		res, err := c.multi(&zk.CreateRequest{Path: p})
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNotController):
+			return err
+		case len(res) > 1 && errors.Is(res[1].Error, zk.ErrNodeExists):
+		default:
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // readBackUnknown re-reads the state of each partition with a write of

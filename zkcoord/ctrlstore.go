@@ -40,7 +40,9 @@ var _ ctrlStore = (*zkConn)(nil)
 // was in flight. Such errors are retryable: the client reconnects within
 // the session, and the controller retries until it does (Kafka's
 // retryRequestsUntilConnected). A write that failed so has an unknown
-// outcome and must be read back.
+// outcome and must be read back. (zk.ErrSessionMoved means the server
+// ignored the request, as the session moved to another server; reading
+// back is merely unnecessary then, and the retry is the same.)
 func zkConnectionLost(err error) bool {
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
 		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrUnknown)
@@ -51,14 +53,6 @@ func zkConnectionLost(err error) bool {
 // resign; the session goroutine re-registers and re-elects.
 func zkSessionLost(err error) bool {
 	return errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing)
-}
-
-// createPersistent creates an empty persistent node in st, ignoring NODEEXISTS.
-func createPersistent(st ctrlStore, p string) error {
-	if _, err := st.Create(p, nil, 0); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return fmt.Errorf("create %s: %w", p, err)
-	}
-	return nil
 }
 
 // sameLeaderAndIsr reports whether a state read back is the one written:

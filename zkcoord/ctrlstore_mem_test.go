@@ -43,6 +43,10 @@ type memStore struct {
 	// before, if set, runs at the start of every controller call with its
 	// index: another client's change landing just before that call.
 	before func(call int)
+	// writeFaults queues faults for the controller's writes of a path:
+	// each Multi creating or setting the path takes the next one.
+	writeFaults map[string][]faultKind
+	loseCall    int // > 0: the call with this index loses its connection
 	// trace receives a line per applied controller write; the scripted
 	// tests share it with their recording sender.
 	trace *[]string
@@ -184,6 +188,10 @@ func (m *memStore) call() (faultKind, error) {
 	if m.down {
 		return faultNone, zk.ErrConnectionClosed
 	}
+	if m.loseCall > 0 && m.loseCall == i {
+		m.loseCall = 0
+		return faultLossBefore, zk.ErrConnectionClosed
+	}
 	if m.fault.kind == faultLossAfterTwice && m.fault.at+1 == i {
 		return faultLossBefore, zk.ErrConnectionClosed
 	}
@@ -269,6 +277,15 @@ func (m *memStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 	if err != nil {
 		return nil, err
 	}
+	if kind == faultNone {
+		kind = m.writeFault(ops)
+		switch kind {
+		case faultLossBefore:
+			return nil, zk.ErrConnectionClosed
+		case faultLossAfterTwice:
+			m.loseCall = m.calls
+		}
+	}
 	if kind == faultBadVersion {
 		for _, op := range ops {
 			if o, ok := op.(*zk.SetDataRequest); ok && m.nodes[o.Path] != nil {
@@ -281,6 +298,26 @@ func (m *memStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		return nil, zk.ErrConnectionClosed
 	}
 	return res, err
+}
+
+// writeFault takes the next queued fault of a path ops create or set.
+func (m *memStore) writeFault(ops []any) faultKind {
+	for _, op := range ops {
+		var p string
+		switch o := op.(type) {
+		case *zk.CreateRequest:
+			p = o.Path
+		case *zk.SetDataRequest:
+			p = o.Path
+		default:
+			continue
+		}
+		if q := m.writeFaults[p]; len(q) > 0 {
+			m.writeFaults[p] = q[1:]
+			return q[0]
+		}
+	}
+	return faultNone
 }
 
 // apply runs ops on a copy of the tree and keeps it only if all succeed.
