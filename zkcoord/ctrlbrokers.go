@@ -207,10 +207,14 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]cluster.
 		if len(replicas) < 2 || !slices.Contains(replicas, id) {
 			continue // RF=1 partitions are never moved (Kafka)
 		}
-		wasLeader := false
+		if c.stopped() {
+			return nil, fmt.Errorf("controlled shutdown of broker %d: %w", id, ErrNotController)
+		}
+		// Whether it led as the context knew before this call: a former
+		// leader learns it follows from LeaderAndIsr, not StopReplica.
+		wasLeader := c.states[tp].Leader == id
 		st, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
-			wasLeader = st.Leader == id
-			if wasLeader {
+			if st.Leader == id {
 				l, isr, ok := ElectControlledShutdownLeader(replicas, st.Isr, electable, shutting)
 				if !ok {
 					return st, false
@@ -231,8 +235,7 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]cluster.
 		}
 		if err != nil {
 			if errors.Is(err, ErrNotController) || zkSessionLost(err) {
-				c.announce(changed, false)
-				c.checkFenced(err)
+				c.checkFenced(err) // fenced: changed is left to the successor
 				return nil, fmt.Errorf("controlled shutdown of broker %d: %w: %w", id, ErrNotController, err)
 			}
 			if first == nil {
@@ -277,6 +280,9 @@ func (c *controller) checkRebalance() error {
 	var changed []cluster.TopicPartition
 	var first error
 	for _, tp := range tps {
+		if c.stopped() {
+			return errControllerStopped
+		}
 		replicas := c.replicas(tp)
 		_, ch, _, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 			l, ok := ElectPreferredLeader(replicas, st.Isr, electable)

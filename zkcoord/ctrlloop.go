@@ -161,9 +161,13 @@ type controller struct {
 
 	quit     chan struct{} // closed by stop
 	stopOnce sync.Once
-	exited   chan struct{} // closed when run returns
-	wake     chan struct{} // buffer 1: pending has events
-	calls    chan func()   // work to run on the loop
+	// ctx is the parent of every broker queue's context; stop and a
+	// fence cancel it, ending every send of this controller.
+	ctx    context.Context
+	cancel context.CancelFunc
+	exited chan struct{} // closed when run returns
+	wake   chan struct{} // buffer 1: pending has events
+	calls  chan func()   // work to run on the loop
 
 	evMu    sync.Mutex // guards pending; a leaf
 	pending pendingEvents
@@ -218,7 +222,7 @@ func newController(s *Session, epoch, epochZkVersion int32) *controller {
 		},
 	})
 	c.cfg.NewQueue = func(b cluster.Broker) requestQueue {
-		return newBrokerQueue(b, s.goFunc, s.done, c.log)
+		return newBrokerQueue(c.ctx, b, s.goFunc, s.done, c.log)
 	}
 	return c
 }
@@ -236,7 +240,10 @@ func newControllerWith(cfg controllerConfig) *controller {
 	if now == nil {
 		now = time.Now
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &controller{
+		ctx:            ctx,
+		cancel:         cancel,
 		cfg:            cfg,
 		store:          cfg.Store,
 		sender:         sender,
@@ -283,8 +290,15 @@ func (discardSender) StopReplica(context.Context, cluster.Broker, cluster.StopRe
 }
 
 // stop ends the loop without waiting for it: the loop may be inside a
-// ZooKeeper call, and any write it still attempts is fenced.
-func (c *controller) stop() { c.stopOnce.Do(func() { close(c.quit) }) }
+// ZooKeeper call, and any write it still attempts is fenced. Every broker
+// queue's context is cancelled, so no request of this controller is sent
+// any more, and the loop sends nothing new (c.stopped).
+func (c *controller) stop() {
+	c.stopOnce.Do(func() {
+		c.cancel()
+		close(c.quit)
+	})
+}
 
 // post records events for the loop and wakes it. It never blocks.
 func (c *controller) post(ev pendingEvents) {
@@ -360,7 +374,7 @@ func (c *controller) run() {
 			c.step(pendingEvents{})
 		case <-rebalance:
 			start := c.now()
-			if err := c.checkRebalance(); err != nil && !c.checkFenced(err) {
+			if err := c.checkRebalance(); err != nil && !c.checkFenced(err) && !errors.Is(err, errControllerStopped) {
 				c.log.Warn().Err(err).Msg("auto leader rebalance failed")
 			}
 			c.afterEvent(start)
@@ -462,6 +476,7 @@ func (c *controller) checkFenced(err error) bool {
 	}
 	if !c.fenced {
 		c.fenced = true
+		c.cancel() // nothing more is sent to brokers
 		why := "controller epoch moved"
 		if zkSessionLost(err) {
 			why = "zookeeper session lost"

@@ -2,6 +2,7 @@ package zkcoord
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
@@ -56,6 +58,9 @@ type ctrlHarness struct {
 	topics map[string]map[int32][]int32 // every topic the script created, by its last assignment
 	// zombies are deposed controllers that have not noticed, by broker id.
 	zombies map[int32]*controller
+	// fencedAt is len(sent) when each controller resigned: it must send
+	// nothing after that.
+	fencedAt map[*controller]int
 	// verbose logs the controller (set CTRL_SCRIPT_LOG=1).
 	log zerolog.Logger
 }
@@ -68,7 +73,7 @@ type sentRequest struct {
 }
 
 func newCtrlHarness(t testing.TB) *ctrlHarness {
-	h := &ctrlHarness{t: t, store: newMemStore(), topics: map[string]map[int32][]int32{}, zombies: map[int32]*controller{}, log: zerolog.Nop()}
+	h := &ctrlHarness{t: t, store: newMemStore(), topics: map[string]map[int32][]int32{}, zombies: map[int32]*controller{}, fencedAt: map[*controller]int{}, log: zerolog.Nop()}
 	h.lines = h.store.trace
 	if os.Getenv("CTRL_SCRIPT_LOG") != "" {
 		h.log = zerolog.New(zerolog.NewTestWriter(t))
@@ -184,8 +189,12 @@ func (h *ctrlHarness) newController(id int32) *controller {
 		Store: m, Sender: h, Log: h.log,
 		NewQueue: func(b cluster.Broker) requestQueue { return &recQueue{to: b, send: h} },
 		Done:     make(chan struct{}),
-		Resign:   func(*controller, string) {}, // the harness looks at c.fenced
-		Now:      func() time.Time { return time.Unix(0, 0) },
+		Resign: func(c *controller, _ string) { // the harness looks at c.fenced
+			if _, ok := h.fencedAt[c]; !ok {
+				h.fencedAt[c] = len(h.sent)
+			}
+		},
+		Now: func() time.Time { return time.Unix(0, 0) },
 	})
 	h.ctrl = c
 	m.takeEvents() // the failover reads everything
@@ -421,6 +430,9 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		delete(h.zombies, bs[0])
 		held.merge(h.store.takeEvents())
 		h.store.events = held
+		if err := h.checkSilentAfterFence(); err != nil {
+			return "", err
+		}
 	case "rebalance":
 		// The auto leader rebalance timer fires.
 		if h.ctrl == nil {
@@ -450,7 +462,29 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 	if !hold {
 		h.settle()
 	}
-	return strings.Join(*h.lines, "\n"), nil
+	return strings.Join(*h.lines, "\n"), h.checkSilentAfterFence()
+}
+
+// checkSilentAfterFence checks that no controller sent a request after it
+// resigned (its epoch check failed or its session expired).
+func (h *ctrlHarness) checkSilentAfterFence() error {
+	for c, at := range h.fencedAt {
+		for _, s := range h.sent[at:] {
+			var ce int32
+			switch {
+			case s.lai != nil:
+				ce = s.lai.ControllerEpoch
+			case s.um != nil:
+				ce = s.um.ControllerEpoch
+			case s.stp != nil:
+				ce = s.stp.ControllerEpoch
+			}
+			if ce == c.epoch {
+				return fmt.Errorf("controller %d (epoch %d) sent %+v to broker %d after it resigned", c.id, c.epoch, s, s.to.ID)
+			}
+		}
+	}
+	return nil
 }
 
 // shutdown is broker id's ControlledShutdown request, retried on error as
@@ -892,4 +926,80 @@ func TestControllerCreateStateAfterTwoLostReplies(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestControllerFencedSendsNothing: controller 1's ISR removal for t/0
+// lands with its reply and read-back lost; controller 2 takes over before
+// 1 retries. 1's retry finds its t/0 write landed, then is fenced on t/1:
+// it must announce nothing after the fence (the successor owns the
+// brokers now), and its broker queues' context is cancelled.
+func TestControllerFencedSendsNothing(t *testing.T) {
+	h := newCtrlHarness(t)
+	for _, cmd := range []string{"brokers 1 2 3", "topic t 0=1,2,3 1=2,3,1", "elect 1", "hold kill 3"} {
+		if _, err := h.run(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.store.writeFaults = map[string][]faultKind{partitionStatePath("t", 0): {faultLossAfterTwice}}
+	z := h.ctrl
+	z.step(h.store.takeEvents())
+	if len(z.unknown) != 1 {
+		t.Fatalf("want t/0's write unknown, have %v", z.unknown)
+	}
+	h.newController(2)
+	h.settle()
+	spy := &fenceSpy{memStore: h.store, epoch: z.epoch, at: -1, sent: &h.sent}
+	z.store = spy
+	z.step(pendingEvents{})
+	if spy.at < 0 {
+		t.Fatal("controller 1 never met a newer controller")
+	}
+	for _, s := range h.sent[spy.at:] {
+		if (s.lai != nil && s.lai.ControllerEpoch == z.epoch) || (s.um != nil && s.um.ControllerEpoch == z.epoch) {
+			t.Errorf("controller 1 sent to broker %d after it met controller 2: %+v", s.to.ID, s)
+		}
+	}
+	if !z.fenced {
+		t.Fatal("controller 1 not fenced")
+	}
+	if err := h.checkSilentAfterFence(); err != nil {
+		t.Fatal(err)
+	}
+	if z.ctx.Err() == nil {
+		t.Error("fenced controller's queue context not cancelled")
+	}
+}
+
+// fenceSpy is a deposed controller's view of the store: it records
+// len(sent) when a reply first shows a newer controller (a failed epoch
+// check or a state written with a newer epoch).
+type fenceSpy struct {
+	*memStore
+	epoch int32
+	at    int
+	sent  *[]sentRequest
+}
+
+func (f *fenceSpy) mark() {
+	if f.at < 0 {
+		f.at = len(*f.sent)
+	}
+}
+
+func (f *fenceSpy) Get(p string) ([]byte, *zk.Stat, error) {
+	data, st, err := f.memStore.Get(p)
+	if err == nil && strings.HasSuffix(p, "/state") {
+		if s, derr := decodePartitionState(data, st.Version); derr == nil && s.ControllerEpoch > f.epoch {
+			f.mark()
+		}
+	}
+	return data, st, err
+}
+
+func (f *fenceSpy) Multi(ops ...any) ([]zk.MultiResponse, error) {
+	res, err := f.memStore.Multi(ops...)
+	if err != nil && len(res) > 0 && errors.Is(res[0].Error, zk.ErrBadVersion) {
+		f.mark()
+	}
+	return res, err
 }

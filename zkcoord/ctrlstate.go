@@ -48,8 +48,10 @@ func (c *controller) updateState(tp cluster.TopicPartition, prepare func(cluster
 			changed = true
 		}
 		if cur.ControllerEpoch > c.epoch {
-			return cur, changed, true, fmt.Errorf("%s written by controller epoch %d, ours is %d: %w",
+			err := fmt.Errorf("%s written by controller epoch %d, ours is %d: %w",
 				p, cur.ControllerEpoch, c.epoch, ErrNotController)
+			c.checkFenced(err)
+			return cur, changed, true, err
 		}
 		if prepare != nil {
 			if err := prepare(cur); err != nil {
@@ -144,6 +146,9 @@ func (c *controller) syncBrokers() error {
 		}
 	}
 	for _, tp := range theirs {
+		if c.stopped() {
+			return errControllerStopped
+		}
 		st, ok, err := c.readState(tp)
 		if err != nil {
 			if err := c.stepError(err); err != nil {
@@ -179,6 +184,9 @@ func (c *controller) initPartitions() error {
 	var created []cluster.TopicPartition
 	defer func() { c.announce(created, true) }()
 	for _, tp := range tps {
+		if c.stopped() {
+			return errControllerStopped
+		}
 		replicas := c.replicas(tp)
 		if _, has := c.states[tp]; replicas == nil || has {
 			delete(c.work.init, tp)
@@ -189,6 +197,7 @@ func (c *controller) initPartitions() error {
 			c.log.Error().Str("topic", tp.Topic).Int32("partition", tp.Partition).Ints32("replicas", replicas).
 				Msg("no live replica for new partition: it stays without a leader")
 			delete(c.work.init, tp)
+			delete(c.unknown, tp) // a create that landed is read when the partition is retried
 			continue
 		}
 		ours, err := c.createState(tp, st)
@@ -324,6 +333,9 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 	var changed []cluster.TopicPartition
 	defer func() { c.announce(changed, false) }()
 	for _, tp := range tps {
+		if c.stopped() {
+			return changed, errControllerStopped
+		}
 		replicas := c.replicas(tp)
 		if replicas == nil {
 			delete(c.work.reconcile, tp)

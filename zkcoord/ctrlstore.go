@@ -68,13 +68,17 @@ func sameLeaderAndIsr(a, b cluster.LeaderAndIsr) bool {
 // multi runs ops after a check of /controller_epoch's zkVersion, so a
 // deposed controller cannot write (KZC controllerZkVersionCheck). A failed
 // check returns an error wrapping ErrNotController; res is indexed with
-// the check at 0.
+// the check at 0. A failed check or a lost session fences the controller
+// before multi returns (checkFenced).
 func (c *controller) multi(ops ...any) ([]zk.MultiResponse, error) {
 	all := append([]any{&zk.CheckVersionRequest{Path: controllerEpochPath, Version: c.epochZkVersion}}, ops...)
 	res, err := c.store.Multi(all...)
 	if err != nil && len(res) > 0 && errors.Is(res[0].Error, zk.ErrBadVersion) {
-		return res, fmt.Errorf("check %s zk_version %d: %w", controllerEpochPath, c.epochZkVersion, ErrNotController)
+		err = fmt.Errorf("check %s zk_version %d: %w", controllerEpochPath, c.epochZkVersion, ErrNotController)
 	}
+	// Fenced at once, so that nothing this call's caller still has to
+	// announce is sent (announce is a no-op from here).
+	c.checkFenced(err)
 	return res, err
 }
 
