@@ -83,14 +83,13 @@ func (c *controller) onBrokerChange() error {
 		return err
 	}
 	var dead, born []int32
-	endpointsChanged := false
 	for _, id := range c.aliveIDs() {
 		nb, ok := now[id]
 		switch {
 		case !ok || nb.Epoch != c.alive[id].Epoch:
 			dead = append(dead, id)
 		case !slices.Equal(nb.Endpoints, c.alive[id].Endpoints):
-			endpointsChanged = true
+			c.work.metadataAll = true // owed until sent, whatever fails below
 			c.setAlive(nb)
 		}
 	}
@@ -112,9 +111,7 @@ func (c *controller) onBrokerChange() error {
 		}
 		return c.onBrokerStartup(bs)
 	}
-	if endpointsChanged && len(dead) == 0 {
-		c.sendUpdateMetadata(c.aliveIDs(), nil)
-	}
+	c.flushMetadataAll()
 	return nil
 }
 
@@ -132,12 +129,19 @@ func (c *controller) onBrokerFailure(dead []int32) error {
 			c.work.reconcile[tp] = true
 		}
 	}
+	// Everyone learns the new live broker list: with the elections'
+	// UpdateMetadata, or on its own (c.work.metadataAll), also when this
+	// step fails and its retry finds nothing to elect.
+	c.work.metadataAll = true
 	changed, err := c.reconcile()
-	if len(changed) == 0 && err == nil {
-		// Everyone still learns the new live broker list.
-		c.sendUpdateMetadata(c.aliveIDs(), nil)
+	if err != nil {
+		return err
 	}
-	return err
+	if len(changed) > 0 {
+		c.work.metadataAll = false // announce carried the live brokers
+	}
+	c.flushMetadataAll()
+	return nil
 }
 
 // onBrokerStartup is KC onBrokerStartup: everyone learns the new brokers,
@@ -159,6 +163,8 @@ func (c *controller) onBrokerStartup(born []cluster.Broker) error {
 		}
 	}
 	c.sendUpdateMetadata(existing, nil)
+	// The started brokers get the whole metadata from c.work.sync.
+	c.work.metadataAll = false
 	for t, a := range c.assignments {
 		for p, replicas := range a {
 			tp := cluster.TopicPartition{Topic: t, Partition: p}

@@ -107,10 +107,15 @@ type ctrlWork struct {
 	// reconcile lists partitions to elect a leader for or drop dead
 	// replicas from the ISR of (offlineTransition).
 	reconcile map[cluster.TopicPartition]bool
+	// metadataAll is set when the live brokers changed (a failure, an
+	// endpoint change) until every live broker was sent UpdateMetadata
+	// with the new list: a failed step must not lose it, as the retry
+	// sees no change of brokers any more.
+	metadataAll bool
 }
 
 func (w *ctrlWork) pending() bool {
-	return w.failover || !w.events.empty() || len(w.sync) > 0 || len(w.init) > 0 || len(w.reconcile) > 0
+	return w.failover || !w.events.empty() || len(w.sync) > 0 || len(w.init) > 0 || len(w.reconcile) > 0 || w.metadataAll
 }
 
 // hasWork reports whether the loop has work to retry: work items, or
@@ -453,7 +458,20 @@ func (c *controller) drain() error {
 	if _, err := c.reconcile(); err != nil {
 		return err
 	}
-	return c.readBackUnknown()
+	if err := c.readBackUnknown(); err != nil {
+		return err
+	}
+	c.flushMetadataAll()
+	return nil
+}
+
+// flushMetadataAll sends the UpdateMetadata owed to every live broker
+// since the live brokers changed (c.work.metadataAll).
+func (c *controller) flushMetadataAll() {
+	if c.work.metadataAll && !c.stopped() {
+		c.sendUpdateMetadata(c.aliveIDs(), nil)
+		c.work.metadataAll = false
+	}
 }
 
 // stepError sorts an item's failure: the returned error stops the step,

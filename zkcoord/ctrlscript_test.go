@@ -292,6 +292,18 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 			}
 			h.registerBroker(id)
 		}
+	case "endpoint":
+		// endpoint ID HOST: the broker rewrites its registration with a
+		// new host (same session, same czxid).
+		if len(args) != 2 {
+			return "", fmt.Errorf("endpoint ID HOST")
+		}
+		id, err := strconv.ParseInt(args[0], 10, 32)
+		if err != nil || h.store.nodes[brokerPath(int32(id))] == nil {
+			return "", fmt.Errorf("endpoint: no broker %s", args[0])
+		}
+		ep := []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: args[1], Port: 9092}}
+		h.store.put(brokerPath(int32(id)), encodeBrokerRegistration(ep, "", 0), 0)
 	case "kill":
 		bs, err := ids()
 		if err != nil {
@@ -567,6 +579,7 @@ func (h *ctrlHarness) checkBrokersTold() error {
 		to int32
 		tp cluster.TopicPartition
 	}
+	lastLive := map[int32][]cluster.Broker{} // LiveBrokers of the last UpdateMetadata
 	lastLAI := map[key]cluster.LeaderAndIsr{}
 	lastUM := map[key]cluster.LeaderAndIsr{}
 	stopped := map[key]bool{}
@@ -594,6 +607,7 @@ func (h *ctrlHarness) checkBrokersTold() error {
 				lastLAI[key{s.to.ID, pa.TopicPartition}] = pa.LeaderAndIsr
 			}
 		case s.um != nil:
+			lastLive[s.to.ID] = s.um.LiveBrokers
 			for _, pi := range s.um.Partitions {
 				lastUM[key{s.to.ID, cluster.TopicPartition{Topic: pi.Topic, Partition: pi.Partition}}] = pi.State
 			}
@@ -604,6 +618,25 @@ func (h *ctrlHarness) checkBrokersTold() error {
 		}
 	}
 	var errs []string
+	// Every broker's last UpdateMetadata names the live brokers as
+	// registered now, with their endpoints.
+	var want []string
+	for _, id := range slices.Sorted(maps.Keys(live)) {
+		b, err := decodeBrokerRegistration(id, m.nodes[brokerPath(id)].data)
+		if err != nil {
+			return err
+		}
+		want = append(want, fmt.Sprintf("%d@%d%v", id, live[id], b.Endpoints))
+	}
+	for _, id := range slices.Sorted(maps.Keys(live)) {
+		var got []string
+		for _, b := range lastLive[id] {
+			got = append(got, fmt.Sprintf("%d@%d%v", b.ID, b.Epoch, b.Endpoints))
+		}
+		if h.ctrl != nil && !slices.Equal(got, want) {
+			errs = append(errs, fmt.Sprintf("broker %d: last UpdateMetadata has live brokers %v, registered %v", id, got, want))
+		}
+	}
 	for _, t := range slices.Sorted(maps.Keys(h.topics)) {
 		a := m.nodes[topicPath(t)]
 		if a == nil {
