@@ -61,6 +61,9 @@ type ctrlHarness struct {
 	// fencedAt is len(sent) when each controller resigned: it must send
 	// nothing after that.
 	fencedAt map[*controller]int
+	// leaderWrote is the zkVersion of each state znode a leader's ISR
+	// write (the isr command) produced last.
+	leaderWrote map[string]int32
 	// verbose logs the controller (set CTRL_SCRIPT_LOG=1).
 	log zerolog.Logger
 }
@@ -73,7 +76,7 @@ type sentRequest struct {
 }
 
 func newCtrlHarness(t testing.TB) *ctrlHarness {
-	h := &ctrlHarness{t: t, store: newMemStore(), topics: map[string]map[int32][]int32{}, zombies: map[int32]*controller{}, fencedAt: map[*controller]int{}, log: zerolog.Nop()}
+	h := &ctrlHarness{t: t, store: newMemStore(), topics: map[string]map[int32][]int32{}, zombies: map[int32]*controller{}, fencedAt: map[*controller]int{}, leaderWrote: map[string]int32{}, log: zerolog.Nop()}
 	h.lines = h.store.trace
 	if os.Getenv("CTRL_SCRIPT_LOG") != "" {
 		h.log = zerolog.New(zerolog.NewTestWriter(t))
@@ -398,19 +401,14 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		n := h.store.nodes[partitionStatePath(tp.Topic, tp.Partition)]
-		if n == nil {
+		if h.store.nodes[partitionStatePath(tp.Topic, tp.Partition)] == nil {
 			return "", fmt.Errorf("isr: no state for %s", args[0])
 		}
-		st, err := decodePartitionState(n.data, n.stat.Version)
+		isr, err := parseInts(args[1])
 		if err != nil {
 			return "", err
 		}
-		if st.Isr, err = parseInts(args[1]); err != nil {
-			return "", err
-		}
-		h.store.put(partitionStatePath(tp.Topic, tp.Partition), encodePartitionState(st), 0)
-		h.store.putSequential(isrChangeNotificationSeqPrefix, encodeIsrChangeNotification([]cluster.TopicPartition{tp}))
+		h.leaderWritesIsr(tp, isr)
 	case "elect":
 		bs, err := ids()
 		if err != nil || len(bs) != 1 {
@@ -508,6 +506,16 @@ func (h *ctrlHarness) shutdown(id int32) {
 		h.printf("shutdown: broker %d is not registered", id)
 		return
 	}
+	led := map[cluster.TopicPartition]bool{} // what broker id led before
+	for t, a := range h.topics {
+		for p := range a {
+			if sn := h.store.nodes[partitionStatePath(t, p)]; sn != nil {
+				if st, err := decodePartitionState(sn.data, sn.stat.Version); err == nil && st.Leader == id {
+					led[cluster.TopicPartition{Topic: t, Partition: p}] = true
+				}
+			}
+		}
+	}
 	for attempt := 0; attempt < 5; attempt++ {
 		c := h.ctrl
 		remaining, err := c.controlledShutdown(id, n.stat.Czxid)
@@ -518,12 +526,59 @@ func (h *ctrlHarness) shutdown(id int32) {
 				s = append(s, fmt.Sprintf("%s/%d", tp.Topic, tp.Partition))
 			}
 			h.printf("remaining: %s", strings.Join(s, ","))
+			h.checkShutdownStopped(id, n.stat.Czxid, led)
 			return
 		}
 		h.printf("shutdown error: %v", err)
 		h.settle()
 	}
 	h.t.Fatalf("controlled shutdown of broker %d never succeeded", id)
+}
+
+// checkShutdownStopped checks, after broker id's controlled shutdown
+// succeeded, that for each replicated partition of it that it no longer
+// leads and is out of the ISR of, it was told to stop fetching: a
+// StopReplica without delete if it followed, or (a former leader, in led)
+// a LeaderAndIsr naming the new leader at the current leader epoch, from
+// the current controller.
+func (h *ctrlHarness) checkShutdownStopped(id int32, epoch int64, led map[cluster.TopicPartition]bool) {
+	c := h.ctrl
+	for t, a := range h.topics {
+		for p, replicas := range a {
+			n := h.store.nodes[partitionStatePath(t, p)]
+			if len(replicas) < 2 || !slices.Contains(replicas, id) || n == nil {
+				continue
+			}
+			st, err := decodePartitionState(n.data, n.stat.Version)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			if st.Leader == id || slices.Contains(st.Isr, id) {
+				continue
+			}
+			tp := cluster.TopicPartition{Topic: t, Partition: p}
+			told := false
+			for _, s := range h.sent {
+				if s.to.ID != id || s.to.Epoch != epoch {
+					continue
+				}
+				if s.stp != nil && !s.stp.DeletePartitions && s.stp.ControllerEpoch == c.epoch && slices.Contains(s.stp.Partitions, tp) &&
+					s.stp.LeaderEpochs[tp] == st.LeaderEpoch {
+					told = true
+				}
+				if s.lai != nil && s.lai.ControllerEpoch == c.epoch && led[tp] {
+					for _, pa := range s.lai.Partitions {
+						if pa.TopicPartition == tp && pa.LeaderAndIsr.Leader == st.Leader && pa.LeaderAndIsr.LeaderEpoch == st.LeaderEpoch {
+							told = true
+						}
+					}
+				}
+			}
+			if !told {
+				h.t.Errorf("controlled shutdown of broker %d: not told to stop %s/%d (leader %d leader_epoch %d)", id, t, p, st.Leader, st.LeaderEpoch)
+			}
+		}
+	}
 }
 
 // dump prints every partition state znode and pending request.
@@ -668,6 +723,15 @@ func (h *ctrlHarness) checkBrokersTold() error {
 				if !ok || lai.Leader != st.Leader || lai.LeaderEpoch != st.LeaderEpoch {
 					errs = append(errs, fmt.Sprintf("broker %d: last LeaderAndIsr for %s/%d: leader %d leader_epoch %d (sent: %t), znode leader %d leader_epoch %d",
 						id, t, p, lai.Leader, lai.LeaderEpoch, ok, st.Leader, st.LeaderEpoch))
+					continue
+				}
+				// The ISR and zkVersion too (a leader's conditional ISR
+				// write needs the current zkVersion), unless the leader
+				// wrote the znode last: it knows its own write.
+				if v, byLeader := h.leaderWrote[partitionStatePath(t, p)]; (!byLeader || v != n.stat.Version) &&
+					(lai.ZkVersion != n.stat.Version || !slices.Equal(lai.Isr, st.Isr)) {
+					errs = append(errs, fmt.Sprintf("broker %d: last LeaderAndIsr for %s/%d: isr %v zk_version %d, znode isr %v zk_version %d",
+						id, t, p, lai.Isr, lai.ZkVersion, st.Isr, n.stat.Version))
 				}
 			}
 		}
@@ -884,7 +948,7 @@ func (h *ctrlHarness) leaderWritesIsr(tp cluster.TopicPartition, isr []int32) {
 		h.t.Fatal(err)
 	}
 	st.Isr = isr
-	h.store.put(partitionStatePath(tp.Topic, tp.Partition), encodePartitionState(st), 0)
+	h.leaderWrote[partitionStatePath(tp.Topic, tp.Partition)] = h.store.put(partitionStatePath(tp.Topic, tp.Partition), encodePartitionState(st), 0).Version
 	h.store.putSequential(isrChangeNotificationSeqPrefix, encodeIsrChangeNotification([]cluster.TopicPartition{tp}))
 }
 
