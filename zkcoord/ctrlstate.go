@@ -37,6 +37,9 @@ func (c *controller) updateState(tp cluster.TopicPartition, prepare func(cluster
 	p := partitionStatePath(tp.Topic, tp.Partition)
 	for attempt := 0; attempt < maxStateWriteAttempts; attempt++ {
 		cur, exists, err := c.readState(tp)
+		if c.skipState(tp, err) {
+			return cur, changed, false, nil
+		}
 		if err != nil {
 			return cur, changed, true, err
 		}
@@ -150,6 +153,9 @@ func (c *controller) syncBrokers() error {
 			return errControllerStopped
 		}
 		st, ok, err := c.readState(tp)
+		if c.skipState(tp, err) {
+			continue
+		}
 		if err != nil {
 			if err := c.stepError(err); err != nil {
 				return err
@@ -243,6 +249,9 @@ func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAnd
 			c.unknown[tp] = st
 		}
 		cur, exists, rerr := c.readState(tp)
+		if c.skipState(tp, rerr) {
+			return false, nil
+		}
 		if rerr != nil {
 			return false, fmt.Errorf("create %s: %w; read back: %w", sp, err, rerr)
 		}

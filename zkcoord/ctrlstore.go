@@ -140,9 +140,27 @@ func (c *controller) readState(tp cluster.TopicPartition) (cluster.LeaderAndIsr,
 	}
 	st, err := decodePartitionState(data, stat.Version)
 	if err != nil {
+		// Wraps ErrBadZNode: callers leave the partition out (skipState).
 		return cluster.LeaderAndIsr{}, false, fmt.Errorf("%s: %w", p, err)
 	}
 	return st, true, nil
+}
+
+// skipState reports whether err, from readState, is an unreadable state
+// znode, and if so logs it at Error: the partition is left out of the
+// context (no leader, no requests) instead of stopping the controller; a
+// later event of its topic reads it again.
+func (c *controller) skipState(tp cluster.TopicPartition, err error) bool {
+	if !errors.Is(err, ErrBadZNode) {
+		return false
+	}
+	c.log.Error().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).
+		Msg("unreadable partition state: leaving the partition out")
+	delete(c.states, tp)
+	delete(c.unknown, tp)
+	delete(c.work.init, tp)
+	delete(c.work.reconcile, tp)
+	return true
 }
 
 // readUncleanAllowed reads unclean.leader.election.enable for topic t from

@@ -43,6 +43,9 @@ func (c *controller) readTopic(t string) (loadedTopic, error) {
 			continue
 		}
 		st, ok, err := c.readState(tp)
+		if c.skipState(tp, err) {
+			continue
+		}
 		if err != nil {
 			return loadedTopic{}, err
 		}
@@ -306,6 +309,9 @@ func (c *controller) onIsrChange() error {
 			continue
 		}
 		st, ok, err := c.readState(tp)
+		if c.skipState(tp, err) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
