@@ -55,8 +55,8 @@ type memStore struct {
 	// leaderWrote is the zkVersion of each state znode a leader's ISR
 	// write (the isr command, faultIsrShrink) produced last.
 	leaderWrote map[string]int32
-	down    bool // every call fails with zk.ErrConnectionClosed (disconnected)
-	events  pendingEvents
+	down        bool // every call fails with zk.ErrConnectionClosed (disconnected)
+	events      pendingEvents
 	// before, if set, runs at the start of every controller call with its
 	// index: another client's change landing just before that call.
 	before func(call int)
