@@ -295,7 +295,9 @@ func (discardSender) StopReplica(context.Context, cluster.Broker, cluster.StopRe
 }
 
 // stop ends the loop without waiting for it: the loop may be inside a
-// ZooKeeper call, and any write it still attempts is fenced. Every broker
+// ZooKeeper call (go-zookeeper blocks a request made while disconnected
+// until it reconnects or the session expires), and stop takes effect when
+// that call returns; any write it still attempts is fenced. Every broker
 // queue's context is cancelled, so no request of this controller is sent
 // any more, and the loop sends nothing new (c.stopped).
 func (c *controller) stop() {
