@@ -14,13 +14,20 @@ import (
 // leader rebalance). Each updates the context, records what is left to do
 // in c.work and drains it; a failure leaves the rest to the next retry.
 
-// failover is KC onControllerFailover: read everything, drop stale ISR
-// notifications, tell every live broker the whole metadata and then its
+// failover is KC onControllerFailover: drop stale ISR notifications, read
+// everything, tell every live broker the whole metadata and then its
 // own partitions, and leave as work the partitions that have no state yet,
 // elections for partitions whose leader is gone, and pending topic
 // deletions. The context is replaced only once every read succeeded; a
 // failure is retried from scratch.
 func (c *controller) failover() error {
+	// Stale notifications go first, before any state is read (Kafka
+	// deletes them before initializeControllerContext): a leader's ISR
+	// write after this point leaves a notification that is kept and
+	// handled, one before it is in the states read below.
+	if err := c.deleteIsrNotifications(nil); err != nil {
+		return err
+	}
 	brokers, err := c.readBrokers()
 	if err != nil {
 		return err
@@ -36,9 +43,6 @@ func (c *controller) failover() error {
 			return err
 		}
 		loaded[t] = lt
-	}
-	if err := c.deleteIsrNotifications(nil); err != nil {
-		return err
 	}
 	for _, q := range c.queues {
 		q.close()
@@ -79,14 +83,13 @@ func (c *controller) onBrokerChange() error {
 		return err
 	}
 	var dead, born []int32
-	endpointsChanged := false
 	for _, id := range c.aliveIDs() {
 		nb, ok := now[id]
 		switch {
 		case !ok || nb.Epoch != c.alive[id].Epoch:
 			dead = append(dead, id)
 		case !slices.Equal(nb.Endpoints, c.alive[id].Endpoints):
-			endpointsChanged = true
+			c.work.metadataAll = true // owed until sent, whatever fails below
 			c.setAlive(nb)
 		}
 	}
@@ -108,9 +111,7 @@ func (c *controller) onBrokerChange() error {
 		}
 		return c.onBrokerStartup(bs)
 	}
-	if endpointsChanged && len(dead) == 0 {
-		c.sendUpdateMetadata(c.aliveIDs(), nil)
-	}
+	c.flushMetadataAll()
 	return nil
 }
 
@@ -128,12 +129,19 @@ func (c *controller) onBrokerFailure(dead []int32) error {
 			c.work.reconcile[tp] = true
 		}
 	}
+	// Everyone learns the new live broker list: with the elections'
+	// UpdateMetadata, or on its own (c.work.metadataAll), also when this
+	// step fails and its retry finds nothing to elect.
+	c.work.metadataAll = true
 	changed, err := c.reconcile()
-	if len(changed) == 0 && err == nil {
-		// Everyone still learns the new live broker list.
-		c.sendUpdateMetadata(c.aliveIDs(), nil)
+	if err != nil {
+		return err
 	}
-	return err
+	if len(changed) > 0 {
+		c.work.metadataAll = false // announce carried the live brokers
+	}
+	c.flushMetadataAll()
+	return nil
 }
 
 // onBrokerStartup is KC onBrokerStartup: everyone learns the new brokers,
@@ -155,6 +163,8 @@ func (c *controller) onBrokerStartup(born []cluster.Broker) error {
 		}
 	}
 	c.sendUpdateMetadata(existing, nil)
+	// The started brokers get the whole metadata from c.work.sync.
+	c.work.metadataAll = false
 	for t, a := range c.assignments {
 		for p, replicas := range a {
 			tp := cluster.TopicPartition{Topic: t, Partition: p}
@@ -203,10 +213,14 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]cluster.
 		if len(replicas) < 2 || !slices.Contains(replicas, id) {
 			continue // RF=1 partitions are never moved (Kafka)
 		}
-		wasLeader := false
+		if c.stopped() {
+			return nil, fmt.Errorf("controlled shutdown of broker %d: %w", id, ErrNotController)
+		}
+		// Whether it led as the context knew before this call: a former
+		// leader learns it follows from LeaderAndIsr, not StopReplica.
+		wasLeader := c.states[tp].Leader == id
 		st, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
-			wasLeader = st.Leader == id
-			if wasLeader {
+			if st.Leader == id {
 				l, isr, ok := ElectControlledShutdownLeader(replicas, st.Isr, electable, shutting)
 				if !ok {
 					return st, false
@@ -227,8 +241,7 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]cluster.
 		}
 		if err != nil {
 			if errors.Is(err, ErrNotController) || zkSessionLost(err) {
-				c.announce(changed, false)
-				c.checkFenced(err)
+				c.checkFenced(err) // fenced: changed is left to the successor
 				return nil, fmt.Errorf("controlled shutdown of broker %d: %w: %w", id, ErrNotController, err)
 			}
 			if first == nil {
@@ -273,6 +286,9 @@ func (c *controller) checkRebalance() error {
 	var changed []cluster.TopicPartition
 	var first error
 	for _, tp := range tps {
+		if c.stopped() {
+			return errControllerStopped
+		}
 		replicas := c.replicas(tp)
 		_, ch, _, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 			l, ok := ElectPreferredLeader(replicas, st.Isr, electable)

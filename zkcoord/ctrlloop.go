@@ -50,6 +50,10 @@ const (
 	ctrlRetryMax = 5 * time.Second
 )
 
+// errControllerStopped stops a step of a controller that was stopped (or
+// fenced) while the step ran: it writes and sends nothing more.
+var errControllerStopped = errors.New("zkcoord: controller stopped")
+
 // pendingEvents are the coalesced events waiting for the controller loop.
 type pendingEvents struct {
 	brokers    bool            // /brokers/ids children or a registration changed
@@ -103,10 +107,23 @@ type ctrlWork struct {
 	// reconcile lists partitions to elect a leader for or drop dead
 	// replicas from the ISR of (offlineTransition).
 	reconcile map[cluster.TopicPartition]bool
+	// metadataAll is set when the live brokers changed (a failure, an
+	// endpoint change) until every live broker was sent UpdateMetadata
+	// with the new list: a failed step must not lose it, as the retry
+	// sees no change of brokers any more.
+	metadataAll bool
 }
 
 func (w *ctrlWork) pending() bool {
-	return w.failover || !w.events.empty() || len(w.sync) > 0 || len(w.init) > 0 || len(w.reconcile) > 0
+	return w.failover || !w.events.empty() || len(w.sync) > 0 || len(w.init) > 0 || len(w.reconcile) > 0 || w.metadataAll
+}
+
+// hasWork reports whether the loop has work to retry: work items, or
+// writes whose outcome is unknown (c.unknown), which must be read back
+// even when no work item covers their partition any more (a preferred
+// leader election of checkRebalance, say).
+func (c *controller) hasWork() bool {
+	return c.work.pending() || len(c.unknown) > 0
 }
 
 // controllerConfig is what a controller needs from its Session; tests
@@ -149,9 +166,13 @@ type controller struct {
 
 	quit     chan struct{} // closed by stop
 	stopOnce sync.Once
-	exited   chan struct{} // closed when run returns
-	wake     chan struct{} // buffer 1: pending has events
-	calls    chan func()   // work to run on the loop
+	// ctx is the parent of every broker queue's context; stop and a
+	// fence cancel it, ending every send of this controller.
+	ctx    context.Context
+	cancel context.CancelFunc
+	exited chan struct{} // closed when run returns
+	wake   chan struct{} // buffer 1: pending has events
+	calls  chan func()   // work to run on the loop
 
 	evMu    sync.Mutex // guards pending; a leaf
 	pending pendingEvents
@@ -206,7 +227,7 @@ func newController(s *Session, epoch, epochZkVersion int32) *controller {
 		},
 	})
 	c.cfg.NewQueue = func(b cluster.Broker) requestQueue {
-		return newBrokerQueue(b, s.goFunc, s.done, c.log)
+		return newBrokerQueue(c.ctx, b, s.goFunc, s.done, c.log)
 	}
 	return c
 }
@@ -224,7 +245,10 @@ func newControllerWith(cfg controllerConfig) *controller {
 	if now == nil {
 		now = time.Now
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &controller{
+		ctx:            ctx,
+		cancel:         cancel,
 		cfg:            cfg,
 		store:          cfg.Store,
 		sender:         sender,
@@ -271,8 +295,17 @@ func (discardSender) StopReplica(context.Context, cluster.Broker, cluster.StopRe
 }
 
 // stop ends the loop without waiting for it: the loop may be inside a
-// ZooKeeper call, and any write it still attempts is fenced.
-func (c *controller) stop() { c.stopOnce.Do(func() { close(c.quit) }) }
+// ZooKeeper call (go-zookeeper blocks a request made while disconnected
+// until it reconnects or the session expires), and stop takes effect when
+// that call returns; any write it still attempts is fenced. Every broker
+// queue's context is cancelled, so no request of this controller is sent
+// any more, and the loop sends nothing new (c.stopped).
+func (c *controller) stop() {
+	c.stopOnce.Do(func() {
+		c.cancel()
+		close(c.quit)
+	})
+}
 
 // post records events for the loop and wakes it. It never blocks.
 func (c *controller) post(ev pendingEvents) {
@@ -325,7 +358,7 @@ func (c *controller) run() {
 	c.step(pendingEvents{})
 	for !c.stopped() {
 		switch {
-		case !c.work.pending():
+		case !c.hasWork():
 			backoff = ctrlRetryMin
 		case !armed:
 			retry.Reset(backoff)
@@ -348,7 +381,7 @@ func (c *controller) run() {
 			c.step(pendingEvents{})
 		case <-rebalance:
 			start := c.now()
-			if err := c.checkRebalance(); err != nil && !c.checkFenced(err) {
+			if err := c.checkRebalance(); err != nil && !c.checkFenced(err) && !errors.Is(err, errControllerStopped) {
 				c.log.Warn().Err(err).Msg("auto leader rebalance failed")
 			}
 			c.afterEvent(start)
@@ -406,13 +439,14 @@ func (c *controller) step(ev pendingEvents) {
 }
 
 func (c *controller) stepFailed(err error) {
-	if !c.checkFenced(err) {
+	if !c.checkFenced(err) && !errors.Is(err, errControllerStopped) {
 		c.log.Warn().Err(err).Msg("controller event failed; will retry")
 	}
 }
 
 // drain does the work items: LeaderAndIsr owed to started brokers, first
-// states of new partitions, then elections and ISR removals. It returns
+// states of new partitions, elections and ISR removals, then the read-back
+// of writes whose outcome is still unknown. It returns
 // the first error that stops the step (a lost connection or session, or a
 // fence); other failures leave their item for the next retry and let the
 // others proceed.
@@ -423,14 +457,29 @@ func (c *controller) drain() error {
 	if err := c.initPartitions(); err != nil {
 		return err
 	}
-	_, err := c.reconcile()
-	return err
+	if _, err := c.reconcile(); err != nil {
+		return err
+	}
+	if err := c.readBackUnknown(); err != nil {
+		return err
+	}
+	c.flushMetadataAll()
+	return nil
+}
+
+// flushMetadataAll sends the UpdateMetadata owed to every live broker
+// since the live brokers changed (c.work.metadataAll).
+func (c *controller) flushMetadataAll() {
+	if c.work.metadataAll && !c.stopped() {
+		c.sendUpdateMetadata(c.aliveIDs(), nil)
+		c.work.metadataAll = false
+	}
 }
 
 // stepError sorts an item's failure: the returned error stops the step,
 // nil lets the next item go (the failed one stays in the work).
 func (c *controller) stepError(err error) error {
-	if err == nil || errors.Is(err, ErrNotController) || zkSessionLost(err) || zkConnectionLost(err) {
+	if err == nil || errors.Is(err, ErrNotController) || errors.Is(err, errControllerStopped) || zkSessionLost(err) || zkConnectionLost(err) {
 		return err
 	}
 	c.log.Warn().Err(err).Msg("controller work item failed; will retry")
@@ -447,6 +496,7 @@ func (c *controller) checkFenced(err error) bool {
 	}
 	if !c.fenced {
 		c.fenced = true
+		c.cancel() // nothing more is sent to brokers
 		why := "controller epoch moved"
 		if zkSessionLost(err) {
 			why = "zookeeper session lost"

@@ -77,7 +77,16 @@ func (l lockedQueue) close() {
 // disconnected: nothing is written while it is down, the loop keeps
 // retrying with its backoff, and once the connection is back the failover
 // and a broker failure that came while down are done and announced. A
-// stop while the store is down ends the loop at once.
+// stop while the store is down ends the loop at once and cancels the
+// context of every broker queue.
+//
+// memStore's down fails every call at once, as go-zookeeper does for the
+// requests in flight when the connection breaks; a request made while it
+// stays disconnected instead blocks the caller until the client
+// reconnects or the session expires. So with a real session the loop may
+// sit inside one ZooKeeper call, and stop takes effect when it returns;
+// what stop ends at once is the loop's waits between retries (tested
+// here) and every send to a broker (the queues' context is cancelled).
 func TestControllerLoopRetriesUntilConnected(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newCtrlHarness(t)
@@ -151,6 +160,9 @@ func TestControllerLoopRetriesUntilConnected(t *testing.T) {
 		case <-c.exited:
 		case <-time.After(time.Millisecond):
 			t.Fatal("loop did not stop while disconnected")
+		}
+		if c.ctx.Err() == nil {
+			t.Fatal("stop did not cancel the broker queues' context")
 		}
 	})
 }

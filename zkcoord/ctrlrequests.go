@@ -12,7 +12,9 @@ import (
 // ControllerChannelManager batch). Requests are built from the context and
 // queued per broker incarnation; queuing never blocks and never fails, so
 // a request is only ever owed (ctrlWork) while the ZooKeeper reads it
-// depends on are not done. Brokers and partitions are visited in sorted
+// depends on are not done. A stopped or fenced controller (c.stopped)
+// queues nothing: its requests would carry a stale controller epoch, and a
+// successor's may already be on their way. Brokers and partitions are visited in sorted
 // order, so what is sent is deterministic.
 
 func (c *controller) aliveIDs() []int32 {
@@ -92,7 +94,7 @@ func (c *controller) liveBrokers() []cluster.Broker {
 // changed: LeaderAndIsr to their replicas (isNew for partitions just
 // created), then UpdateMetadata to every live broker. Nothing for none.
 func (c *controller) announce(tps []cluster.TopicPartition, isNew bool) {
-	if len(tps) == 0 {
+	if len(tps) == 0 || c.stopped() {
 		return
 	}
 	c.sendLeaderAndIsr(tps, isNew, -1)
@@ -112,6 +114,9 @@ func (c *controller) sendUpdateMetadata(to []int32, tps []cluster.TopicPartition
 }
 
 func (c *controller) sendUpdateMetadataInfos(to []int32, infos []cluster.TopicPartitionInfo) {
+	if c.stopped() {
+		return
+	}
 	live := c.liveBrokers()
 	for _, id := range to {
 		b, ok := c.alive[id]
@@ -132,6 +137,9 @@ func (c *controller) sendUpdateMetadataInfos(to []int32, infos []cluster.TopicPa
 // sendLeaderAndIsr queues LeaderAndIsr for tps to each of their alive
 // replicas, or only to broker only when only >= 0.
 func (c *controller) sendLeaderAndIsr(tps []cluster.TopicPartition, isNew bool, only int32) {
+	if c.stopped() {
+		return
+	}
 	by := map[int32][]cluster.PartitionAssignment{}
 	for _, tp := range tps {
 		st, ok := c.states[tp]
@@ -176,7 +184,7 @@ func (c *controller) sendLeaderAndIsr(tps []cluster.TopicPartition, isNew bool, 
 func (c *controller) sendStopReplica(to int32, tps []cluster.TopicPartition, del bool) {
 	b, ok := c.alive[to]
 	q := c.queues[to]
-	if !ok || q == nil || len(tps) == 0 {
+	if !ok || q == nil || len(tps) == 0 || c.stopped() {
 		return
 	}
 	epochs := make(map[cluster.TopicPartition]int32, len(tps))

@@ -2,6 +2,7 @@ package zkcoord
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
@@ -56,6 +58,9 @@ type ctrlHarness struct {
 	topics map[string]map[int32][]int32 // every topic the script created, by its last assignment
 	// zombies are deposed controllers that have not noticed, by broker id.
 	zombies map[int32]*controller
+	// fencedAt is len(sent) when each controller resigned: it must send
+	// nothing after that.
+	fencedAt map[*controller]int
 	// verbose logs the controller (set CTRL_SCRIPT_LOG=1).
 	log zerolog.Logger
 }
@@ -68,7 +73,7 @@ type sentRequest struct {
 }
 
 func newCtrlHarness(t testing.TB) *ctrlHarness {
-	h := &ctrlHarness{t: t, store: newMemStore(), topics: map[string]map[int32][]int32{}, zombies: map[int32]*controller{}, log: zerolog.Nop()}
+	h := &ctrlHarness{t: t, store: newMemStore(), topics: map[string]map[int32][]int32{}, zombies: map[int32]*controller{}, fencedAt: map[*controller]int{}, log: zerolog.Nop()}
 	h.lines = h.store.trace
 	if os.Getenv("CTRL_SCRIPT_LOG") != "" {
 		h.log = zerolog.New(zerolog.NewTestWriter(t))
@@ -184,8 +189,12 @@ func (h *ctrlHarness) newController(id int32) *controller {
 		Store: m, Sender: h, Log: h.log,
 		NewQueue: func(b cluster.Broker) requestQueue { return &recQueue{to: b, send: h} },
 		Done:     make(chan struct{}),
-		Resign:   func(*controller, string) {}, // the harness looks at c.fenced
-		Now:      func() time.Time { return time.Unix(0, 0) },
+		Resign: func(c *controller, _ string) { // the harness looks at c.fenced
+			if _, ok := h.fencedAt[c]; !ok {
+				h.fencedAt[c] = len(h.sent)
+			}
+		},
+		Now: func() time.Time { return time.Unix(0, 0) },
 	})
 	h.ctrl = c
 	m.takeEvents() // the failover reads everything
@@ -203,6 +212,15 @@ func (h *ctrlHarness) settle() {
 			h.store.takeEvents()
 			return
 		}
+		if h.store.stolen {
+			// Another broker won an election (faultNewEpoch); this one
+			// wins the next: the deposed controller stops, a fresh one
+			// (a newer epoch still) takes over.
+			h.store.stolen = false
+			h.printf("(controller epoch moved: controller %d deposed)", h.ctrlID)
+			h.newController(h.ctrlID)
+			continue
+		}
 		if h.ctrl.fenced {
 			if !h.store.expired {
 				return // fenced by a newer controller: the script goes on without it
@@ -213,7 +231,11 @@ func (h *ctrlHarness) settle() {
 			return
 		}
 		ev := h.store.takeEvents()
-		if ev.empty() && !h.ctrl.work.pending() {
+		if ev.empty() && !h.ctrl.hasWork() {
+			if len(h.ctrl.unknown) > 0 {
+				// Nothing would wake the controller again for them.
+				h.t.Errorf("controller settled with writes of unknown outcome: %v", slices.Collect(maps.Keys(h.ctrl.unknown)))
+			}
 			return
 		}
 		h.ctrl.step(ev)
@@ -256,6 +278,12 @@ func parseInts(s string) ([]int32, error) {
 func (h *ctrlHarness) run(cmd string) (string, error) {
 	*h.lines = (*h.lines)[:0]
 	f := strings.Fields(cmd)
+	// "hold CMD" makes the change of CMD without letting the controller
+	// see it: its events wait for the next command that settles.
+	hold := len(f) > 1 && f[0] == "hold"
+	if hold {
+		f = f[1:]
+	}
 	if len(f) == 0 {
 		return "", fmt.Errorf("empty command")
 	}
@@ -273,6 +301,18 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 			}
 			h.registerBroker(id)
 		}
+	case "endpoint":
+		// endpoint ID HOST: the broker rewrites its registration with a
+		// new host (same session, same czxid).
+		if len(args) != 2 {
+			return "", fmt.Errorf("endpoint ID HOST")
+		}
+		id, err := strconv.ParseInt(args[0], 10, 32)
+		if err != nil || h.store.nodes[brokerPath(int32(id))] == nil {
+			return "", fmt.Errorf("endpoint: no broker %s", args[0])
+		}
+		ep := []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: args[1], Port: 9092}}
+		h.store.put(brokerPath(int32(id)), encodeBrokerRegistration(ep, "", 0), 0)
 	case "kill":
 		bs, err := ids()
 		if err != nil {
@@ -354,6 +394,16 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 			}
 		}
 		h.store.put(partitionStatePath(tp.Topic, tp.Partition), encodePartitionState(st), 0)
+	case "corrupt":
+		// corrupt T/P: the state znode holds something unreadable.
+		if len(args) != 1 {
+			return "", fmt.Errorf("corrupt T/P")
+		}
+		tp, err := parseTP(args[0])
+		if err != nil {
+			return "", err
+		}
+		h.store.put(partitionStatePath(tp.Topic, tp.Partition), []byte("{not json"), 0)
 	case "delete":
 		for _, t := range args {
 			h.store.put(deleteTopicsPath(t), nil, 0)
@@ -367,19 +417,14 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		n := h.store.nodes[partitionStatePath(tp.Topic, tp.Partition)]
-		if n == nil {
+		if h.store.nodes[partitionStatePath(tp.Topic, tp.Partition)] == nil {
 			return "", fmt.Errorf("isr: no state for %s", args[0])
 		}
-		st, err := decodePartitionState(n.data, n.stat.Version)
+		isr, err := parseInts(args[1])
 		if err != nil {
 			return "", err
 		}
-		if st.Isr, err = parseInts(args[1]); err != nil {
-			return "", err
-		}
-		h.store.put(partitionStatePath(tp.Topic, tp.Partition), encodePartitionState(st), 0)
-		h.store.putSequential(isrChangeNotificationSeqPrefix, encodeIsrChangeNotification([]cluster.TopicPartition{tp}))
+		h.leaderWritesIsr(tp, isr)
 	case "elect":
 		bs, err := ids()
 		if err != nil || len(bs) != 1 {
@@ -404,11 +449,35 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		z := h.zombies[bs[0]]
 		fault := h.store.fault
 		h.store.fault = memFault{}
+		held := h.store.takeEvents() // held changes are for the current controller
 		z.step(pendingEvents{brokers: true, topicList: true, deletions: true, isrChanges: true})
 		h.store.fault = fault
 		h.printf("(controller %d fenced: %t)", z.id, z.fenced)
 		delete(h.zombies, bs[0])
-		h.store.takeEvents()
+		held.merge(h.store.takeEvents())
+		h.store.events = held
+		if err := h.checkSilentAfterFence(); err != nil {
+			return "", err
+		}
+	case "rebalance":
+		// The auto leader rebalance timer fires.
+		if h.ctrl == nil {
+			return "", fmt.Errorf("rebalance: no controller")
+		}
+		// A tick that failed, or whose controller resigned, is followed by
+		// the next tick (Kafka checks every leader.imbalance.check.interval).
+		for tick := 0; tick < 3 && h.ctrl != nil; tick++ {
+			c := h.ctrl
+			err := c.checkRebalance()
+			if err != nil && !c.checkFenced(err) {
+				h.printf("rebalance error: %v", err)
+			}
+			c.afterEvent(c.now())
+			h.settle()
+			if err == nil && h.ctrl == c && !c.fenced {
+				break
+			}
+		}
 		return strings.Join(*h.lines, "\n"), nil
 	case "dump":
 		h.dump()
@@ -416,8 +485,32 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 	default:
 		return "", fmt.Errorf("unknown command %q", f[0])
 	}
-	h.settle()
-	return strings.Join(*h.lines, "\n"), nil
+	if !hold {
+		h.settle()
+	}
+	return strings.Join(*h.lines, "\n"), h.checkSilentAfterFence()
+}
+
+// checkSilentAfterFence checks that no controller sent a request after it
+// resigned (its epoch check failed or its session expired).
+func (h *ctrlHarness) checkSilentAfterFence() error {
+	for c, at := range h.fencedAt {
+		for _, s := range h.sent[at:] {
+			var ce int32
+			switch {
+			case s.lai != nil:
+				ce = s.lai.ControllerEpoch
+			case s.um != nil:
+				ce = s.um.ControllerEpoch
+			case s.stp != nil:
+				ce = s.stp.ControllerEpoch
+			}
+			if ce == c.epoch {
+				return fmt.Errorf("controller %d (epoch %d) sent %+v to broker %d after it resigned", c.id, c.epoch, s, s.to.ID)
+			}
+		}
+	}
+	return nil
 }
 
 // shutdown is broker id's ControlledShutdown request, retried on error as
@@ -429,6 +522,16 @@ func (h *ctrlHarness) shutdown(id int32) {
 		h.printf("shutdown: broker %d is not registered", id)
 		return
 	}
+	led := map[cluster.TopicPartition]bool{} // what broker id led before
+	for t, a := range h.topics {
+		for p := range a {
+			if sn := h.store.nodes[partitionStatePath(t, p)]; sn != nil {
+				if st, err := decodePartitionState(sn.data, sn.stat.Version); err == nil && st.Leader == id {
+					led[cluster.TopicPartition{Topic: t, Partition: p}] = true
+				}
+			}
+		}
+	}
 	for attempt := 0; attempt < 5; attempt++ {
 		c := h.ctrl
 		remaining, err := c.controlledShutdown(id, n.stat.Czxid)
@@ -439,12 +542,59 @@ func (h *ctrlHarness) shutdown(id int32) {
 				s = append(s, fmt.Sprintf("%s/%d", tp.Topic, tp.Partition))
 			}
 			h.printf("remaining: %s", strings.Join(s, ","))
+			h.checkShutdownStopped(id, n.stat.Czxid, led)
 			return
 		}
 		h.printf("shutdown error: %v", err)
 		h.settle()
 	}
 	h.t.Fatalf("controlled shutdown of broker %d never succeeded", id)
+}
+
+// checkShutdownStopped checks, after broker id's controlled shutdown
+// succeeded, that for each replicated partition of it that it no longer
+// leads and is out of the ISR of, it was told to stop fetching: a
+// StopReplica without delete if it followed, or (a former leader, in led)
+// a LeaderAndIsr naming the new leader at the current leader epoch, from
+// the current controller.
+func (h *ctrlHarness) checkShutdownStopped(id int32, epoch int64, led map[cluster.TopicPartition]bool) {
+	c := h.ctrl
+	for t, a := range h.topics {
+		for p, replicas := range a {
+			n := h.store.nodes[partitionStatePath(t, p)]
+			if len(replicas) < 2 || !slices.Contains(replicas, id) || n == nil {
+				continue
+			}
+			st, err := decodePartitionState(n.data, n.stat.Version)
+			if err != nil {
+				h.t.Fatal(err)
+			}
+			if st.Leader == id || slices.Contains(st.Isr, id) {
+				continue
+			}
+			tp := cluster.TopicPartition{Topic: t, Partition: p}
+			told := false
+			for _, s := range h.sent {
+				if s.to.ID != id || s.to.Epoch != epoch {
+					continue
+				}
+				if s.stp != nil && !s.stp.DeletePartitions && s.stp.ControllerEpoch == c.epoch && slices.Contains(s.stp.Partitions, tp) &&
+					s.stp.LeaderEpochs[tp] == st.LeaderEpoch {
+					told = true
+				}
+				if s.lai != nil && s.lai.ControllerEpoch == c.epoch && led[tp] {
+					for _, pa := range s.lai.Partitions {
+						if pa.TopicPartition == tp && pa.LeaderAndIsr.Leader == st.Leader && pa.LeaderAndIsr.LeaderEpoch == st.LeaderEpoch {
+							told = true
+						}
+					}
+				}
+			}
+			if !told {
+				h.t.Errorf("controlled shutdown of broker %d: not told to stop %s/%d (leader %d leader_epoch %d)", id, t, p, st.Leader, st.LeaderEpoch)
+			}
+		}
+	}
 }
 
 // dump prints every partition state znode and pending request.
@@ -500,6 +650,7 @@ func (h *ctrlHarness) checkBrokersTold() error {
 		to int32
 		tp cluster.TopicPartition
 	}
+	lastLive := map[int32][]cluster.Broker{} // LiveBrokers of the last UpdateMetadata
 	lastLAI := map[key]cluster.LeaderAndIsr{}
 	lastUM := map[key]cluster.LeaderAndIsr{}
 	stopped := map[key]bool{}
@@ -527,6 +678,7 @@ func (h *ctrlHarness) checkBrokersTold() error {
 				lastLAI[key{s.to.ID, pa.TopicPartition}] = pa.LeaderAndIsr
 			}
 		case s.um != nil:
+			lastLive[s.to.ID] = s.um.LiveBrokers
 			for _, pi := range s.um.Partitions {
 				lastUM[key{s.to.ID, cluster.TopicPartition{Topic: pi.Topic, Partition: pi.Partition}}] = pi.State
 			}
@@ -537,6 +689,25 @@ func (h *ctrlHarness) checkBrokersTold() error {
 		}
 	}
 	var errs []string
+	// Every broker's last UpdateMetadata names the live brokers as
+	// registered now, with their endpoints.
+	var want []string
+	for _, id := range slices.Sorted(maps.Keys(live)) {
+		b, err := decodeBrokerRegistration(id, m.nodes[brokerPath(id)].data)
+		if err != nil {
+			return err
+		}
+		want = append(want, fmt.Sprintf("%d@%d%v", id, live[id], b.Endpoints))
+	}
+	for _, id := range slices.Sorted(maps.Keys(live)) {
+		var got []string
+		for _, b := range lastLive[id] {
+			got = append(got, fmt.Sprintf("%d@%d%v", b.ID, b.Epoch, b.Endpoints))
+		}
+		if h.ctrl != nil && !slices.Equal(got, want) {
+			errs = append(errs, fmt.Sprintf("broker %d: last UpdateMetadata has live brokers %v, registered %v", id, got, want))
+		}
+	}
 	for _, t := range slices.Sorted(maps.Keys(h.topics)) {
 		a := m.nodes[topicPath(t)]
 		if a == nil {
@@ -554,7 +725,7 @@ func (h *ctrlHarness) checkBrokersTold() error {
 			}
 			st, err := decodePartitionState(n.data, n.stat.Version)
 			if err != nil {
-				return err
+				continue // unreadable: the controller leaves it out
 			}
 			for _, id := range slices.Sorted(maps.Keys(live)) {
 				um, ok := lastUM[key{id, tp}]
@@ -568,6 +739,15 @@ func (h *ctrlHarness) checkBrokersTold() error {
 				if !ok || lai.Leader != st.Leader || lai.LeaderEpoch != st.LeaderEpoch {
 					errs = append(errs, fmt.Sprintf("broker %d: last LeaderAndIsr for %s/%d: leader %d leader_epoch %d (sent: %t), znode leader %d leader_epoch %d",
 						id, t, p, lai.Leader, lai.LeaderEpoch, ok, st.Leader, st.LeaderEpoch))
+					continue
+				}
+				// The ISR and zkVersion too (a leader's conditional ISR
+				// write needs the current zkVersion), unless the leader
+				// wrote the znode last: it knows its own write.
+				if v, byLeader := h.store.leaderWrote[partitionStatePath(t, p)]; (!byLeader || v != n.stat.Version) &&
+					(lai.ZkVersion != n.stat.Version || !slices.Equal(lai.Isr, st.Isr)) {
+					errs = append(errs, fmt.Sprintf("broker %d: last LeaderAndIsr for %s/%d: isr %v zk_version %d, znode isr %v zk_version %d",
+						id, t, p, lai.Isr, lai.ZkVersion, st.Isr, n.stat.Version))
 				}
 			}
 		}
@@ -732,12 +912,14 @@ func TestControllerScriptFaults(t *testing.T) {
 			ref := runScript(t, blocks, memFault{}, false)
 			want, wantRelaxed := ref.snapshot(true), ref.snapshot(false)
 			calls := ref.store.calls
-			for _, kind := range []faultKind{faultLossBefore, faultLossAfter, faultLossAfterTwice, faultExpiry, faultBadVersion} {
+			kinds := []faultKind{faultLossBefore, faultLossAfter, faultLossAfterTwice, faultLossThrice, faultExpiry,
+				faultBadVersion, faultIsrShrink, faultNewEpoch}
+			for _, kind := range kinds {
 				for i := range calls {
 					f := memFault{at: i, kind: kind}
 					h := runScript(t, blocks, f, false)
 					got, exp := h.snapshot(true), want
-					if kind == faultExpiry {
+					if kind == faultExpiry || kind == faultNewEpoch {
 						// A new controller epoch rewrites controller_epoch
 						// and zkVersions, and cannot see a bounce that
 						// happened without a controller (a new controller
@@ -748,6 +930,12 @@ func TestControllerScriptFaults(t *testing.T) {
 					if kind == faultBadVersion {
 						got, exp = stripVersions(got), stripVersions(want)
 					}
+					if kind == faultIsrShrink {
+						// A leader changed an ISR: the end differs from
+						// the fault-free one; the same znodes must exist,
+						// and brokers must have been told what they hold.
+						got, exp = pathsOnly(got), pathsOnly(want)
+					}
 					if !slices.Equal(got, exp) {
 						t.Errorf("%s at call %d: znodes differ\n--- got\n%s\n--- want\n%s", kind, i, strings.Join(got, "\n"), strings.Join(exp, "\n"))
 						continue
@@ -757,9 +945,18 @@ func TestControllerScriptFaults(t *testing.T) {
 					}
 				}
 			}
-			t.Logf("%d controller calls, each with 5 faults", calls)
+			t.Logf("%d controller calls of the fault-free run, each with %d fault kinds (a fault past the last call of a run with more calls is not injected)", calls, len(kinds))
 		})
 	}
+}
+
+// pathsOnly keeps the znode paths of snapshot lines.
+func pathsOnly(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i], _, _ = strings.Cut(l, " ")
+	}
+	return out
 }
 
 // stripVersions drops the zk_version fields, which a concurrent writer
@@ -773,4 +970,166 @@ func stripVersions(lines []string) []string {
 		out[i] = l
 	}
 	return out
+}
+
+// leaderWritesIsr is a leader's ISR write and its notification (the
+// "isr" command), as another client makes it.
+func (h *ctrlHarness) leaderWritesIsr(tp cluster.TopicPartition, isr []int32) {
+	n := h.store.nodes[partitionStatePath(tp.Topic, tp.Partition)]
+	st, err := decodePartitionState(n.data, n.stat.Version)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	st.Isr = isr
+	h.store.leaderWrote[partitionStatePath(tp.Topic, tp.Partition)] = h.store.put(partitionStatePath(tp.Topic, tp.Partition), encodePartitionState(st), 0).Version
+	h.store.putSequential(isrChangeNotificationSeqPrefix, encodeIsrChangeNotification([]cluster.TopicPartition{tp}))
+}
+
+// TestControllerFailoverKeepsLateIsrNotification lands a leader's ISR
+// write and notification before each ZooKeeper call of a failover: the
+// notification must survive (stale ones are deleted before any state is
+// read, as Kafka does) so that every broker learns the new ISR.
+func TestControllerFailoverKeepsLateIsrNotification(t *testing.T) {
+	setup := func(h *ctrlHarness) {
+		for _, cmd := range []string{"brokers 1 2 3", "topic t 0=1,2,3 1=2,3,1",
+			"state t/0 leader=1 leader_epoch=0 isr=1,2,3 controller_epoch=0",
+			"state t/1 leader=2 leader_epoch=0 isr=2,3,1 controller_epoch=0", "isr t/1 2,3"} {
+			if _, err := h.run(cmd); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ref := newCtrlHarness(t)
+	setup(ref)
+	ref.newController(1)
+	if err := ref.ctrl.failover(); err != nil {
+		t.Fatal(err)
+	}
+	calls := ref.store.calls
+	for k := 0; k <= calls; k++ {
+		h := newCtrlHarness(t)
+		setup(h)
+		h.store.before = func(i int) {
+			if i == k {
+				h.leaderWritesIsr(cluster.TopicPartition{Topic: "t", Partition: 0}, []int32{1, 2})
+			}
+		}
+		h.elect(1)
+		if err := h.checkBrokersTold(); err != nil {
+			t.Errorf("ISR write before call %d of the failover: brokers not told:\n%v", k, err)
+		}
+	}
+}
+
+// TestControllerCreateStateAfterTwoLostReplies: a partition's first state
+// lands with its reply and read-back lost; a controlled shutdown then
+// changes who may lead, and the retry's create is lost too. The stored
+// state, written by this controller, is still its own and must be
+// announced as new to the replicas.
+func TestControllerCreateStateAfterTwoLostReplies(t *testing.T) {
+	h := newCtrlHarness(t)
+	for _, cmd := range []string{"brokers 1 2 3", "elect 1", "hold topic t 0=2,1,3"} {
+		if _, err := h.run(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp := partitionStatePath("t", 0)
+	h.store.writeFaults = map[string][]faultKind{sp: {faultLossAfterTwice, faultLossBefore}}
+	h.ctrl.step(h.store.takeEvents())
+	n := h.store.nodes[sp]
+	if n == nil {
+		t.Fatal("first create did not land")
+	}
+	if _, err := h.ctrl.controlledShutdown(2, h.store.nodes[brokerPath(2)].stat.Czxid); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	if err := h.checkBrokersTold(); err != nil {
+		t.Fatalf("brokers not told the state this controller created:\n%v", err)
+	}
+	for _, s := range h.sent {
+		if s.lai != nil && s.to.ID == 2 {
+			for _, pa := range s.lai.Partitions {
+				if pa.TopicPartition.Topic == "t" && !pa.IsNew {
+					t.Errorf("LeaderAndIsr for t/0 to broker 2 not IsNew: %+v", pa)
+				}
+			}
+		}
+	}
+}
+
+// TestControllerFencedSendsNothing: controller 1's ISR removal for t/0
+// lands with its reply and read-back lost; controller 2 takes over before
+// 1 retries. 1's retry finds its t/0 write landed, then is fenced on t/1:
+// it must announce nothing after the fence (the successor owns the
+// brokers now), and its broker queues' context is cancelled.
+func TestControllerFencedSendsNothing(t *testing.T) {
+	h := newCtrlHarness(t)
+	for _, cmd := range []string{"brokers 1 2 3", "topic t 0=1,2,3 1=2,3,1", "elect 1", "hold kill 3"} {
+		if _, err := h.run(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.store.writeFaults = map[string][]faultKind{partitionStatePath("t", 0): {faultLossAfterTwice}}
+	z := h.ctrl
+	z.step(h.store.takeEvents())
+	if len(z.unknown) != 1 {
+		t.Fatalf("want t/0's write unknown, have %v", z.unknown)
+	}
+	h.newController(2)
+	h.settle()
+	spy := &fenceSpy{memStore: h.store, epoch: z.epoch, at: -1, sent: &h.sent}
+	z.store = spy
+	z.step(pendingEvents{})
+	if spy.at < 0 {
+		t.Fatal("controller 1 never met a newer controller")
+	}
+	for _, s := range h.sent[spy.at:] {
+		if (s.lai != nil && s.lai.ControllerEpoch == z.epoch) || (s.um != nil && s.um.ControllerEpoch == z.epoch) {
+			t.Errorf("controller 1 sent to broker %d after it met controller 2: %+v", s.to.ID, s)
+		}
+	}
+	if !z.fenced {
+		t.Fatal("controller 1 not fenced")
+	}
+	if err := h.checkSilentAfterFence(); err != nil {
+		t.Fatal(err)
+	}
+	if z.ctx.Err() == nil {
+		t.Error("fenced controller's queue context not cancelled")
+	}
+}
+
+// fenceSpy is a deposed controller's view of the store: it records
+// len(sent) when a reply first shows a newer controller (a failed epoch
+// check or a state written with a newer epoch).
+type fenceSpy struct {
+	*memStore
+	epoch int32
+	at    int
+	sent  *[]sentRequest
+}
+
+func (f *fenceSpy) mark() {
+	if f.at < 0 {
+		f.at = len(*f.sent)
+	}
+}
+
+func (f *fenceSpy) Get(p string) ([]byte, *zk.Stat, error) {
+	data, st, err := f.memStore.Get(p)
+	if err == nil && strings.HasSuffix(p, "/state") {
+		if s, derr := decodePartitionState(data, st.Version); derr == nil && s.ControllerEpoch > f.epoch {
+			f.mark()
+		}
+	}
+	return data, st, err
+}
+
+func (f *fenceSpy) Multi(ops ...any) ([]zk.MultiResponse, error) {
+	res, err := f.memStore.Multi(ops...)
+	if err != nil && len(res) > 0 && errors.Is(res[0].Error, zk.ErrBadVersion) {
+		f.mark()
+	}
+	return res, err
 }

@@ -37,6 +37,9 @@ func (c *controller) updateState(tp cluster.TopicPartition, prepare func(cluster
 	p := partitionStatePath(tp.Topic, tp.Partition)
 	for attempt := 0; attempt < maxStateWriteAttempts; attempt++ {
 		cur, exists, err := c.readState(tp)
+		if c.skipState(tp, err) {
+			return cur, changed, false, nil
+		}
 		if err != nil {
 			return cur, changed, true, err
 		}
@@ -48,8 +51,10 @@ func (c *controller) updateState(tp cluster.TopicPartition, prepare func(cluster
 			changed = true
 		}
 		if cur.ControllerEpoch > c.epoch {
-			return cur, changed, true, fmt.Errorf("%s written by controller epoch %d, ours is %d: %w",
+			err := fmt.Errorf("%s written by controller epoch %d, ours is %d: %w",
 				p, cur.ControllerEpoch, c.epoch, ErrNotController)
+			c.checkFenced(err)
+			return cur, changed, true, err
 		}
 		if prepare != nil {
 			if err := prepare(cur); err != nil {
@@ -144,7 +149,13 @@ func (c *controller) syncBrokers() error {
 		}
 	}
 	for _, tp := range theirs {
+		if c.stopped() {
+			return errControllerStopped
+		}
 		st, ok, err := c.readState(tp)
+		if c.skipState(tp, err) {
+			continue
+		}
 		if err != nil {
 			if err := c.stepError(err); err != nil {
 				return err
@@ -179,6 +190,9 @@ func (c *controller) initPartitions() error {
 	var created []cluster.TopicPartition
 	defer func() { c.announce(created, true) }()
 	for _, tp := range tps {
+		if c.stopped() {
+			return errControllerStopped
+		}
 		replicas := c.replicas(tp)
 		if _, has := c.states[tp]; replicas == nil || has {
 			delete(c.work.init, tp)
@@ -189,6 +203,7 @@ func (c *controller) initPartitions() error {
 			c.log.Error().Str("topic", tp.Topic).Int32("partition", tp.Partition).Ints32("replicas", replicas).
 				Msg("no live replica for new partition: it stays without a leader")
 			delete(c.work.init, tp)
+			delete(c.unknown, tp) // a create that landed is read when the partition is retried
 			continue
 		}
 		ours, err := c.createState(tp, st)
@@ -209,12 +224,14 @@ func (c *controller) initPartitions() error {
 // createState writes tp's first state st. ours reports whether this
 // controller created it (now or in an earlier attempt whose reply was
 // lost), so it is announced as new; false means another state was there,
-// which the context adopts.
+// which the context adopts. A stored state with this controller's epoch
+// that the context does not hold is ours too, whatever it decided then:
+// only this controller writes with its epoch, and initPartitions only
+// creates partitions the context has no state for, so it was never
+// announced. Announcing the state actually stored is always safe.
 func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (ours bool, err error) {
-	for _, p := range []string{partitionsPath(tp.Topic), partitionPath(tp.Topic, tp.Partition)} {
-		if err := createPersistent(c.store, p); err != nil {
-			return false, err
-		}
+	if err := c.createParents(tp); err != nil {
+		return false, err
 	}
 	sp := partitionStatePath(tp.Topic, tp.Partition)
 	res, err := c.multi(&zk.CreateRequest{Path: sp, Data: encodePartitionState(st)})
@@ -227,10 +244,14 @@ func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAnd
 	case errors.Is(err, ErrNotController):
 		return false, err
 	case zkConnectionLost(err), len(res) > 1 && errors.Is(res[1].Error, zk.ErrNodeExists):
-		if zkConnectionLost(err) {
+		if _, had := c.unknown[tp]; zkConnectionLost(err) && !had {
+			// Keep an earlier attempt's entry: that one may have landed.
 			c.unknown[tp] = st
 		}
 		cur, exists, rerr := c.readState(tp)
+		if c.skipState(tp, rerr) {
+			return false, nil
+		}
 		if rerr != nil {
 			return false, fmt.Errorf("create %s: %w; read back: %w", sp, err, rerr)
 		}
@@ -238,7 +259,12 @@ func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAnd
 			delete(c.unknown, tp)
 			return false, fmt.Errorf("create %s: %w", sp, err)
 		}
+		_, announced := c.states[tp]
 		if c.adoptUnknown(tp, cur) {
+			return true, nil
+		}
+		if cur.ControllerEpoch == c.epoch && !announced {
+			c.setState(tp, cur, "partition created by an earlier attempt whose reply was lost")
 			return true, nil
 		}
 		c.states[tp] = cur
@@ -246,6 +272,58 @@ func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAnd
 	default:
 		return false, fmt.Errorf("create %s: %w", sp, err)
 	}
+}
+
+// createParents creates /brokers/topics/<t>/partitions and
+// .../partitions/<p> if missing, each in its own multi fenced by
+// /controller_epoch's zkVersion (Kafka's createTopicPartitions passes
+// expectedControllerEpochZkVersion): one multi per parent, since a failing
+// op fails a whole multi and NODEEXISTS is success here. After a lost
+// reply the next attempt finds the parent or creates it.
+func (c *controller) createParents(tp cluster.TopicPartition) error {
+	for _, p := range []string{partitionsPath(tp.Topic), partitionPath(tp.Topic, tp.Partition)} {
+		res, err := c.multi(&zk.CreateRequest{Path: p})
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNotController):
+			return err
+		case len(res) > 1 && errors.Is(res[1].Error, zk.ErrNodeExists):
+		default:
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// readBackUnknown re-reads the state of each partition with a write of
+// unknown outcome that no work item will read again, and announces those
+// whose write landed. A partition still owed its first state or an
+// election is left to initPartitions or reconcile, which read it first.
+func (c *controller) readBackUnknown() error {
+	var changed []cluster.TopicPartition
+	defer func() { c.announce(changed, false) }()
+	for _, tp := range slices.SortedFunc(maps.Keys(c.unknown), compareTP) {
+		if c.work.init[tp] || c.work.reconcile[tp] {
+			continue
+		}
+		if c.stopped() {
+			return errControllerStopped
+		}
+		if c.replicas(tp) == nil {
+			delete(c.unknown, tp)
+			continue
+		}
+		_, ch, _, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) { return st, false })
+		if ch {
+			changed = append(changed, tp)
+		}
+		if err != nil {
+			if err := c.stepError(err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // ---- offline partitions ----
@@ -264,6 +342,9 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 	var changed []cluster.TopicPartition
 	defer func() { c.announce(changed, false) }()
 	for _, tp := range tps {
+		if c.stopped() {
+			return changed, errControllerStopped
+		}
 		replicas := c.replicas(tp)
 		if replicas == nil {
 			delete(c.work.reconcile, tp)

@@ -40,7 +40,9 @@ var _ ctrlStore = (*zkConn)(nil)
 // was in flight. Such errors are retryable: the client reconnects within
 // the session, and the controller retries until it does (Kafka's
 // retryRequestsUntilConnected). A write that failed so has an unknown
-// outcome and must be read back.
+// outcome and must be read back. (zk.ErrSessionMoved means the server
+// ignored the request, as the session moved to another server; reading
+// back is merely unnecessary then, and the retry is the same.)
 func zkConnectionLost(err error) bool {
 	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
 		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrUnknown)
@@ -51,14 +53,6 @@ func zkConnectionLost(err error) bool {
 // resign; the session goroutine re-registers and re-elects.
 func zkSessionLost(err error) bool {
 	return errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing)
-}
-
-// createPersistent creates an empty persistent node in st, ignoring NODEEXISTS.
-func createPersistent(st ctrlStore, p string) error {
-	if _, err := st.Create(p, nil, 0); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-		return fmt.Errorf("create %s: %w", p, err)
-	}
-	return nil
 }
 
 // sameLeaderAndIsr reports whether a state read back is the one written:
@@ -74,13 +68,17 @@ func sameLeaderAndIsr(a, b cluster.LeaderAndIsr) bool {
 // multi runs ops after a check of /controller_epoch's zkVersion, so a
 // deposed controller cannot write (KZC controllerZkVersionCheck). A failed
 // check returns an error wrapping ErrNotController; res is indexed with
-// the check at 0.
+// the check at 0. A failed check or a lost session fences the controller
+// before multi returns (checkFenced).
 func (c *controller) multi(ops ...any) ([]zk.MultiResponse, error) {
 	all := append([]any{&zk.CheckVersionRequest{Path: controllerEpochPath, Version: c.epochZkVersion}}, ops...)
 	res, err := c.store.Multi(all...)
 	if err != nil && len(res) > 0 && errors.Is(res[0].Error, zk.ErrBadVersion) {
-		return res, fmt.Errorf("check %s zk_version %d: %w", controllerEpochPath, c.epochZkVersion, ErrNotController)
+		err = fmt.Errorf("check %s zk_version %d: %w", controllerEpochPath, c.epochZkVersion, ErrNotController)
 	}
+	// Fenced at once, so that nothing this call's caller still has to
+	// announce is sent (announce is a no-op from here).
+	c.checkFenced(err)
 	return res, err
 }
 
@@ -142,9 +140,27 @@ func (c *controller) readState(tp cluster.TopicPartition) (cluster.LeaderAndIsr,
 	}
 	st, err := decodePartitionState(data, stat.Version)
 	if err != nil {
+		// Wraps ErrBadZNode: callers leave the partition out (skipState).
 		return cluster.LeaderAndIsr{}, false, fmt.Errorf("%s: %w", p, err)
 	}
 	return st, true, nil
+}
+
+// skipState reports whether err, from readState, is an unreadable state
+// znode, and if so logs it at Error: the partition is left out of the
+// context (no leader, no requests) instead of stopping the controller; a
+// later event of its topic reads it again.
+func (c *controller) skipState(tp cluster.TopicPartition, err error) bool {
+	if !errors.Is(err, ErrBadZNode) {
+		return false
+	}
+	c.log.Error().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).
+		Msg("unreadable partition state: leaving the partition out")
+	delete(c.states, tp)
+	delete(c.unknown, tp)
+	delete(c.work.init, tp)
+	delete(c.work.reconcile, tp)
+	return true
 }
 
 // readUncleanAllowed reads unclean.leader.election.enable for topic t from

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/kafkazk/broker/cluster"
 )
 
 // memStore is an in-memory ZooKeeper for the controller (ctrlStore): a
@@ -26,6 +29,16 @@ import (
 //   - faultBadVersion: another writer (a leader writing its ISR) rewrites
 //     every node the request sets, bumping its version, just before it
 //     arrives, so a conditional set meets zk.ErrBadVersion.
+//   - faultLossThrice: as faultLossAfterTwice, and the call after the
+//     read-back loses its connection too (before it applies): a flapping
+//     connection across the retry.
+//   - faultIsrShrink: as faultBadVersion, but the other writer is a leader
+//     that really changes the ISR (drops its last member other than the
+//     leader) and leaves an ISR change notification: the controller must
+//     decide again on the new ISR, and brokers must learn the final one.
+//   - faultNewEpoch: another broker wins a controller election just
+//     before the call (/controller_epoch is bumped): this controller must
+//     resign at its next write, and the harness starts a fresh one.
 //
 // Changes (by the controller or the test) are recorded as the watch
 // events the session goroutine would post (pendingEvents), and the
@@ -38,8 +51,19 @@ type memStore struct {
 	calls   int
 	fault   memFault
 	expired bool // the controller's session expired (faultExpiry)
-	down    bool // every call fails with zk.ErrConnectionClosed (disconnected)
-	events  pendingEvents
+	stolen  bool // another controller was elected (faultNewEpoch)
+	// leaderWrote is the zkVersion of each state znode a leader's ISR
+	// write (the isr command, faultIsrShrink) produced last.
+	leaderWrote map[string]int32
+	down        bool // every call fails with zk.ErrConnectionClosed (disconnected)
+	events      pendingEvents
+	// before, if set, runs at the start of every controller call with its
+	// index: another client's change landing just before that call.
+	before func(call int)
+	// writeFaults queues faults for the controller's writes of a path:
+	// each Multi creating or setting the path takes the next one.
+	writeFaults map[string][]faultKind
+	loseCall    int // > 0: the call with this index loses its connection
 	// trace receives a line per applied controller write; the scripted
 	// tests share it with their recording sender.
 	trace *[]string
@@ -59,10 +83,14 @@ const (
 	faultExpiry
 	faultBadVersion
 	faultLossAfterTwice
+	faultLossThrice
+	faultIsrShrink
+	faultNewEpoch
 )
 
 func (k faultKind) String() string {
-	return [...]string{"none", "conn-loss-before-apply", "conn-loss-after-apply", "session-expiry", "bad-version", "conn-loss-after-apply-and-read-back"}[k]
+	return [...]string{"none", "conn-loss-before-apply", "conn-loss-after-apply", "session-expiry", "bad-version", "conn-loss-after-apply-and-read-back",
+		"conn-loss-after-apply-read-back-and-retry", "isr-shrink-by-leader", "newer-controller-epoch"}[k]
 }
 
 // memFault injects kind at the call with index at (0-based).
@@ -72,7 +100,7 @@ type memFault struct {
 }
 
 func newMemStore() *memStore {
-	m := &memStore{nodes: map[string]*memNode{"/": {}}, trace: new([]string)}
+	m := &memStore{nodes: map[string]*memNode{"/": {}}, trace: new([]string), leaderWrote: map[string]int32{}}
 	for _, p := range persistentPaths {
 		m.put(p, nil, 0)
 	}
@@ -172,13 +200,21 @@ func (m *memStore) changed(p string, created bool) {
 func (m *memStore) call() (faultKind, error) {
 	i := m.calls
 	m.calls++
+	if m.before != nil {
+		m.before(i)
+	}
 	if m.expired {
 		return faultNone, zk.ErrSessionExpired
 	}
 	if m.down {
 		return faultNone, zk.ErrConnectionClosed
 	}
-	if m.fault.kind == faultLossAfterTwice && m.fault.at+1 == i {
+	if m.loseCall > 0 && m.loseCall == i {
+		m.loseCall = 0
+		return faultLossBefore, zk.ErrConnectionClosed
+	}
+	if (m.fault.kind == faultLossAfterTwice || m.fault.kind == faultLossThrice) && m.fault.at+1 == i ||
+		m.fault.kind == faultLossThrice && m.fault.at+2 == i {
 		return faultLossBefore, zk.ErrConnectionClosed
 	}
 	if m.fault.kind == faultNone || m.fault.at != i {
@@ -190,6 +226,17 @@ func (m *memStore) call() (faultKind, error) {
 	case faultExpiry:
 		m.expired = true
 		return faultExpiry, zk.ErrSessionExpired
+	case faultNewEpoch:
+		e, err := decodeControllerEpoch(m.nodes[controllerEpochPath].data)
+		if err != nil {
+			panic(err)
+		}
+		m.put(controllerEpochPath, encodeControllerEpoch(e+1), 0)
+		m.stolen = true
+		return faultNone, nil
+	case faultIsrShrink:
+		m.shrinkIsr()
+		return faultNone, nil
 	}
 	return m.fault.kind, nil
 }
@@ -263,6 +310,15 @@ func (m *memStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 	if err != nil {
 		return nil, err
 	}
+	if kind == faultNone {
+		kind = m.writeFault(ops)
+		switch kind {
+		case faultLossBefore:
+			return nil, zk.ErrConnectionClosed
+		case faultLossAfterTwice:
+			m.loseCall = m.calls
+		}
+	}
 	if kind == faultBadVersion {
 		for _, op := range ops {
 			if o, ok := op.(*zk.SetDataRequest); ok && m.nodes[o.Path] != nil {
@@ -271,10 +327,57 @@ func (m *memStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		}
 	}
 	res, err := m.apply(ops)
-	if kind == faultLossAfter || kind == faultLossAfterTwice {
+	if kind == faultLossAfter || kind == faultLossAfterTwice || kind == faultLossThrice {
 		return nil, zk.ErrConnectionClosed
 	}
 	return res, err
+}
+
+// shrinkIsr is a leader's ISR write landing now: the first partition
+// state (sorted) with a leader and another ISR member loses its last
+// member other than the leader, and a notification names it.
+func (m *memStore) shrinkIsr() {
+	for _, p := range slices.Sorted(maps.Keys(m.nodes)) {
+		if !strings.HasPrefix(p, topicsPath+"/") || !strings.HasSuffix(p, "/state") {
+			continue
+		}
+		n := m.nodes[p]
+		st, err := decodePartitionState(n.data, n.stat.Version)
+		if err != nil || st.Leader < 0 || len(st.Isr) < 2 || !slices.Contains(st.Isr, st.Leader) {
+			continue
+		}
+		for j := len(st.Isr) - 1; j >= 0; j-- {
+			if st.Isr[j] != st.Leader {
+				st.Isr = slices.Delete(slices.Clone(st.Isr), j, j+1)
+				break
+			}
+		}
+		m.leaderWrote[p] = m.put(p, encodePartitionState(st), 0).Version
+		parts := strings.Split(p, "/") // "", brokers, topics, t, partitions, p, state
+		part, _ := strconv.ParseInt(parts[5], 10, 32)
+		m.putSequential(isrChangeNotificationSeqPrefix, encodeIsrChangeNotification([]cluster.TopicPartition{{Topic: parts[3], Partition: int32(part)}}))
+		return
+	}
+}
+
+// writeFault takes the next queued fault of a path ops create or set.
+func (m *memStore) writeFault(ops []any) faultKind {
+	for _, op := range ops {
+		var p string
+		switch o := op.(type) {
+		case *zk.CreateRequest:
+			p = o.Path
+		case *zk.SetDataRequest:
+			p = o.Path
+		default:
+			continue
+		}
+		if q := m.writeFaults[p]; len(q) > 0 {
+			m.writeFaults[p] = q[1:]
+			return q[0]
+		}
+	}
+	return faultNone
 }
 
 // apply runs ops on a copy of the tree and keeps it only if all succeed.

@@ -43,6 +43,9 @@ func (c *controller) readTopic(t string) (loadedTopic, error) {
 			continue
 		}
 		st, ok, err := c.readState(tp)
+		if c.skipState(tp, err) {
+			continue
+		}
 		if err != nil {
 			return loadedTopic{}, err
 		}
@@ -306,6 +309,9 @@ func (c *controller) onIsrChange() error {
 			continue
 		}
 		st, ok, err := c.readState(tp)
+		if c.skipState(tp, err) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -321,7 +327,12 @@ func (c *controller) onIsrChange() error {
 }
 
 // deleteIsrNotifications deletes the named children of
-// /isr_change_notification, or all of them when names is nil.
+// /isr_change_notification, or all of them when names is nil, each in a
+// multi fenced by /controller_epoch's zkVersion (Kafka's
+// deleteIsrChangeNotifications with expectedControllerEpochZkVersion), so
+// a deposed controller never deletes a notification its successor has not
+// processed. One multi per notification: in a multi a failing op fails all,
+// and a notification already gone (NONODE) is done.
 func (c *controller) deleteIsrNotifications(names []string) error {
 	if names == nil {
 		kids, _, err := c.store.Children(isrChangeNotificationPath)
@@ -332,8 +343,20 @@ func (c *controller) deleteIsrNotifications(names []string) error {
 		slices.Sort(names)
 	}
 	for _, k := range names {
+		if c.stopped() {
+			return fmt.Errorf("delete isr change notifications: %w", errControllerStopped)
+		}
 		p := isrChangeNotificationNodePath(k)
-		if err := c.store.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+		res, err := c.multi(&zk.DeleteRequest{Path: p, Version: -1})
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNotController):
+			return err
+		case len(res) > 1 && errors.Is(res[1].Error, zk.ErrNoNode):
+		case zkConnectionLost(err):
+			// Unknown outcome; the retry lists the notifications again.
+			return fmt.Errorf("delete %s: %w", p, err)
+		default:
 			return fmt.Errorf("delete %s: %w", p, err)
 		}
 	}

@@ -45,8 +45,10 @@
 // ctrlbrokers.go and ctrltopics.go the event handlers, election.go the
 // pure decisions, sender.go the per-broker send queues.
 //
-// On failover it reads all of it, deletes stale ISR change notifications,
-// sends UpdateMetadata (all partitions) to every live broker, then
+// On failover it first deletes stale ISR change notifications (before any
+// state is read, as Kafka does, so a leader's ISR write during the
+// failover keeps its notification), then reads all of it, sends
+// UpdateMetadata (all partitions) to every live broker, then
 // LeaderAndIsr to each for the partitions it replicates, creates the state
 // of partitions that have none, elects leaders where the leader is dead or
 // -1, drops dead replicas from ISRs and finishes topic deletions.
@@ -70,19 +72,42 @@
 // it is done; a lost connection stops the step, and the loop retries what
 // is left after a backoff (100 ms doubling to 5 s) until it succeeds, as
 // Kafka's controller retries ZooKeeper requests until reconnected, staying
-// responsive to stop meanwhile. A write that fails with a lost connection
+// responsive to stop meanwhile (between ZooKeeper calls: go-zookeeper
+// blocks a request made while disconnected until it reconnects or the
+// session expires). A write that fails with a lost connection
 // (zk.ErrConnectionClosed and kin) has an unknown outcome: the state is
 // read back at once, or at its next read if that fails too (c.unknown); if
 // the stored leader, leader epoch, ISR and controller epoch are the ones
 // written, it landed: the controller adopts the read zkVersion and
-// announces it like any change. A deletion whose request is gone from
-// /admin/delete_topics landed too. An expired session ends the controller
-// as a failed epoch check does (see Fencing).
+// announces it like any change. Writes of unknown outcome count as work
+// themselves: the loop reads them back until it knows, even when no work
+// item covers their partition any more (a preferred leader election).
+// A first state that this controller's epoch wrote but its context never
+// held is its own create (landed with its reply lost) and is announced as
+// new, whatever was decided at the retry. A deletion whose request is gone
+// from /admin/delete_topics landed too. The UpdateMetadata owed to every
+// live broker after a broker failure or an endpoint change is work too,
+// until sent. A partition whose state znode is unreadable is logged at
+// Error and left out of the context (no leader, no requests) until an
+// event of its topic reads it again; it does not stop the controller. An
+// expired session ends the controller as a failed epoch check does (see
+// Fencing).
+//
+// Topic deletion diverges from Kafka's TopicDeletionManager: StopReplica
+// (delete) is sent to the live replicas and the znodes are deleted at
+// once, without waiting for each replica to acknowledge the deletion, and
+// a dead replica does not make the topic ineligible (it deletes its log
+// when it next starts and finds the topic gone). Topics queued for
+// deletion are not excluded from elections and rebalance until their
+// znodes are gone (normally within the pass that starts the deletion;
+// longer only while a ZooKeeper failure is being retried).
 //
 // Requests go through one bounded queue and goroutine per destination
 // broker incarnation (sender.go), retried with backoff until the broker
 // dies or re-registers, so a dead broker never blocks the others or the
-// loop. With Config.Sender nil the controller still keeps the znodes right
+// loop. Every queue's context derives from the controller's, which stop
+// and a fence cancel: a stopped or fenced controller sends nothing more,
+// and queues nothing new (announce and the send helpers check it). With Config.Sender nil the controller still keeps the znodes right
 // and sends nothing.
 //
 // CreateTopic writes only the config and the assignment; the controller
@@ -158,13 +183,16 @@
 //
 // The controller creates /controller in a multi with a conditional setData
 // of /controller_epoch (epoch+1) and keeps the resulting zkVersion. Every
-// controller write (partition state creation and updates, topic deletion)
-// is a multi that starts with a check of that zkVersion, and state updates
+// controller write (partition state creation with its parent znodes, one
+// multi each, state updates, ISR change notification deletes, topic
+// deletion) is a multi that starts with a check of that zkVersion, and state updates
 // are also conditional on the state's own zkVersion: BADVERSION on the
 // state means a leader changed the ISR, so the loop re-reads and decides
 // again; a failed epoch check, or a state znode written by a newer
 // controller epoch, means another controller exists, and
-// zk.ErrSessionExpired means our /controller is gone: the loop stops, the
+// zk.ErrSessionExpired means our /controller is gone: the controller is
+// fenced at once (nothing it still has to announce is sent), the loop
+// stops, the
 // session resigns and deletes /controller if it is still its own, and the
 // election runs again (after an expiry, on the new session). Every request carries the controller epoch and the
 // receiver's broker epoch, so brokers can refuse a deposed controller and

@@ -73,9 +73,13 @@ type requestQueue interface {
 var _ requestQueue = (*brokerQueue)(nil)
 
 // newBrokerQueue starts the queue of broker incarnation to on a goroutine
-// started by goFunc; done is the Session's.
-func newBrokerQueue(to cluster.Broker, goFunc func(func()) bool, done <-chan struct{}, log zerolog.Logger) *brokerQueue {
-	ctx, cancel := context.WithCancel(context.Background())
+// started by goFunc; done is the Session's. parent is the controller's
+// context: cancelled when the controller stops or is fenced, it ends the
+// queue and any send in flight, so a deposed controller stops talking to
+// brokers at once (a send blocked on an unreachable broker is bounded by
+// it, not by the ZooKeeper client).
+func newBrokerQueue(parent context.Context, to cluster.Broker, goFunc func(func()) bool, done <-chan struct{}, log zerolog.Logger) *brokerQueue {
+	ctx, cancel := context.WithCancel(parent)
 	q := &brokerQueue{
 		to:     to,
 		ch:     make(chan ctrlRequest, brokerQueueLen),
