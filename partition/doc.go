@@ -68,7 +68,12 @@
 // zkVersion and controller epoch, one in flight per partition, never under
 // Replica.mu; on success the ISR and zkVersion change, the HW may advance
 // and NotifyIsrChange is called; on ErrStateConflict the old ISR stays
-// until the controller sends a new state. Without a StateWriter the ISR
+// until the controller sends a new state. An expansion is written on its
+// own goroutine, so the follower's fetch answers at once; ISR expiration
+// runs on its own goroutine too, apart from the flush, retention and
+// checkpoint loop, and writes its shrinks concurrently (at most
+// maxConcurrentShrinks at once), so that a ZooKeeper outage, where each
+// write may wait isrWriteTimeout, stalls neither. Without a StateWriter the ISR
 // never changes. The HW is the minimum LEO over the leader, the maximal
 // ISR and the followers caught up within the lag time (Kafka 2.4+), and
 // never moves backwards on a leader. The maximal ISR (AlterIsr's) is the
