@@ -108,8 +108,10 @@ type Manager struct {
 	// opening holds the partitions whose log is being opened, outside mu.
 	opening map[cluster.TopicPartition]*opening
 	closed  bool
-	// openHook, when set by a test, runs before a replica's log opens.
-	openHook func(tp cluster.TopicPartition)
+	// openHook, when set by a test, runs before a replica's log opens;
+	// openWaitHook before a getOrOpen waits for another's open of tp.
+	openHook     func(tp cluster.TopicPartition)
+	openWaitHook func(tp cluster.TopicPartition)
 
 	// checkpointMu serializes writeCheckpoints: the background task and
 	// DeleteRecords both write the checkpoint files.
@@ -529,6 +531,9 @@ func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
 		}
 		if op := m.opening[tp]; op != nil {
 			m.mu.Unlock()
+			if m.openWaitHook != nil {
+				m.openWaitHook(tp)
+			}
 			<-op.done
 			if op.err != nil {
 				return nil, op.err

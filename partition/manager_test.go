@@ -100,6 +100,12 @@ func TestSlowOpenBlocksNoOtherPartition(t *testing.T) {
 		}
 		<-release
 	}
+	waiting := make(chan struct{}, 2)
+	m.openWaitHook = func(tp cluster.TopicPartition) {
+		if tp == slow {
+			waiting <- struct{}{}
+		}
+	}
 	st := leaderState(1, 0, []int32{1}, []int32{1}, cfg)
 	st.TopicPartition = slow
 	opened := make(chan error, 2)
@@ -124,6 +130,13 @@ func TestSlowOpenBlocksNoOtherPartition(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		blocked = true
 		t.Errorf("append to %s blocked while %s opens", tp0, slow)
+	}
+	// The second open must wait on the first's placeholder before the
+	// first finishes, or the test would not show that they share it.
+	select {
+	case <-waiting:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the second open of %s never waited for the first", slow)
 	}
 	close(release)
 	if blocked {
