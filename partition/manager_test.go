@@ -133,12 +133,16 @@ func TestSlowOpenBlocksNoOtherPartition(t *testing.T) {
 	}
 	// The second open must wait on the first's placeholder before the
 	// first finishes, or the test would not show that they share it.
+	parked := true
 	select {
 	case <-waiting:
 	case <-time.After(5 * time.Second):
-		t.Fatalf("the second open of %s never waited for the first", slow)
+		parked = false
 	}
 	close(release)
+	if !parked {
+		t.Fatalf("the second open of %s never waited for the first", slow)
+	}
 	if blocked {
 		<-appended
 	}
