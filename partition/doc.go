@@ -2,11 +2,11 @@
 // it is assigned, and the Manager that owns them and runs replication.
 //
 // A Replica knows its role (leader or follower), leader epoch, assigned
-// replicas (AR), in-sync replicas (ISR), its own log end offset (LEO) and the
-// high watermark (HW). Consumers read only below the HW and followers up to
-// the LEO. acks=all waiters sit in a list ordered by the offset they need
-// (hashicorp/raft's commitment): an HW advance completes exactly those it
-// passes, and nothing else wakes them but a lost leadership or a close,
+// replicas (AR), in-sync replicas (ISR), its own log end offset (LEO) and
+// the high watermark (HW). Consumers read only below the HW and followers
+// up to the LEO. acks=all waiters sit in a list ordered by the offset they
+// need (hashicorp/raft's commitment): an HW advance completes exactly those
+// it passes, and nothing else wakes them but a lost leadership or a close,
 // which fail them all with ErrNotLeader. A wait for records appended in
 // epoch E fails unless this broker has led without a break since E: a new
 // epoch in which it stays leader (the controller removed a dead follower)
@@ -15,21 +15,21 @@
 //
 // # Roles
 //
-// Manager.BecomeLeaderOrFollower (ApplyPartitionStates is a wrapper) is what
-// a LeaderAndIsr request becomes. A state with an older leader epoch is
-// ignored; the same epoch and leader only refresh AR, ISR and zkVersion. A
-// new epoch naming this broker leader records (epoch, LEO) in the leader
+// Manager.BecomeLeaderOrFollower (ApplyPartitionStates is a wrapper) is
+// what a LeaderAndIsr request becomes. A state with an older leader epoch
+// is ignored; the same epoch and leader only refresh AR, ISR and zkVersion.
+// A new epoch naming this broker leader records (epoch, LEO) in the leader
 // epoch cache (KAFKA-7415) as the epoch start offset and resets follower
 // state (LEO unknown, lastCaughtUp = now for ISR members). Any other new
 // epoch makes a follower: acks=all waiters fail with ErrNotLeader, and the
 // partition leaves its old fetcher and joins the new leader's in the
 // Truncating state, even when the leader did not change (KAFKA-7164).
 // Leader -1 means no leader: the follower just stops fetching. Its result
-// says per partition what was applied (Transition: the role and epoch
-// now held, or nothing for a stale state), so that what follows the role
-// (the group coordinator, in cmd/broker) follows the replica, not the
-// request. StopReplica refuses a stop of an older leader epoch than the
-// replica's (ErrFencedLeaderEpoch) and reports whether it stopped.
+// says per partition what was applied (Transition: the role and epoch now
+// held, or nothing for a stale state), so that what follows the role (the
+// group coordinator, in cmd/broker) follows the replica, not the request.
+// StopReplica refuses a stop of an older leader epoch than the replica's
+// (ErrFencedLeaderEpoch) and reports whether it stopped.
 //
 // # Fetchers
 //
@@ -41,20 +41,20 @@
 // iteration: when the leader answers an epoch the follower lacks, truncate
 // to the end of the follower's own largest epoch below it and ask again;
 // otherwise truncate to min(leader end, own end of that epoch, LEO). Only a
-// log with no epochs, or an answer of -1, truncates to the HW. (2) sends one
-// Fetch (replica id = own id, fetch offset = LEO, the current leader epoch)
-// for all fetching partitions, (3) appends the batches unchanged, takes
-// HW = min(leader HW, LEO), and restarts the log at the leader's log start
-// if that passed our LEO (logstore cannot raise a log start in place).
-// Offset out of range follows Kafka's fetchOffsetAndTruncate (§4.4): the
-// leader's LEO comes from OffsetsForLeaderEpoch of its current epoch; below
-// our fetch offset, truncate to it; else ask the leader for its log start
-// (ListOffsets EARLIEST as a replica, through EarliestOffsetLister, since an
-// errored Fetch partition carries log start -1 on the wire) and, if it is
-// past our LEO, empty the log and restart it there. Fenced epochs park the
-// partition until a new state; other errors back off
-// ReplicaFetchBackoff. Responses are applied only if the replica still
-// follows in the same epoch at the same LEO.
+// log with no epochs, or an answer of -1, truncates to the HW. (2) sends
+// one Fetch (replica id = own id, fetch offset = LEO, the current leader
+// epoch) for all fetching partitions, (3) appends the batches unchanged,
+// takes HW = min(leader HW, LEO), and restarts the log at the leader's log
+// start if that passed our LEO (logstore cannot raise a log start in
+// place). Offset out of range follows Kafka's fetchOffsetAndTruncate
+// (§4.4): the leader's LEO comes from OffsetsForLeaderEpoch of its current
+// epoch; below our fetch offset, truncate to it; else ask the leader for
+// its log start (ListOffsets EARLIEST as a replica, through
+// EarliestOffsetLister, since an errored Fetch partition carries log start
+// -1 on the wire) and, if it is past our LEO, empty the log and restart it
+// there. Fenced epochs park the partition until a new state; other errors
+// back off ReplicaFetchBackoff. Responses are applied only if the replica
+// still follows in the same epoch at the same LEO.
 //
 // # ISR and HW
 //
@@ -68,19 +68,24 @@
 // zkVersion and controller epoch, one in flight per partition, never under
 // Replica.mu; on success the ISR and zkVersion change, the HW may advance
 // and NotifyIsrChange is called; on ErrStateConflict the old ISR stays
-// until the controller sends a new state. Without a StateWriter the ISR
-// never changes. The HW is the minimum LEO over the leader, the maximal
+// until the controller sends a new state. An expansion is written on its
+// own goroutine, so the follower's fetch answers at once; ISR expiration
+// runs on its own goroutine too, apart from the flush, retention and
+// checkpoint loop, and writes its shrinks concurrently (at most
+// maxConcurrentShrinks at once), so that a ZooKeeper outage, where each
+// write may wait isrWriteTimeout, stalls neither. Without a StateWriter the
+// ISR never changes. The HW is the minimum LEO over the leader, the maximal
 // ISR and the followers caught up within the lag time (Kafka 2.4+), and
 // never moves backwards on a leader. The maximal ISR (AlterIsr's) is the
-// ISR plus the members of a write in flight, and of every write that
-// failed since (a conflict, or an outcome the StateWriter could not
-// resolve): such a write may have landed, putting its members in the
-// znode ISR where the controller may elect them. It is the ISR again
-// after a successful write (which proves the failed ones, based on the
-// same zkVersion, did not land) or a newer state from the controller; so
-// that a member of a write that did not land cannot hold the HW for ever,
-// the expiration pass writes the ISR (changed or not) once such a member
-// is out of sync. The HW is checkpointed for leaders and followers alike
+// ISR plus the members of a write in flight, and of every write that failed
+// since (a conflict, or an outcome the StateWriter could not resolve): such
+// a write may have landed, putting its members in the znode ISR where the
+// controller may elect them. It is the ISR again after a successful write
+// (which proves the failed ones, based on the same zkVersion, did not land)
+// or a newer state from the controller; so that a member of a write that
+// did not land cannot hold the HW for ever, the expiration pass writes the
+// ISR (changed or not) once such a member is out of sync. The HW is
+// checkpointed for leaders and followers alike
 // (replication-offset-checkpoint) and restored on open.
 //
 // # Checkpoints
@@ -94,11 +99,12 @@
 // the logs of stopped replicas. Only a deletion (StopReplicas with
 // remove) drops a partition's entries.
 //
-// Idempotent producers: per producer id the replica keeps the producer epoch
-// and the last five batches' sequence ranges with their offsets, so a retried
-// batch is answered with its original offsets and not appended again, and a
-// gap is refused with ErrOutOfOrderSequence. The state is rebuilt from the
-// log's batch headers when a replica is opened or truncated into it.
+// Idempotent producers: per producer id the replica keeps the producer
+// epoch and the last five batches' sequence ranges with their offsets, so a
+// retried batch is answered with its original offsets and not appended
+// again, and a gap is refused with ErrOutOfOrderSequence. The state is
+// rebuilt from the log's batch headers when a replica is opened or
+// truncated into it.
 //
 // Produced batches are checked record by record as Kafka's LogValidator
 // does: framing, and the topic's per-record rules. A topic whose
@@ -141,10 +147,13 @@
 // while truncating and appending, and neither across a network call or a
 // StateWriter write. Manager.fetchMu guards the fetcher map; fetcher.mu
 // guards one fetcher's partitions and is never held while calling into a
-// Replica. Lock order:
+// Replica. Manager.checkpointMu serializes the checkpoint writes (the
+// background loop, DeleteRecords, Close) and is held while they take
+// Manager.mu and each Replica.mu. Lock order:
 //
-//	Manager.mu -> Replica.mu -> logstore.Log's internal locks
+//	Manager.checkpointMu -> Manager.mu -> Replica.mu -> logstore.Log
 //	Manager.fetchMu -> fetcher.mu
 //
-// Manager.changedMu is a leaf lock.
+// (logstore.Log: its internal locks.) Manager.changedMu and Manager.goMu
+// are leaf locks.
 package partition

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/kafkazk/broker/cluster"
@@ -196,17 +197,67 @@ func (m *Manager) writeIsrChange(r *Replica, ch *isrChange) {
 	}
 }
 
+// writeIsrChangeAsync runs writeIsrChange on a goroutine tracked by the
+// Manager, so that a follower's fetch does not wait for ZooKeeper. There
+// is at most one per partition (isrChangeInFlight). After Close has begun
+// the change is dropped as a failed write.
+func (m *Manager) writeIsrChangeAsync(r *Replica, ch *isrChange) {
+	if ch == nil {
+		return
+	}
+	m.isrWrites.Add(1)
+	if !m.goFunc(func() {
+		defer m.isrWrites.Done()
+		m.writeIsrChange(r, ch)
+	}) {
+		m.isrWrites.Done()
+		r.completeIsrChange(ch, -1, errManagerClosed, m.cfg.Now())
+	}
+}
+
+// waitIsrWrites waits for the ISR writes writeIsrChangeAsync started.
+// Deterministic tests call it after a follower's Read.
+func (m *Manager) waitIsrWrites() { m.isrWrites.Wait() }
+
+// maxConcurrentShrinks bounds the ISR shrink writes one expiration pass
+// runs at once: in a ZooKeeper outage each may wait isrWriteTimeout, and
+// one after another they would stretch a pass to N times that.
+const maxConcurrentShrinks = 32
+
 // MaybeShrinkIsr removes, on every partition this broker leads, the ISR
 // followers that have not caught up for longer than ReplicaLagTimeMax at
-// now. The background loop calls it every ReplicaLagTimeMax/2 (Kafka's
-// isr-expiration task); tests call it with an injected time.
+// now, writing the shrinks concurrently (at most maxConcurrentShrinks at
+// once), and returns when every write has finished. Its own goroutine
+// calls it every ReplicaLagTimeMax/2 (Kafka's isr-expiration task); tests
+// call it with an injected time.
 func (m *Manager) MaybeShrinkIsr(now time.Time) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxConcurrentShrinks)
 	for _, r := range m.all() {
 		r.mu.Lock()
 		ch := r.maybeShrinkIsrLocked(now)
 		r.mu.Unlock()
-		m.writeIsrChange(r, ch)
+		if ch == nil {
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-m.ctx.Done():
+			r.completeIsrChange(ch, -1, errManagerClosed, now)
+			continue
+		}
+		wg.Add(1)
+		if !m.goFunc(func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			m.writeIsrChange(r, ch)
+		}) {
+			wg.Done()
+			<-sem
+			r.completeIsrChange(ch, -1, errManagerClosed, now)
+		}
 	}
+	wg.Wait()
 }
 
 // untilOutOfSync is Kafka's rule for leaving the ISR, as the time left: a

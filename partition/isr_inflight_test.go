@@ -120,10 +120,11 @@ func TestAcksAllOverMaximalIsr(t *testing.T) {
 				fetched <- err
 			}()
 			<-zk.started
+			if err := <-fetched; err != nil {
+				t.Fatal(err)
+			}
 			if !tc.delay {
-				if err := <-fetched; err != nil {
-					t.Fatal(err)
-				}
+				m.waitIsrWrites()
 			}
 			if got := zk.isr(); !slices.Equal(got, []int32{1, 2}) {
 				t.Fatalf("znode ISR %v, want [1 2]", got)
@@ -144,9 +145,7 @@ func TestAcksAllOverMaximalIsr(t *testing.T) {
 			}
 			if tc.delay {
 				close(zk.release)
-				if err := <-fetched; err != nil {
-					t.Fatal(err)
-				}
+				m.waitIsrWrites()
 			}
 			// Once broker 2 has the record, it commits.
 			if _, err := m.Read(tp0, ReadRequest{FetchOffset: second.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
@@ -189,6 +188,7 @@ func TestMaximalIsrResolvedByShrink(t *testing.T) {
 	if _, err := m.Read(tp0, ReadRequest{FetchOffset: first.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
 		t.Fatal(err)
 	}
+	m.waitIsrWrites()
 	second := mustAppend(t, m, buildBatch(batchSpec{records: 1}), -1)
 	clock.Advance(31 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)

@@ -108,8 +108,10 @@ type Manager struct {
 	// opening holds the partitions whose log is being opened, outside mu.
 	opening map[cluster.TopicPartition]*opening
 	closed  bool
-	// openHook, when set by a test, runs before a replica's log opens.
-	openHook func(tp cluster.TopicPartition)
+	// openHook, when set by a test, runs before a replica's log opens;
+	// openWaitHook before a getOrOpen waits for another's open of tp.
+	openHook     func(tp cluster.TopicPartition)
+	openWaitHook func(tp cluster.TopicPartition)
 
 	// checkpointMu serializes writeCheckpoints: the background task and
 	// DeleteRecords both write the checkpoint files.
@@ -132,8 +134,30 @@ type Manager struct {
 	ctx    context.Context // cancelled by Close: ends fetches and ISR writes
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-	stop   chan struct{}
-	once   sync.Once
+	// goMu guards goClosed: once Close has begun, goFunc starts nothing.
+	goMu     sync.Mutex
+	goClosed bool
+	// isrWrites counts the ISR expansion writes running on their own
+	// goroutine (Read does not wait for them); tests wait on it.
+	isrWrites sync.WaitGroup
+	stop      chan struct{}
+	once      sync.Once
+}
+
+// goFunc runs f on a goroutine counted in m.wg, unless Close has begun;
+// it reports whether f runs.
+func (m *Manager) goFunc(f func()) bool {
+	m.goMu.Lock()
+	defer m.goMu.Unlock()
+	if m.goClosed {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // savedOffsets are the checkpointed offsets of a partition without an
@@ -196,7 +220,8 @@ func NewManager(cfg Config) (*Manager, error) {
 }
 
 // Start runs the background duties (flush by time, retention, the HW and
-// recovery-point checkpoints, ISR expiration) and the fetchers.
+// recovery-point checkpoints), ISR expiration on its own goroutine and
+// the fetchers.
 func (m *Manager) Start() {
 	m.fetchMu.Lock()
 	m.started = true
@@ -204,28 +229,36 @@ func (m *Manager) Start() {
 		m.startFetchersLocked()
 	}
 	m.fetchMu.Unlock()
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		m.background()
-	}()
+	m.goFunc(m.background)
+	m.goFunc(m.isrExpiration)
+}
+
+// isrExpiration is Kafka's isr-expiration task, every
+// replica.lag.time.max.ms / 2. It runs apart from background because its
+// writes wait on ZooKeeper (up to isrWriteTimeout in an outage), which
+// must not hold up flushes, retention and checkpoints.
+func (m *Manager) isrExpiration() {
+	tick := time.NewTicker(m.cfg.ReplicaLagTimeMax / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+			m.MaybeShrinkIsr(m.cfg.Now())
+		}
+	}
 }
 
 func (m *Manager) background() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	// Kafka's isr-expiration task runs every replica.lag.time.max.ms / 2.
-	isrTick := time.NewTicker(m.cfg.ReplicaLagTimeMax / 2)
-	defer isrTick.Stop()
 	now := m.cfg.Now()
 	lastHW, lastRecovery, lastRetention := now, now, now
 	for {
 		select {
 		case <-m.stop:
 			return
-		case <-isrTick.C:
-			m.MaybeShrinkIsr(m.cfg.Now())
-			continue
 		case <-tick.C:
 		}
 		now = m.cfg.Now()
@@ -498,6 +531,9 @@ func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
 		}
 		if op := m.opening[tp]; op != nil {
 			m.mu.Unlock()
+			if m.openWaitHook != nil {
+				m.openWaitHook(tp)
+			}
 			<-op.done
 			if op.err != nil {
 				return nil, op.err
@@ -700,15 +736,16 @@ func (m *Manager) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, 
 }
 
 // Read serves a fetch of tp. A follower's fetch (ReplicaID >= 0) updates
-// its state on the leader and may add it back to the ISR; that write
-// happens before Read returns.
+// its state on the leader and may add it back to the ISR; that write runs
+// on its own goroutine (one in flight per partition), so Read does not
+// wait for ZooKeeper.
 func (m *Manager) Read(tp cluster.TopicPartition, req ReadRequest) (ReadResult, error) {
 	r, err := m.get(tp)
 	if err != nil {
 		return ReadResult{}, err
 	}
 	res, change, err := r.read(req, m.cfg.Now())
-	m.writeIsrChange(r, change)
+	m.writeIsrChangeAsync(r, change)
 	if n := len(res.Records); n > 0 {
 		m.cfg.Metrics.BytesOut(tp.Topic, int64(n), req.ReplicaID >= 0)
 	}
@@ -754,6 +791,9 @@ func (m *Manager) Close() error {
 		close(m.stop)
 		m.stopFetchers()
 		m.cancel()
+		m.goMu.Lock()
+		m.goClosed = true
+		m.goMu.Unlock()
 		m.wg.Wait()
 		for _, r := range m.all() {
 			if err := r.log.Flush(); err != nil {

@@ -100,6 +100,12 @@ func TestSlowOpenBlocksNoOtherPartition(t *testing.T) {
 		}
 		<-release
 	}
+	waiting := make(chan struct{}, 2)
+	m.openWaitHook = func(tp cluster.TopicPartition) {
+		if tp == slow {
+			waiting <- struct{}{}
+		}
+	}
 	st := leaderState(1, 0, []int32{1}, []int32{1}, cfg)
 	st.TopicPartition = slow
 	opened := make(chan error, 2)
@@ -125,7 +131,18 @@ func TestSlowOpenBlocksNoOtherPartition(t *testing.T) {
 		blocked = true
 		t.Errorf("append to %s blocked while %s opens", tp0, slow)
 	}
+	// The second open must wait on the first's placeholder before the
+	// first finishes, or the test would not show that they share it.
+	parked := true
+	select {
+	case <-waiting:
+	case <-time.After(5 * time.Second):
+		parked = false
+	}
 	close(release)
+	if !parked {
+		t.Fatalf("the second open of %s never waited for the first", slow)
+	}
 	if blocked {
 		<-appended
 	}

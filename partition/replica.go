@@ -36,6 +36,9 @@ type Replica struct {
 	// the Manager has no StateWriter, so the ISR never changes locally.
 	lagTimeMax  time.Duration
 	isrWritable bool
+	// timestampWalkHook, when set by a test, runs in offsetForTimestamp
+	// once the time index has answered, before the records are read.
+	timestampWalkHook func()
 
 	mu                     sync.Mutex
 	cfg                    cluster.LogConfig
@@ -674,12 +677,13 @@ func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, asker OffsetsAs
 	default:
 		// The search reads, and may inflate, records: without r.mu, so
 		// that appends go on meanwhile. The bounds taken above stay
-		// valid unless leadership changed, which is checked after.
-		leaderEpoch := r.leaderEpoch
+		// valid while this broker leads (its HW never moves back, a new
+		// epoch in which it stays leader included), which is checked
+		// after.
 		r.mu.Unlock()
 		off, found, ok, err = r.offsetForTimestamp(ts)
 		r.mu.Lock()
-		if !r.isLeaderLocked() || r.leaderEpoch != leaderEpoch {
+		if !r.isLeaderLocked() {
 			return 0, 0, 0, ErrNotLeader
 		}
 	}

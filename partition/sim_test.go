@@ -116,6 +116,9 @@ func (c simClient) Fetch(ctx context.Context, leader int32, req FetchRequest) (F
 		for _, p := range req.Partitions {
 			res, err := m.Read(p.TopicPartition, ReadRequest{FetchOffset: p.FetchOffset, MaxBytes: p.MaxBytes,
 				ReplicaID: req.ReplicaID, CurrentLeaderEpoch: p.CurrentLeaderEpoch, LogStartOffset: p.LogStartOffset})
+			// The expansion write runs on its own goroutine; wait for it so
+			// that every step stays deterministic.
+			m.waitIsrWrites()
 			pr := FetchPartitionResult{Err: err, HighWatermark: res.HighWatermark,
 				LogStartOffset: res.LogStartOffset, Records: res.Records}
 			if err != nil {

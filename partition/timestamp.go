@@ -27,16 +27,28 @@ var errFound = errors.New("found")
 // FileRecords.searchForTimestamp walks the batches and their records.
 // Records are read, and compressed ones inflated, only from that batch on
 // until one qualifies. The Log allows concurrent readers: the caller need
-// not hold r.mu (and should not, so appends go on meanwhile).
+// not hold r.mu (and should not, so appends go on meanwhile); a log start
+// that moves past the walk meanwhile moves the walk with it.
 func (r *Replica) offsetForTimestamp(ts int64) (offset, timestamp int64, found bool, err error) {
 	off, _, ok, err := r.log.OffsetForTimestamp(ts)
 	if err != nil || !ok {
 		return -1, -1, false, err
 	}
+	if r.timestampWalkHook != nil {
+		r.timestampWalkHook()
+	}
 	start := max(off, r.log.LogStartOffset())
 	end := r.log.LogEndOffset()
 	for off < end {
 		data, err := r.log.Read(off, 64<<10, end)
+		if errors.Is(err, logstore.ErrOffsetOutOfRange) {
+			// Retention or DeleteRecords moved the log start past off
+			// meanwhile: go on from the new log start.
+			if ls := r.log.LogStartOffset(); ls > off {
+				off, start = ls, max(start, ls)
+				continue
+			}
+		}
 		if err != nil {
 			return -1, -1, false, err
 		}

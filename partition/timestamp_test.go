@@ -116,3 +116,53 @@ func TestListOffsetByLogAppendTime(t *testing.T) {
 		}
 	}
 }
+
+// TestListOffsetByTimestampDuringLogChange: the timestamp walk runs
+// without Replica.mu, so the log start may move past it (retention,
+// DeleteRecords) and the leader epoch may change while this broker stays
+// leader; neither is an error for the asker.
+func TestListOffsetByTimestampDuringLogChange(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		change     func(t *testing.T, m *Manager)
+		wantOffset int64
+		wantTs     int64
+	}{
+		{name: "log start moves past the walk", change: func(t *testing.T, m *Manager) {
+			if _, err := m.DeleteRecords(context.Background(), tp0, 2, nil); err != nil {
+				t.Error(err)
+			}
+		}, wantOffset: 2, wantTs: 300},
+		{name: "new epoch, same leader", change: func(t *testing.T, m *Manager) {
+			if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 1, []int32{1}, []int32{1}, cluster.DefaultLogConfig())}); err != nil {
+				t.Error(err)
+			}
+		}, wantOffset: 0, wantTs: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{t: time.Unix(1000, 0)}
+			m := newTestManager(t, 1, "", clock)
+			if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1}, []int32{1}, cluster.DefaultLogConfig())}); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, m, timedBatch([]int64{100, 200, 300}, false), -1) // offsets 0-2
+			mustAppend(t, m, timedBatch([]int64{150, 400}, false), -1)      // offsets 3-4
+			r, err := m.get(tp0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			once := false
+			r.timestampWalkHook = func() {
+				if !once {
+					once = true
+					tc.change(t, m)
+				}
+			}
+			off, ts, _, err := m.ListOffset(tp0, 50, -1, AskerConsumer)
+			if err != nil || off != tc.wantOffset || ts != tc.wantTs {
+				t.Fatalf("ListOffset(50) = offset %d timestamp %d (%v), want offset %d timestamp %d",
+					off, ts, err, tc.wantOffset, tc.wantTs)
+			}
+		})
+	}
+}

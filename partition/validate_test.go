@@ -163,6 +163,18 @@ func TestProduceTooLarge(t *testing.T) {
 		t.Errorf("compressed batch of %d bytes > max.message.bytes %d: %v, want ErrMessageTooLarge", len(big), cfg.MaxMessageBytes, err)
 	}
 
+	// Size first: an oversized batch whose records are malformed is too
+	// large, not an invalid record.
+	bad := append([]byte(nil), plain[61:]...)
+	bad[0] = 0x7e // first record's length runs past the data
+	bigBad := gzipBatch(plain, bad)
+	if len(bigBad) <= int(cfg.MaxMessageBytes) {
+		t.Fatalf("malformed test batch of %d bytes compressed, want > %d", len(bigBad), cfg.MaxMessageBytes)
+	}
+	if _, err := m.Append(tp0, bigBad, 1); !errors.Is(err, ErrMessageTooLarge) {
+		t.Errorf("malformed compressed batch of %d bytes > max.message.bytes %d: %v, want ErrMessageTooLarge", len(bigBad), cfg.MaxMessageBytes, err)
+	}
+
 	huge := buildBatch(batchSpec{records: 1, valueSize: 1 << 20}) // one valid record of 1 MiB
 	bomb := gzipBatch(huge, huge[61:])
 	if len(bomb) > int(cfg.MaxMessageBytes) {

@@ -14,6 +14,8 @@ package protocol
 //   - Unless ValidateOnly, the response waits, as CreateTopics does, until
 //     this broker's metadata shows a leader for every partition
 //     (REQUEST_TIMED_OUT at TimeoutMillis; the partitions still exist).
+//     TimeoutMillis <= 0 answers REQUEST_TIMED_OUT at once, as Kafka's
+//     ZkAdminManager.createPartitions.
 //   - ErrorMessage carries the reason for every error.
 
 import (
@@ -62,12 +64,21 @@ func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	if req.TimeoutMillis > 0 && len(grown) > 0 {
-		s.awaitLeaders(actx, func(i int) string { return resp.Topics[i].Topic }, func(i int) {
-			resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
-			msg := "the new partitions exist but have no leader yet"
-			resp.Topics[i].ErrorMessage = &msg
-		}, grown)
+	timedOut := func(i int) {
+		resp.Topics[i].ErrorCode = kerr.RequestTimedOut.Code
+		msg := "the new partitions exist but have no leader yet"
+		resp.Topics[i].ErrorMessage = &msg
+	}
+	switch {
+	case len(grown) == 0:
+	case req.TimeoutMillis <= 0:
+		// Kafka's ZkAdminManager.createPartitions: with no time to wait,
+		// a grown topic answers REQUEST_TIMED_OUT at once.
+		for i := range grown {
+			timedOut(i)
+		}
+	default:
+		s.awaitLeaders(actx, func(i int) string { return resp.Topics[i].Topic }, timedOut, grown)
 	}
 	return resp, nil
 }

@@ -431,3 +431,41 @@ func TestTopicToolsDeleteRecordsNoReplicaHere(t *testing.T) {
 		}
 	}
 }
+
+// TestCreatePartitionsNoTimeout: timeout_ms <= 0 leaves no time to wait
+// for the new partitions' leaders, so a grown topic answers
+// REQUEST_TIMED_OUT at once (the partitions exist), as CreateTopics and
+// Kafka's ZkAdminManager.createPartitions do; ValidateOnly and a failed
+// topic keep their own answer.
+func TestCreatePartitionsNoTimeout(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "grow0", 1)
+	for _, timeout := range []int32{0, -1} {
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.Version = 3
+		req.TimeoutMillis = timeout
+		req.ValidateOnly = true
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "grow0", 10
+		req.Topics = append(req.Topics, rt)
+		if got := b.dial(t).roundTrip(req).(*kmsg.CreatePartitionsResponse); got.Topics[0].ErrorCode != 0 {
+			t.Fatalf("timeout %d, validate only: error %d, want none", timeout, got.Topics[0].ErrorCode)
+		}
+		req.ValidateOnly = false
+		ti, _ := b.cluster.Topic("grow0")
+		req.Topics[0].Count = int32(len(ti.Partitions)) + 1
+		missing := kmsg.NewCreatePartitionsRequestTopic()
+		missing.Topic, missing.Count = "missing", 4
+		req.Topics = append(req.Topics, missing)
+		got := b.dial(t).roundTrip(req).(*kmsg.CreatePartitionsResponse)
+		if got.Topics[0].ErrorCode != kerr.RequestTimedOut.Code {
+			t.Errorf("timeout %d: grown topic error %d, want REQUEST_TIMED_OUT", timeout, got.Topics[0].ErrorCode)
+		}
+		if got.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+			t.Errorf("timeout %d: missing topic error %d, want UNKNOWN_TOPIC_OR_PARTITION", timeout, got.Topics[1].ErrorCode)
+		}
+		if ti, _ := b.cluster.Topic("grow0"); int32(len(ti.Partitions)) != req.Topics[0].Count {
+			t.Errorf("timeout %d: topic has %d partitions, want %d", timeout, len(ti.Partitions), req.Topics[0].Count)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
@@ -39,10 +40,12 @@ var _ partition.StateWriter = (*Session)(nil)
 // partition.ErrStateConflict (the leader is stale and must wait for the
 // controller). A missing znode (topic deleted) is a conflict too.
 //
-// After the session expired it does not write again, it only reads back:
-// the write landed (success) or the znode moved on (conflict), or it is
-// unchanged and the error wraps zk.ErrSessionExpired (not written). A
-// state without a zkVersion (below 0) is refused with
+// After the session expired (a session other than the one the first
+// attempt went out in; a write begun while go-zookeeper had no session
+// yet counts from the first session it gets) it does not write again, it
+// only reads back: the write landed (success) or the znode moved on
+// (conflict), or it is unchanged and the error wraps zk.ErrSessionExpired
+// (not written). A state without a zkVersion (below 0) is refused with
 // partition.ErrStateConflict, never written unconditionally. The retries
 // end with ctx, whose error then means the outcome is unknown, and with
 // the Session (ErrClosed).
@@ -56,9 +59,17 @@ func (s *Session) WriteLeaderAndIsr(ctx context.Context, tp cluster.TopicPartiti
 	if err := ctx.Err(); err != nil {
 		return -1, err
 	}
-	log := s.log.With().Str("topic", tp.Topic).Int32("partition", tp.Partition).Str("zk_path", p).
-		Int32("zk_version", st.ZkVersion).Ints32("isr", st.Isr).Logger()
+	// warn starts a warning with the write's fields, built only when one
+	// is logged: the write itself is on every ISR change's path.
+	warn := func() *zerolog.Event {
+		return s.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Str("zk_path", p).
+			Int32("zk_version", st.ZkVersion).Ints32("isr", st.Isr)
+	}
 	data := encodePartitionState(st)
+	// sid is the session the first attempt went out in. It is 0 right
+	// after an expiry, until go-zookeeper has a new session: then the
+	// first session awaitSession returns is the one to compare with, and
+	// only a later change is an expiry.
 	sid := s.zk.c.SessionID()
 	var (
 		readBack bool  // a write may have landed: read the znode back
@@ -71,9 +82,12 @@ func (s *Session) WriteLeaderAndIsr(ctx context.Context, tp cluster.TopicPartiti
 			if err != nil {
 				return -1, fmt.Errorf("write %s at zk_version %d: outcome unknown after %v: %w", p, st.ZkVersion, lost, err)
 			}
-			if now != sid && !expired {
+			switch {
+			case sid == 0:
+				sid = now
+			case now != sid && !expired:
 				expired, readBack = true, true
-				log.Warn().Int64("session_id", now).Int64("old_session_id", sid).
+				warn().Int64("session_id", now).Int64("old_session_id", sid).
 					Msg("ISR write lost its reply and the session expired; reading the state back")
 			}
 			lost = nil
@@ -96,7 +110,7 @@ func (s *Session) WriteLeaderAndIsr(ctx context.Context, tp cluster.TopicPartiti
 				if errors.Is(err, zk.ErrSessionExpired) {
 					expired, readBack = true, true
 				}
-				log.Warn().Err(err).Msg("ISR write lost its connection; retrying once reconnected")
+				warn().Err(err).Msg("ISR write lost its connection; retrying once reconnected")
 			default:
 				return -1, fmt.Errorf("write %s at zk_version %d: %w", p, st.ZkVersion, err)
 			}

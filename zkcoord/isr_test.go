@@ -30,11 +30,14 @@ type zkFrameProxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	rule  *dropRule // armed rule, consumed by the first matching setData
-	hold  bool
-	conns []net.Conn
-	wg    sync.WaitGroup
+	mu   sync.Mutex
+	rule *dropRule // armed rule, consumed by the first matching setData
+	hold bool
+	// holdNext lets one connection through and then holds again: a
+	// session expired on the server learns so and gets no new one.
+	holdNext bool
+	conns    []net.Conn
+	wg       sync.WaitGroup
 }
 
 // dropRule loses the next setData of a path ending in pathSuffix.
@@ -86,6 +89,13 @@ func (p *zkFrameProxy) Heal() {
 	p.mu.Unlock()
 }
 
+// PassOne ends a hold for one connection only.
+func (p *zkFrameProxy) PassOne() {
+	p.mu.Lock()
+	p.hold, p.holdNext = false, true
+	p.mu.Unlock()
+}
+
 func (p *zkFrameProxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -98,6 +108,9 @@ func (p *zkFrameProxy) accept() {
 			p.mu.Unlock()
 			c.Close()
 			continue
+		}
+		if p.holdNext {
+			p.holdNext, p.hold = false, true
 		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -329,18 +342,32 @@ func TestZKWriteLeaderAndIsrUnknownOutcome(t *testing.T) {
 		}
 		return p
 	}
-	healOnExpiry := func(t *testing.T, probePath string, fired <-chan struct{}) {
-		go func() {
-			<-fired
-			deadline := time.Now().Add(20 * time.Second)
-			for time.Now().Before(deadline) {
-				if ok, _, err := raw.Exists(probePath); err == nil && !ok {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
+	// awaitExpiry waits until ZooKeeper has removed probePath, the
+	// ephemeral of the leader's session, or until ctx ends.
+	awaitExpiry := func(ctx context.Context, probePath string) {
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			if ok, _, err := raw.Exists(probePath); err == nil && !ok {
+				return
 			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	healOnExpiry := func(t *testing.T, probePath string, fired <-chan struct{}) {
+		var wg sync.WaitGroup
+		ctx := t.Context() // done before Cleanup: the goroutine cannot outlive the subtest
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-fired:
+			case <-ctx.Done():
+				return
+			}
+			awaitExpiry(ctx, probePath)
 			proxy.Heal()
 		}()
+		t.Cleanup(wg.Wait)
 	}
 
 	t.Run("reply lost after apply", func(t *testing.T) {
@@ -411,6 +438,50 @@ func TestZKWriteLeaderAndIsrUnknownOutcome(t *testing.T) {
 			t.Fatalf("WriteLeaderAndIsr = %d, %v; want a session-expired error: not written", v, err)
 		}
 		if got := stored(t, tp); !slices.Equal(got.Isr, []int32{1}) || got.ZkVersion != 0 {
+			t.Fatalf("stored %+v", got)
+		}
+	})
+	t.Run("written while the new session is not yet there", func(t *testing.T) {
+		// Right after an expiry go-zookeeper reports session id 0 until a
+		// new session exists. A write begun then that loses its
+		// connection is retried, not taken for one the expiry cut off.
+		tp, st := newState(t)
+		pr := probe(t)
+		cut := proxy.Arm(dropRule{pathSuffix: pr, beforeApply: true, hold: true})
+		if _, err := s.zk.c.Set(pr, nil, -1); err == nil {
+			t.Fatal("the probe write went through the cut")
+		}
+		mustFire(t, cut)
+		awaitExpiry(t.Context(), pr)
+		proxy.PassOne() // the client learns of the expiry, then is held off again
+		eventually(t, 20*time.Second, func() error {
+			if id := s.zk.c.SessionID(); id != 0 {
+				return fmt.Errorf("session id %d", id)
+			}
+			return nil
+		})
+		fired := proxy.Arm(dropRule{pathSuffix: partitionStatePath(tp.Topic, 0), beforeApply: true})
+		done := make(chan struct{})
+		var (
+			v   int32
+			err error
+		)
+		go func() {
+			defer close(done)
+			v, err = write(tp, expand(st))
+		}()
+		time.Sleep(300 * time.Millisecond) // the write has read the session id 0
+		proxy.Heal()
+		<-done
+		if err != nil || v != 1 {
+			t.Fatalf("WriteLeaderAndIsr = %d, %v; want zk_version 1: no session had expired since it began", v, err)
+		}
+		select {
+		case <-fired:
+		default:
+			t.Log("the write failed while no server answered and was retried (ErrNoServer)")
+		}
+		if got := stored(t, tp); !slices.Equal(got.Isr, []int32{1, 2}) || got.ZkVersion != 1 {
 			t.Fatalf("stored %+v", got)
 		}
 	})
