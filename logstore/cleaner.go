@@ -132,6 +132,7 @@ type segSnap struct {
 	size      int64
 	nextBase  int64 // the next segment's base; LogEndOffset for the active one
 	largestTs int64 // largestTimestampMs
+	maxTs     int64 // largest batch MaxTimestamp, -1 if none
 	mtimeMs   int64
 }
 
@@ -154,7 +155,7 @@ func (l *Log) snapshot() ([]segSnap, int64, error) {
 		if fi, err := s.logFile.Stat(); err == nil {
 			mtime = fi.ModTime().UnixMilli()
 		}
-		snaps[i] = segSnap{s: s, base: s.baseOffset, size: s.size, nextBase: next, largestTs: s.largestTimestampMs(), mtimeMs: mtime}
+		snaps[i] = segSnap{s: s, base: s.baseOffset, size: s.size, nextBase: next, largestTs: s.largestTimestampMs(), maxTs: s.maxTimestamp, mtimeMs: mtime}
 	}
 	return snaps, l.segGen.Load(), nil
 }
@@ -497,9 +498,11 @@ func (p *cleanPass) cleanGroup(group []segSnap, interval int64) (*segment, error
 		}
 		return nil
 	}
+	lastEpoch := int32(-1) // of the group's last batch, kept or not
 	for _, sn := range group {
 		retainDeletes := sn.mtimeMs > p.horizonMs
 		err := p.batches(sn, func(h *BatchHeader, raw []byte) (bool, error) {
+			lastEpoch = h.PartitionLeaderEpoch
 			return true, p.filterBatch(h, raw, retainDeletes, emit)
 		})
 		if err != nil {
@@ -509,9 +512,16 @@ func (p *cleanPass) cleanGroup(group []segSnap, interval int64) (*segment, error
 	if ns.nextOffset < nextBase {
 		// Close the gap to the next segment with an empty batch, so the
 		// segments stay contiguous and recovery does not take the end of
-		// this one for a lost tail.
+		// this one for a lost tail. It carries the leader epoch of the
+		// group's last batch and the group's largest
+		// timestamp, so that retention and min.compaction.lag.ms see the
+		// segment as old as the records it replaced.
+		groupMaxTs := int64(-1)
+		for _, sn := range group {
+			groupMaxTs = max(groupMaxTs, sn.maxTs)
+		}
 		var empty [BatchHeaderSize]byte
-		writeEmptyBatch(empty[:], nextBase-1, 0, -1, -1, -1, -1, 0, -1)
+		writeEmptyBatch(empty[:], nextBase-1, 0, lastEpoch, -1, -1, -1, 0, groupMaxTs)
 		if err := emit(empty[:]); err != nil {
 			return nil, err
 		}

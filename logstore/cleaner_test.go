@@ -2,9 +2,12 @@ package logstore
 
 import (
 	"bytes"
+	"math"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // The cleaner tests follow Kafka's LogCleanerTest: build a log of keyed
@@ -149,5 +152,349 @@ func TestCleanActiveSegmentUntouched(t *testing.T) {
 	recs, _ := logContents(t, l2)
 	if st.EndOffset != upper || recs[0].offset != upper-1 || recs[1].offset != upper {
 		t.Fatalf("upper offset %d: end %d, records at %d, %d", upper, st.EndOffset, recs[0].offset, recs[1].offset)
+	}
+}
+
+// setMtime dates every non-active segment file of l at ms, oldest first
+// plus step per segment, as Kafka's tests set lastModified.
+func setMtimes(t testing.TB, l *Log, from int, ms func(i int) int64) {
+	t.Helper()
+	for i, s := range l.segments[:len(l.segments)-1] {
+		if i < from {
+			continue
+		}
+		tm := time.UnixMilli(ms(i))
+		if err := os.Chtimes(segPath(l.dir, s.baseOffset, logSuffix), tm, tm); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func find(recs []gotRecord, key string) []gotRecord {
+	var out []gotRecord
+	for _, r := range recs {
+		if r.key == key {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// TestCleanTombstoneRetention: a tombstone replaces its key's values and
+// stays while its segment was modified less than delete.retention.ms
+// before the newest cleanable segment (Kafka's deleteHorizonMs); once the
+// log has moved on by more than that, the next pass removes it. The
+// cleaned segment keeps the modification time of what it replaced, so
+// cleaning does not restart the clock.
+func TestCleanTombstoneRetention(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallSegConfig(t, 150), 0)
+	const t0 = 1_700_000_000_000
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("a", "1"), k("b", "1")))
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, tomb("a")))
+	for range 3 {
+		mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("b", "2"), k("c", "1")))
+	}
+	setMtimes(t, l, 0, func(i int) int64 { return t0 + int64(i)*1000 })
+	cfg := cleanCfg(NewOffsetMap(1 << 16))
+	cfg.DeleteRetentionMs = 60_000
+	st, err := l.Clean(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := logContents(t, l)
+	if a := find(recs, "a"); len(a) != 1 || !a[0].tomb {
+		t.Fatalf("key a after the first clean: %+v, want only its tombstone", a)
+	}
+	if st.TombstonesKept != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// The log moves on: new segments, 2 minutes later.
+	for range 4 {
+		mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("d", "1"), k("e", "1")))
+	}
+	n := 0
+	for _, s := range l.segments[:len(l.segments)-1] {
+		if s.baseOffset >= st.EndOffset {
+			break
+		}
+		n++
+	}
+	setMtimes(t, l, n, func(i int) int64 { return t0 + 120_000 })
+	cfg.FirstDirtyOffset = st.EndOffset
+	if _, err := l.Clean(cfg); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ = logContents(t, l)
+	if a := find(recs, "a"); len(a) != 0 {
+		t.Fatalf("key a past delete.retention.ms: %+v, want nothing", a)
+	}
+	if b := find(recs, "b"); len(b) != 1 || b[0].value != "2" {
+		t.Fatalf("key b: %+v", b)
+	}
+}
+
+// TestCleanMinCompactionLag: segments whose largest timestamp is newer
+// than now - min.compaction.lag.ms are neither mapped nor cleaned, and
+// stop the cleanable range there.
+func TestCleanMinCompactionLag(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallSegConfig(t, 150), 0)
+	const now = 1_000_000
+	for i := range 3 { // old: ts 1000
+		mustAppend(t, l, kvBatch(t, kvOpts{ts: 1000}, k("x", strconv.Itoa(i)), k("y", strconv.Itoa(i))))
+	}
+	for i := range 3 { // young: ts now-10
+		mustAppend(t, l, kvBatch(t, kvOpts{ts: now - 10}, k("y", "young"+strconv.Itoa(i)), k("z", "1")))
+	}
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: now}, k("active", "1")))
+	var firstYoung int64 = -1
+	for _, s := range l.segments {
+		if s.maxTimestamp >= now-10 {
+			firstYoung = s.baseOffset
+			break
+		}
+	}
+	cfg := cleanCfg(NewOffsetMap(1 << 16))
+	cfg.NowMs, cfg.MinCompactionLagMs = now, 1000
+	r, err := l.Cleanable(0, math.MaxInt64, now, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.FirstUncleanableOffset != firstYoung || r.DirtyRatio != 1 {
+		t.Fatalf("cleanable %+v, want the first young segment %d", r, firstYoung)
+	}
+	before, _ := logContents(t, l)
+	st, err := l.Clean(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.EndOffset != firstYoung {
+		t.Fatalf("EndOffset %d, want %d", st.EndOffset, firstYoung)
+	}
+	after, _ := logContents(t, l)
+	if x := find(after, "x"); len(x) != 1 || x[0].value != "2" {
+		t.Fatalf("x: %+v", x)
+	}
+	// y's young values were not mapped: its last old value stays beside them.
+	if y := find(after, "y"); len(y) != 4 || y[0].value != "2" {
+		t.Fatalf("y: %+v", y)
+	}
+	var youngBefore, youngAfter []gotRecord
+	for _, r := range before {
+		if r.offset >= firstYoung {
+			youngBefore = append(youngBefore, r)
+		}
+	}
+	for _, r := range after {
+		if r.offset >= firstYoung {
+			youngAfter = append(youngAfter, r)
+		}
+	}
+	if !slices.Equal(youngBefore, youngAfter) {
+		t.Fatal("the young segments changed")
+	}
+	// Once they age, they are cleaned.
+	cfg.NowMs = now + 2000
+	if _, err := l.Clean(cfg); err != nil {
+		t.Fatal(err)
+	}
+	after, _ = logContents(t, l)
+	if y := find(after, "y"); len(y) != 1 || y[0].value != "young2" {
+		t.Fatalf("y once aged: %+v", y)
+	}
+}
+
+// TestCleanFullMapSeveralPasses: with a map too small for the dirty
+// section's keys, a pass cleans up to where the map filled and says so;
+// passes from each EndOffset on finish the job, and the result is what one
+// big map gives.
+func TestCleanFullMapSeveralPasses(t *testing.T) {
+	build := func() *Log {
+		l := openLog(t, t.TempDir(), smallSegConfig(t, 600), 0)
+		writeRounds(t, l, 100, 3, 5, 1000)
+		mustAppend(t, l, kvBatch(t, kvOpts{ts: 1000}, k("active", "1")))
+		return l
+	}
+	small, big := build(), build()
+	m := NewOffsetMap(30 * offsetMapSlotBytes) // 27 keys
+	if m.MaxEntries() != 27 {
+		t.Fatalf("MaxEntries %d", m.MaxEntries())
+	}
+	stats := mustCleanAll(t, small, cleanCfg(m))
+	if len(stats) < 4 || !stats[0].MapFull || stats[0].EndOffset >= stats[len(stats)-1].EndOffset {
+		t.Fatalf("%d passes, first %+v", len(stats), stats[0])
+	}
+	for i := 1; i < len(stats); i++ {
+		if stats[i].FirstDirtyOffset != stats[i-1].EndOffset || stats[i].EndOffset <= stats[i-1].EndOffset {
+			t.Fatalf("pass %d: %+v after %+v", i, stats[i], stats[i-1])
+		}
+	}
+	one := mustCleanAll(t, big, cleanCfg(NewOffsetMap(1<<20)))
+	if len(one) != 1 {
+		t.Fatalf("big map: %d passes", len(one))
+	}
+	a, _ := logContents(t, small)
+	b, _ := logContents(t, big)
+	if len(a) != len(b) {
+		t.Fatalf("several passes left %d records, one pass %d", len(a), len(b))
+	}
+	for i := range a {
+		if a[i].offset != b[i].offset || a[i].raw != b[i].raw {
+			t.Fatalf("record %d: %+v vs %+v", i, a[i], b[i])
+		}
+	}
+	activeBase := small.segments[len(small.segments)-1].baseOffset
+	seen := map[string]bool{}
+	for _, r := range a {
+		if r.offset < activeBase && (seen[r.key] || !r.hasKey) {
+			t.Fatalf("key %q twice below the active segment", r.key)
+		}
+		seen[r.key] = true
+	}
+}
+
+// TestCleanKeepsProducerState: batches keep producer id, epoch and base
+// sequence and their offsets; a producer's last batch is kept even when
+// cleaning empties it (an empty batch whose base sequence and last offset
+// delta still give the producer's last sequence), while its earlier
+// emptied batches go; so the last sequence per producer read from the
+// batch headers is the same before and after cleaning.
+func TestCleanKeepsProducerState(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallSegConfig(t, 300), 0)
+	seq := map[int64]int32{}
+	prod := func(pid int64, recs ...kv) {
+		mustAppend(t, l, kvBatch(t, kvOpts{ts: 1, producerID: pid, producerEpoch: 3, baseSequence: seq[pid]}, recs...))
+		seq[pid] += int32(len(recs))
+	}
+	prod(7, k("a", "1"), k("b", "1"))
+	prod(8, k("c", "1"), k("a", "2")) // keeps c
+	prod(7, k("a", "3"), k("b", "2")) // 7's last batch: emptied below
+	prod(9, k("d", "1"))
+	for range 3 {
+		mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("a", "4"), k("b", "3"), k("d", "2"), k("x", "x")))
+	}
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("active", "1")))
+	lastSeq := func() map[int64][2]int64 {
+		_, hdrs := logContents(t, l)
+		m := map[int64][2]int64{}
+		for _, h := range hdrs {
+			if h.ProducerID >= 0 {
+				if h.ProducerEpoch != 3 {
+					t.Fatalf("producer %d epoch %d", h.ProducerID, h.ProducerEpoch)
+				}
+				m[h.ProducerID] = [2]int64{int64(h.BaseSequence) + int64(h.LastOffsetDelta), h.LastOffset()}
+			}
+		}
+		return m
+	}
+	want := lastSeq()
+	st, err := l.Clean(cleanCfg(NewOffsetMap(1 << 16)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lastSeq()
+	if len(got) != 3 || got[7] != want[7] || got[8] != want[8] || got[9] != want[9] {
+		t.Fatalf("last sequence and offset per producer: %v, want %v", got, want)
+	}
+	if st.EmptyBatchesKept != 2 { // producers 7 and 9
+		t.Fatalf("stats %+v", st)
+	}
+	_, hdrs := logContents(t, l)
+	n7 := 0
+	for _, h := range hdrs {
+		if h.ProducerID == 7 {
+			n7++
+			if h.NumRecords != 0 || h.BaseOffset != 4 || h.LastOffsetDelta != 1 || h.BaseSequence != 2 {
+				t.Fatalf("producer 7's batch after cleaning: %+v", h)
+			}
+		}
+		if h.ProducerID == 8 && (h.BaseOffset != 2 || h.NumRecords != 1 || h.LastOffsetDelta != 1 || h.BaseSequence != 0) {
+			t.Fatalf("producer 8's batch after cleaning: %+v", h)
+		}
+	}
+	if n7 != 1 {
+		t.Fatalf("producer 7 has %d batches, want its last only", n7)
+	}
+}
+
+// TestCleanPreservesHeaders: a record kept from a rewritten batch has its
+// headers (null values included) byte for byte.
+func TestCleanPreservesHeaders(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallSegConfig(t, 300), 0)
+	h := kv{key: []byte("h"), value: []byte("v"), headers: [][2][]byte{{[]byte("trace"), []byte("abc")}, {[]byte("nullh"), nil}, {[]byte(""), []byte("")}}}
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("a", "1"), h, k("b", "1")))
+	before, _ := logContents(t, l)
+	for range 3 {
+		mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("a", "2"), k("b", "2")))
+	}
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("active", "1")))
+	if _, err := l.Clean(cleanCfg(NewOffsetMap(1 << 16))); err != nil {
+		t.Fatal(err)
+	}
+	after, hdrs := logContents(t, l)
+	if got := find(after, "h"); len(got) != 1 || got[0].raw != before[1].raw || got[0].offset != 1 {
+		t.Fatalf("record with headers: %+v, want %+v", got, before[1])
+	}
+	if hdrs[0].NumRecords != 1 || hdrs[0].BaseOffset != 0 || hdrs[0].LastOffsetDelta != 2 {
+		t.Fatalf("rewritten batch %+v", hdrs[0])
+	}
+}
+
+// TestCleanCompressed: compressed batches (each of Kafka's codecs) are
+// inflated, filtered and compressed again with their own codec; a batch
+// whose records all stay is kept byte for byte.
+func TestCleanCompressed(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		codec int8
+	}{{"gzip", 1}, {"snappy", 2}, {"lz4", 3}, {"zstd", 4}} {
+		t.Run(c.name, func(t *testing.T) {
+			l := openLog(t, t.TempDir(), smallSegConfig(t, 1000), 0)
+			o := kvOpts{ts: 1, codec: c.codec}
+			var recs []kv
+			for i := range 20 {
+				recs = append(recs, k(keyName(i), "first"))
+			}
+			recs = append(recs, kv{key: []byte("hk"), value: []byte("hv"), headers: [][2][]byte{{[]byte("h"), []byte("1")}}})
+			mustAppend(t, l, kvBatch(t, o, recs...))
+			for i := range 10 {
+				mustAppend(t, l, kvBatch(t, o, k(keyName(i*2), "second"), k(keyName(i*2), "third")))
+			}
+			keep := kvBatch(t, o, k("solo", "1"))
+			mustAppend(t, l, keep)
+			for len(l.segments) < 3 {
+				mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("filler", "x")))
+			}
+			before, _ := logContents(t, l)
+			if _, err := l.Clean(cleanCfg(NewOffsetMap(1 << 16))); err != nil {
+				t.Fatal(err)
+			}
+			after, hdrs := logContents(t, l)
+			for i := range 20 {
+				want := "first"
+				if i%2 == 0 {
+					want = "third"
+				}
+				if got := find(after, keyName(i)); len(got) != 1 || got[0].value != want || got[0].codec != c.codec {
+					t.Fatalf("%s: %+v, want %q in codec %d", keyName(i), got, want, c.codec)
+				}
+			}
+			if got := find(after, "hk"); len(got) != 1 || got[0].raw != find(before, "hk")[0].raw {
+				t.Fatalf("hk: %+v", got)
+			}
+			if hdrs[0].Compression() != c.codec || hdrs[0].NumRecords != 11 {
+				t.Fatalf("first batch after cleaning: %+v", hdrs[0])
+			}
+			for _, r := range after {
+				if r.key == "solo" {
+					raw, err := l.Read(r.offset, 1<<20, math.MaxInt64)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(raw[offAttributes:len(keep)], keep[offAttributes:]) {
+						t.Fatal("a batch with nothing dropped was rewritten")
+					}
+				}
+			}
+		})
 	}
 }
