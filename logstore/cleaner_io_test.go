@@ -1,0 +1,109 @@
+package logstore
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestCleanerOffsetCheckpoint: the cleaner checkpoint round-trips in the
+// offset checkpoint text format under its Kafka file name.
+func TestCleanerOffsetCheckpoint(t *testing.T) {
+	fsys := NewMemFS()
+	if err := fsys.MkdirAll("/logs", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadCleanerOffsetCheckpoint(fsys, "/logs"); err != nil || len(got) != 0 {
+		t.Fatalf("missing file: %v %v", got, err)
+	}
+	want := []CheckpointEntry{{Topic: "__consumer_offsets", Partition: 3, Offset: 42}, {Topic: "t", Partition: 0, Offset: 7}}
+	if err := WriteCleanerOffsetCheckpoint(fsys, "/logs", want); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := fsys.ReadFile("/logs/cleaner-offset-checkpoint")
+	if err != nil || string(raw) != "0\n2\n__consumer_offsets 3 42\nt 0 7\n" {
+		t.Fatalf("file %q, %v", raw, err)
+	}
+	got, err := ReadCleanerOffsetCheckpoint(fsys, "/logs")
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("read back %v, %v", got, err)
+	}
+}
+
+// TestRateThrottler: after 100 ms in which twice the allowed bytes went
+// by, the throttler sleeps until the rate is back at the limit; below the
+// limit, or unlimited, it never sleeps.
+func TestRateThrottler(t *testing.T) {
+	now := time.Unix(1000, 0)
+	var slept []time.Duration
+	th := newRateThrottler(1000, func() time.Time { return now }, func(d time.Duration) { slept = append(slept, d); now = now.Add(d) })
+	th.Throttle(150)
+	now = now.Add(100 * time.Millisecond)
+	th.Throttle(50) // 200 bytes in 100 ms at 1000 B/s: 200 ms worth
+	if len(slept) != 1 || slept[0] != 100*time.Millisecond {
+		t.Fatalf("slept %v, want [100ms]", slept)
+	}
+	now = now.Add(time.Second)
+	th.Throttle(500) // 500 bytes in a second: under the limit
+	if len(slept) != 1 {
+		t.Fatalf("slept %v under the limit", slept)
+	}
+	th.SetRate(0)
+	now = now.Add(time.Second)
+	th.Throttle(1 << 30)
+	if len(slept) != 1 {
+		t.Fatalf("slept %v with no limit", slept)
+	}
+}
+
+type countingThrottler struct{ bytes int64 }
+
+func (c *countingThrottler) Throttle(n int64) { c.bytes += n }
+
+// TestCleanThrottledAndRatio: a pass tells its Throttler of every byte it
+// reads and writes; Cleanable's dirty ratio is the dirty bytes over the
+// bytes from the log start to the first uncleanable offset, and falls to 0
+// once the checkpoint reaches the cleanable end.
+func TestCleanThrottledAndRatio(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallSegConfig(t, 400), 0)
+	writeRounds(t, l, 20, 4, 4, 1000)
+	r, err := l.Cleanable(0, 1<<62, 2000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	activeBase := l.segments[len(l.segments)-1].baseOffset
+	var total int64
+	for _, s := range l.segments[:len(l.segments)-1] {
+		total += s.size
+	}
+	if r.DirtyRatio != 1 || r.CleanableBytes != total || r.FirstUncleanableOffset != activeBase || r.FirstDirtyTimestampMs != 1000 {
+		t.Fatalf("before cleaning: %+v (total %d, active %d)", r, total, activeBase)
+	}
+	cfg := cleanCfg(NewOffsetMap(1 << 16))
+	th := &countingThrottler{}
+	cfg.Throttler = th
+	st, err := l.Clean(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.bytes != st.BytesRead+st.BytesWritten || th.bytes == 0 {
+		t.Fatalf("throttled %d bytes, stats %+v", th.bytes, st)
+	}
+	r, err = l.Cleanable(st.EndOffset, 1<<62, 2000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.DirtyRatio != 0 || r.CleanableBytes != 0 || r.CleanBytes == 0 {
+		t.Fatalf("after cleaning: %+v", r)
+	}
+	// Half the clean size again, dirty: a ratio in between.
+	writeRounds(t, l, 20, 2, 4, 1000)
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("active", "1")))
+	r, err = l.Cleanable(st.EndOffset, 1<<62, 2000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float64(r.CleanableBytes) / float64(r.CleanBytes+r.CleanableBytes); r.DirtyRatio != want || want <= 0 || want >= 1 {
+		t.Fatalf("ratio %+v", r)
+	}
+}
