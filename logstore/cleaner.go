@@ -223,6 +223,7 @@ type cleanPass struct {
 	lastOfPID  map[int64]int64 // producer id -> last offset of its last batch
 	horizonMs  int64           // deleteHorizonMs
 	readBuf    []byte
+	br         *bufio.Reader // reused for every segment read
 	inflated   []byte
 	kept       []byte
 	out        []byte
@@ -340,7 +341,13 @@ func (p *cleanPass) throttle(n int64) {
 // slice is reused for the next batch). It checks framing and the CRC: a
 // clean pass must not copy damage into a segment it fsyncs.
 func (p *cleanPass) batches(sn segSnap, fn func(h *BatchHeader, raw []byte) (bool, error)) error {
-	br := bufio.NewReaderSize(io.NewSectionReader(sn.s.logFile, 0, sn.size), 64<<10)
+	sr := io.NewSectionReader(sn.s.logFile, 0, sn.size)
+	if p.br == nil {
+		p.br = bufio.NewReaderSize(sr, 64<<10)
+	} else {
+		p.br.Reset(sr)
+	}
+	br := p.br
 	var hdr [BatchHeaderSize]byte
 	for pos := int64(0); pos < sn.size; {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
