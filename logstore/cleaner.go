@@ -228,6 +228,7 @@ type cleanPass struct {
 	kept       []byte
 	out        []byte
 	maxInflate int
+	createdMs  int64 // the log's clock at the start of the pass
 }
 
 // Clean runs one pass of Kafka's log cleaner over the log: it maps the
@@ -265,9 +266,11 @@ func (p *cleanPass) run() error {
 	if err != nil {
 		return err
 	}
-	l.wmu.Lock()
+	l.wmu.Lock() // l.cfg and l.log are the writer's
 	segBytes := l.cfg.segmentBytes()
 	interval := l.cfg.IndexIntervalBytes
+	p.createdMs = l.cfg.nowMs()
+	log := l.log
 	l.wmu.Unlock()
 	r := cleanableRange(snaps, l.LogStartOffset(), l.LogEndOffset(), cfg.FirstDirtyOffset, cfg.UpperOffset, cfg.NowMs, cfg.MinCompactionLagMs)
 	p.stats.FirstDirtyOffset, p.stats.EndOffset = r.FirstDirtyOffset, r.FirstDirtyOffset
@@ -315,7 +318,7 @@ func (p *cleanPass) run() error {
 		p.stats.SegmentsCleaned += len(group)
 		p.stats.SegmentsWritten++
 	}
-	l.log.Info().Int64("first_dirty_offset", p.stats.FirstDirtyOffset).Int64("end_offset", p.stats.EndOffset).
+	log.Info().Int64("first_dirty_offset", p.stats.FirstDirtyOffset).Int64("end_offset", p.stats.EndOffset).
 		Int("segments_cleaned", p.stats.SegmentsCleaned).Int64("bytes_read", p.stats.BytesRead).
 		Int64("bytes_written", p.stats.BytesWritten).Int64("records_dropped", p.stats.RecordsDropped).
 		Bool("map_full", p.stats.MapFull).Msg("cleaned log")
@@ -486,7 +489,7 @@ func (p *cleanPass) cleanGroup(group []segSnap, interval int64) (*segment, error
 	if err != nil {
 		return nil, err
 	}
-	ns := &segment{baseOffset: base, logFile: f, createdMs: l.cfg.nowMs(), segState: newSegState(base)}
+	ns := &segment{baseOffset: base, logFile: f, createdMs: p.createdMs, segState: newSegState(base)}
 	ok := false
 	defer func() {
 		if !ok {
