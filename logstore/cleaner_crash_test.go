@@ -9,7 +9,8 @@ import (
 // TestCleanCrashAtEveryStep: a clean pass over a MemFS log is interrupted
 // at each of its file operations in turn: either the machine crashes there
 // (the operation and everything after it never happen, then MemFS.Crash
-// reverts what was not synced) or just that operation fails and the log is
+// reverts what was not synced, or the kernel had written back everything
+// done before it: CrashWith) or just that operation fails and the log is
 // closed. Reopening (with the recovery point from before the pass, and
 // with 0) must give a log whose every record is the original one at its
 // offset, with no offset twice, holding at least every record the
@@ -87,7 +88,7 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 		}
 	}
 	for step := range steps {
-		for _, mode := range []string{"crash", "fail"} {
+		for _, mode := range []string{"crash", "writeback", "fail"} {
 			for _, rpZero := range []bool{false, true} {
 				t.Run(fmt.Sprintf("step=%d/%s/rp0=%v", step, mode, rpZero), func(t *testing.T) {
 					fsys := NewMemFS()
@@ -99,7 +100,7 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 					n := 0
 					fsys.SetInjector(func(op MemOp, name string) error {
 						n++
-						if n == step+1 || (mode == "crash" && n > step+1) {
+						if n == step+1 || (mode != "fail" && n > step+1) {
 							return fmt.Errorf("%w: %s %s", ErrInjected, op, name)
 						}
 						return nil
@@ -111,9 +112,14 @@ func TestCleanCrashAtEveryStep(t *testing.T) {
 					if !errors.Is(err, ErrInjected) && !errors.Is(err, ErrStorage) {
 						t.Fatalf("Clean: %v", err)
 					}
-					if mode == "crash" {
+					switch mode {
+					case "crash":
 						fsys.Crash()
-					} else {
+					case "writeback":
+						// The kernel had written back everything, renames
+						// and removals included, though not all was synced.
+						fsys.CrashWith(func(_ string, _, current []byte) []byte { return current })
+					default:
 						fsys.SetInjector(nil)
 						_ = l.Close()
 					}
