@@ -74,8 +74,8 @@ type CleanConfig struct {
 	// after it.
 	MinCompactionLagMs int64
 	// DeleteRetentionMs (delete.retention.ms): tombstones in a segment last
-	// modified more than this before the newest cleanable segment are
-	// removed (Kafka's deleteHorizonMs).
+	// modified more than this before the last segment of the clean section
+	// (below FirstDirtyOffset) are removed (Kafka's deleteHorizonMs).
 	DeleteRetentionMs int64
 	// Map is the offset map, sized by log.cleaner.dedupe.buffer.size; Clean
 	// clears it first. Required.
@@ -289,11 +289,14 @@ func (p *cleanPass) run() error {
 	p.stats.EndOffset = p.mappedEnd
 	p.stats.MapUtilization = cfg.Map.Utilization()
 
-	// Kafka's deleteHorizonMs: the last cleanable segment's modification
-	// time, less delete.retention.ms.
+	// Kafka's deleteHorizonMs: the modification time of the last segment
+	// of the clean section (below the first dirty offset), less
+	// delete.retention.ms; 0 when nothing is clean yet, so that a
+	// tombstone outlives at least the pass that first cleans it.
+	p.horizonMs = 0
 	var toClean []segSnap
 	for _, sn := range snaps[:len(snaps)-1] {
-		if sn.base < r.FirstUncleanableOffset {
+		if sn.base < r.FirstDirtyOffset {
 			p.horizonMs = sn.mtimeMs - cfg.DeleteRetentionMs
 		}
 		if sn.base < p.mappedEnd {

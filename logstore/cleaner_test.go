@@ -182,11 +182,12 @@ func find(recs []gotRecord, key string) []gotRecord {
 }
 
 // TestCleanTombstoneRetention: a tombstone replaces its key's values and
-// stays while its segment was modified less than delete.retention.ms
-// before the newest cleanable segment (Kafka's deleteHorizonMs); once the
-// log has moved on by more than that, the next pass removes it. The
-// cleaned segment keeps the modification time of what it replaced, so
-// cleaning does not restart the clock.
+// stays while its segment was modified no more than delete.retention.ms
+// before the last segment of the clean section (Kafka's deleteHorizonMs:
+// 0 on the first pass, when nothing is clean yet); once the clean section
+// reaches segments modified more than that after it, the next pass removes
+// it. The cleaned segment keeps the modification time of what it replaced,
+// so cleaning does not restart the clock.
 func TestCleanTombstoneRetention(t *testing.T) {
 	l := openLog(t, t.TempDir(), smallSegConfig(t, 150), 0)
 	const t0 = 1_700_000_000_000
@@ -198,40 +199,45 @@ func TestCleanTombstoneRetention(t *testing.T) {
 	setMtimes(t, l, 0, func(i int) int64 { return t0 + int64(i)*1000 })
 	cfg := cleanCfg(NewOffsetMap(1 << 16))
 	cfg.DeleteRetentionMs = 60_000
-	st, err := l.Clean(cfg)
-	if err != nil {
-		t.Fatal(err)
+	pass := func(what string, wantTomb bool) CleanStats {
+		t.Helper()
+		st, err := l.Clean(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, _ := logContents(t, l)
+		a := find(recs, "a")
+		if wantTomb && (len(a) != 1 || !a[0].tomb) {
+			t.Fatalf("key a %s: %+v, want only its tombstone", what, a)
+		}
+		if !wantTomb && len(a) != 0 {
+			t.Fatalf("key a %s: %+v, want nothing", what, a)
+		}
+		for _, b := range find(recs, "b") {
+			if b.value != "2" {
+				t.Fatalf("key b %s: %+v", what, b)
+			}
+		}
+		cfg.FirstDirtyOffset = st.EndOffset
+		return st
 	}
-	recs, _ := logContents(t, l)
-	if a := find(recs, "a"); len(a) != 1 || !a[0].tomb {
-		t.Fatalf("key a after the first clean: %+v, want only its tombstone", a)
-	}
-	if st.TombstonesKept != 1 {
+	if st := pass("after the first clean", true); st.TombstonesKept != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 	// The log moves on: new segments, 2 minutes later.
-	for range 4 {
-		mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("d", "1"), k("e", "1")))
-	}
-	n := 0
-	for _, s := range l.segments[:len(l.segments)-1] {
-		if s.baseOffset >= st.EndOffset {
-			break
+	appendLater := func() {
+		n := len(l.segments) - 1
+		for range 4 {
+			mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("d", "1"), k("e", "1")))
 		}
-		n++
+		setMtimes(t, l, n, func(i int) int64 { return t0 + 120_000 })
 	}
-	setMtimes(t, l, n, func(i int) int64 { return t0 + 120_000 })
-	cfg.FirstDirtyOffset = st.EndOffset
-	if _, err := l.Clean(cfg); err != nil {
-		t.Fatal(err)
-	}
-	recs, _ = logContents(t, l)
-	if a := find(recs, "a"); len(a) != 0 {
-		t.Fatalf("key a past delete.retention.ms: %+v, want nothing", a)
-	}
-	if b := find(recs, "b"); len(b) != 1 || b[0].value != "2" {
-		t.Fatalf("key b: %+v", b)
-	}
+	appendLater()
+	// The clean section still ends with segments of about t0.
+	pass("when the clean section is recent", true)
+	appendLater()
+	// Now it ends 2 minutes after the tombstone's segment.
+	pass("past delete.retention.ms", false)
 }
 
 // TestCleanMinCompactionLag: segments whose largest timestamp is newer

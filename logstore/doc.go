@@ -114,9 +114,9 @@
 // most SegmentBytes together (and a relative offset range that fits an
 // int32), keeping a record when it is at or above EndOffset, or keyed with
 // an offset at or above its key's in the map, and either has a value or
-// lies in a segment modified after the delete horizon (the newest
-// cleanable segment's modification time minus DeleteRetentionMs, Kafka's
-// deleteHorizonMs); keyless records below EndOffset are dropped. A batch
+// lies in a segment modified after the delete horizon (the modification
+// time of the clean section's last segment minus DeleteRetentionMs, or 0
+// when nothing is clean yet: Kafka's deleteHorizonMs); keyless records below EndOffset are dropped. A batch
 // keeps its base offset, last offset delta, producer id, epoch, base
 // sequence, leader epoch, attributes and first timestamp; kept records are
 // copied byte for byte (headers included), compressed again with the
