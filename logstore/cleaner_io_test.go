@@ -1,6 +1,8 @@
 package logstore
 
 import (
+	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -105,5 +107,80 @@ func TestCleanThrottledAndRatio(t *testing.T) {
 	}
 	if want := float64(r.CleanableBytes) / float64(r.CleanBytes+r.CleanableBytes); r.DirtyRatio != want || want <= 0 || want >= 1 {
 		t.Fatalf("ratio %+v", r)
+	}
+}
+
+// TestOffsetMap: Put keeps the latest offset per key, a new key is refused
+// once 90% of the slots are used while known keys still update, and Clear
+// empties it (Kafka's OffsetMapTest).
+func TestOffsetMap(t *testing.T) {
+	m := NewOffsetMap(100 * offsetMapSlotBytes)
+	if m.MaxEntries() != 90 || m.Bytes() != 100*offsetMapSlotBytes {
+		t.Fatalf("max entries %d, bytes %d", m.MaxEntries(), m.Bytes())
+	}
+	for i := range 90 {
+		if !m.Put([]byte(keyName(i)), int64(i)) {
+			t.Fatalf("Put %d refused", i)
+		}
+	}
+	if m.Put([]byte("one too many"), 1000) {
+		t.Fatal("a 91st key fitted")
+	}
+	if !m.Put([]byte(keyName(3)), 500) || m.Get([]byte(keyName(3))) != 500 || m.Len() != 90 {
+		t.Fatalf("update of a known key in a full map: %d, len %d", m.Get([]byte(keyName(3))), m.Len())
+	}
+	for i := range 90 {
+		if want := int64(i); i != 3 && m.Get([]byte(keyName(i))) != want {
+			t.Fatalf("Get %d = %d", i, m.Get([]byte(keyName(i))))
+		}
+	}
+	if m.Get([]byte("absent")) != -1 || m.LatestOffset() != 500 {
+		t.Fatalf("absent %d, latest %d", m.Get([]byte("absent")), m.LatestOffset())
+	}
+	m.Clear()
+	if m.Len() != 0 || m.Get([]byte(keyName(1))) != -1 || m.LatestOffset() != -1 {
+		t.Fatal("Clear left entries")
+	}
+}
+
+// TestFollowerAppendsCleanedBatches: a follower replicates what a cleaned
+// leader log serves, batches with fewer records than offsets and empty
+// ones included, while a leader append of such a batch is still refused.
+func TestFollowerAppendsCleanedBatches(t *testing.T) {
+	leader := openLog(t, t.TempDir(), smallSegConfig(t, 300), 0)
+	mustAppend(t, leader, kvBatch(t, kvOpts{ts: 1, producerID: 5, baseSequence: 0}, k("a", "1"), k("b", "1")))
+	for range 4 {
+		mustAppend(t, leader, kvBatch(t, kvOpts{ts: 1}, k("a", "2"), k("c", "1")))
+	}
+	if _, err := leader.Clean(cleanCfg(NewOffsetMap(1 << 16))); err != nil {
+		t.Fatal(err)
+	}
+	want, hdrs := logContents(t, leader)
+	if hdrs[0].NumRecords != 1 || hdrs[0].LastOffsetDelta != 1 {
+		t.Fatalf("first batch %+v: not a cleaned one", hdrs[0])
+	}
+	follower := openLog(t, t.TempDir(), smallSegConfig(t, 300), 0)
+	for off := int64(0); off < leader.LogEndOffset(); {
+		b, err := leader.Read(off, 1<<20, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := follower.AppendAsFollower(b)
+		if err != nil {
+			t.Fatalf("follower append at %d: %v", off, err)
+		}
+		off = info.LastOffset + 1
+	}
+	got, _ := logContents(t, follower)
+	if !slices.Equal(got, want) {
+		t.Fatal("the follower's log differs from the leader's")
+	}
+	b, err := leader.Read(0, 1<<20, math.MaxInt64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setBaseOffset(b, 0)
+	if _, err := follower.AppendAsLeader(b[:hdrs[0].Size()], 0, -1); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("leader append of a cleaned batch: %v, want ErrInvalidRecord", err)
 	}
 }
