@@ -108,20 +108,23 @@
 // nor records at or above UpperOffset. It maps key -> last offset over the
 // dirty section [FirstDirtyOffset, first uncleanable offset), keyed
 // records only, control batches skipped; when the map is full (90% of its
-// slots, Kafka's load factor) it stops there, and EndOffset is that
-// record's offset. It then rewrites every segment from the log start to
-// the one holding EndOffset-1, in groups of consecutive segments of at
-// most SegmentBytes together (and a relative offset range that fits an
-// int32), keeping a record when it is at or above EndOffset, or keyed with
-// an offset at or above its key's in the map, and either has a value or
-// lies in a segment modified after the delete horizon (the modification
-// time of the clean section's last segment minus DeleteRetentionMs, or 0
-// when nothing is clean yet: Kafka's deleteHorizonMs); keyless records below EndOffset are dropped. A batch
-// keeps its base offset, last offset delta, producer id, epoch, base
-// sequence, leader epoch, attributes and first timestamp; kept records are
-// copied byte for byte (headers included), compressed again with the
-// batch's codec; numRecords, maxTimestamp (CreateTime) and the CRC are
-// recomputed. A batch with nothing dropped is copied as it is. A batch
+// slots, Kafka's load factor) it stops at the first key that does not
+// fit, and EndOffset is that record's offset (else the first uncleanable
+// offset). It then rewrites every segment from the log start to the one
+// holding EndOffset-1, in groups of consecutive segments of at most
+// SegmentBytes together (and a relative offset range that fits an int32),
+// keeping a record when it is at or above EndOffset, or keyed with an
+// offset at or above its key's in the map, and either has a value or lies
+// in a segment modified after the delete horizon (the modification time
+// of the clean section's last segment minus DeleteRetentionMs, or 0 when
+// nothing is clean yet: Kafka's deleteHorizonMs for its pre-KIP-534
+// records); keyless records below EndOffset are dropped. A batch keeps its
+// base offset, last offset delta, producer id, epoch, base sequence,
+// leader epoch, attributes and first timestamp (Kafka would move the first
+// timestamp to the first kept record's; the records' timestamp deltas,
+// kept as they are, stay right either way); kept records are copied byte
+// for byte (headers included), compressed again with the batch's codec;
+// numRecords, maxTimestamp (CreateTime) and the CRC are recomputed. A batch with nothing dropped is copied as it is. A batch
 // left empty is kept as an empty batch (no records, same offsets and
 // producer fields: Kafka's RETAIN_EMPTY) when it is its producer's last
 // batch in the log, so the producer's last sequence survives, and dropped
