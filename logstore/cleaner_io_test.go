@@ -3,6 +3,7 @@ package logstore
 import (
 	"errors"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -182,5 +183,47 @@ func TestFollowerAppendsCleanedBatches(t *testing.T) {
 	setBaseOffset(b, 0)
 	if _, err := follower.AppendAsLeader(b[:hdrs[0].Size()], 0, -1); !errors.Is(err, ErrInvalidRecord) {
 		t.Fatalf("leader append of a cleaned batch: %v, want ErrInvalidRecord", err)
+	}
+}
+
+type funcThrottler func(int64)
+
+func (f funcThrottler) Throttle(n int64) { f(n) }
+
+// TestCleanAbortedByTruncation: a truncation while a pass reads (here from
+// inside its throttler, so at a known point) makes the pass give up with
+// ErrCleanAborted before swapping anything in; its .cleaned file is gone,
+// the log holds the truncated original, and a later pass cleans it.
+func TestCleanAbortedByTruncation(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallSegConfig(t, 300), 0)
+	writeRounds(t, l, 10, 5, 2, 1000)
+	cut := l.segments[len(l.segments)-2].baseOffset
+	cfg := cleanCfg(NewOffsetMap(1 << 16))
+	calls := 0
+	cfg.Throttler = funcThrottler(func(int64) {
+		if calls++; calls == 1 {
+			if err := l.TruncateTo(cut); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	before, _ := logContents(t, l)
+	_, err := l.Clean(cfg)
+	if !errors.Is(err, ErrCleanAborted) {
+		t.Fatalf("Clean during a truncation: %v, want ErrCleanAborted", err)
+	}
+	names, _ := OSFS.ReadDir(l.dir)
+	for _, n := range names {
+		if filepath.Ext(n) == cleanedSuffix || filepath.Ext(n) == swapSuffix {
+			t.Fatalf("%s left behind", n)
+		}
+	}
+	after, _ := logContents(t, l)
+	if want := slices.DeleteFunc(before, func(r gotRecord) bool { return r.offset >= cut }); !slices.Equal(after, want) {
+		t.Fatalf("log after the aborted pass: %d records, want the %d below %d", len(after), len(want), cut)
+	}
+	cfg.Throttler = nil
+	if st, err := l.Clean(cfg); err != nil || st.SegmentsCleaned == 0 {
+		t.Fatalf("clean after the abort: %+v %v", st, err)
 	}
 }
