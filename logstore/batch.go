@@ -154,14 +154,20 @@ func ValidateBatch(b []byte) (BatchHeader, error) {
 // batch whose header h was parsed from b lies within b, its CRC32C, and
 // its record count. The appends call it with the header BatchIter parsed,
 // so that no batch header is decoded twice.
-func checkBatch(b []byte, h *BatchHeader) error {
+func checkBatch(b []byte, h *BatchHeader) error { return checkBatchCount(b, h, true) }
+
+// checkBatchCount is checkBatch; with strict false the record count may be
+// anything from 0 to LastOffsetDelta+1, as in batches the log cleaner
+// rewrote (kept records keep their offsets; a producer's last batch may be
+// kept empty), which followers replicate and recovery re-reads.
+func checkBatchCount(b []byte, h *BatchHeader, strict bool) error {
 	if h.Size() > len(b) {
 		return fmt.Errorf("%w: batch of %d bytes truncated to %d", ErrCorrupt, h.Size(), len(b))
 	}
 	if crc := crc32.Checksum(b[offAttributes:h.Size()], castagnoli); crc != h.CRC {
 		return fmt.Errorf("%w: batch at offset %d has CRC %#08x, computed %#08x", ErrCorrupt, h.BaseOffset, h.CRC, crc)
 	}
-	if h.NumRecords <= 0 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+	if !cleanedCountOK(h, strict) {
 		return fmt.Errorf("%w: batch at offset %d has %d records and last offset delta %d",
 			ErrInvalidRecord, h.BaseOffset, h.NumRecords, h.LastOffsetDelta)
 	}
@@ -310,4 +316,14 @@ func stampAsLeader(records []byte, batches []BatchHeader, next int64, leaderEpoc
 		}
 		next = h.NextOffset()
 	}
+}
+
+// cleanedCountOK checks a batch's record count against its offsets:
+// exactly LastOffsetDelta+1 and positive when strict (a producer's batch),
+// else at most that (a batch the cleaner rewrote).
+func cleanedCountOK(h *BatchHeader, strict bool) bool {
+	if strict {
+		return h.NumRecords > 0 && int64(h.NumRecords) == int64(h.LastOffsetDelta)+1
+	}
+	return h.NumRecords >= 0 && int64(h.NumRecords) <= int64(h.LastOffsetDelta)+1
 }

@@ -12,8 +12,10 @@
 // reads are in [LogStartOffset, LogEndOffset). The package also reads and
 // writes the per-log-directory offset checkpoint files
 // (recovery-point-offset-checkpoint, replication-offset-checkpoint,
-// log-start-offset-checkpoint) for its callers, and lends them its atomic
-// file replacement (WriteFileAtomic) for the other small files they keep.
+// log-start-offset-checkpoint, cleaner-offset-checkpoint) for its callers,
+// and lends them its atomic file replacement (WriteFileAtomic) for the
+// other small files they keep. It runs Kafka's log cleaner over one log at
+// a time (Log.Clean; see "Log cleaner" below).
 //
 // # What it refuses
 //
@@ -21,10 +23,12 @@
 // ZooKeeper: callers decide what to append, when it counts as committed and
 // up to which offset a reader may see (Read's maxOffset). It handles v2
 // record batches only (magic 2; older formats are ErrInvalidRecord) and
-// works per batch: it never decodes, decompresses or re-encodes records,
-// so offsets found by timestamp and truncation points are batch
-// boundaries. It does no compaction, transactions index, producer state
-// snapshots or idempotence checks, and it never preallocates or mmaps
+// works per batch: only the cleaner decodes, decompresses (through the
+// caller's Codec) or re-encodes records, so offsets found by timestamp and
+// truncation points are batch boundaries. It does no scheduling of
+// cleaning (the caller picks the log and the moment), and keeps no
+// transactions index, producer state snapshots or idempotence checks, and
+// it never preallocates or mmaps
 // index files: indexes live in memory (about 0.5% of the log's size at the
 // default index interval) and are written to disk on roll, flush and close.
 //
@@ -79,6 +83,78 @@
 // the next write returns it. The caller takes the log offline; reopening
 // it runs recovery.
 //
+// # Log cleaner
+//
+// Clean(CleanConfig) is one pass of Kafka's LogCleaner.doClean over one
+// log; the caller (partition's cleaner manager) owns threads, scheduling,
+// the checkpoint file and metrics:
+//
+//   - Choose: Cleanable(checkpoint, upper, now, min.compaction.lag.ms)
+//     gives the cleanable range and DirtyRatio (dirty bytes over bytes
+//     from the log start to the first uncleanable offset) to compare with
+//     min.cleanable.dirty.ratio, and FirstDirtyTimestampMs for
+//     max.compaction.lag.ms.
+//   - Clean: CleanConfig carries the checkpoint (FirstDirtyOffset), the
+//     caller's upper bound (UpperOffset: Kafka's first unstable offset,
+//     at most the high watermark), NowMs, MinCompactionLagMs,
+//     DeleteRetentionMs, an OffsetMap per cleaner thread
+//     (NewOffsetMap(log.cleaner.dedupe.buffer.size / threads), reused),
+//     the Codec (internal/recordcodec.Codecs) and a Throttler
+//     (NewRateThrottler(log.cleaner.io.max.bytes.per.second), shared).
+//   - Record: CleanStats.EndOffset is the new checkpoint, to be written
+//     with WriteCleanerOffsetCheckpoint; MapFull says another pass is due
+//     at once. The rest of CleanStats feeds the metrics
+//     (cleaner-recopy-percent = BytesWritten/BytesRead of the rewrite,
+//     max-clean-time-secs = Elapsed). ErrCleanAborted (the log was
+//     truncated or retention ran meanwhile) is retried later; an error
+//     wrapping ErrStorage took the log offline; ErrCorrupt marks it
+//     uncleanable.
+//
+// A pass never touches the active segment, nor segments from the first
+// one whose largest timestamp is within min.compaction.lag.ms of NowMs,
+// nor records at or above UpperOffset. It maps key -> last offset over the
+// dirty section [FirstDirtyOffset, first uncleanable offset), keyed
+// records only, control batches skipped; when the map is full (90% of its
+// slots, Kafka's load factor) it stops at the first key that does not
+// fit, and EndOffset is that record's offset (else the first uncleanable
+// offset). It then rewrites every segment from the log start to the one
+// holding EndOffset-1, in groups of consecutive segments of at most
+// SegmentBytes together (and a relative offset range that fits an int32),
+// keeping a record when it is at or above EndOffset, or keyed with an
+// offset at or above its key's in the map, and either has a value or lies
+// in a segment modified after the delete horizon (the modification time
+// of the clean section's last segment minus DeleteRetentionMs, or 0 when
+// nothing is clean yet: Kafka's deleteHorizonMs for its pre-KIP-534
+// records); keyless records below EndOffset are dropped. A batch keeps its
+// base offset, last offset delta, producer id, epoch, base sequence,
+// leader epoch, attributes and first timestamp (Kafka would move the first
+// timestamp to the first kept record's; the records' timestamp deltas,
+// kept as they are, stay right either way); kept records are copied byte
+// for byte (headers included), compressed again with the batch's codec;
+// numRecords, maxTimestamp (CreateTime) and the CRC are recomputed. A batch with nothing dropped is copied as it is. A batch
+// left empty is kept as an empty batch (no records, same offsets and
+// producer fields: Kafka's RETAIN_EMPTY) when it is its producer's last
+// batch in the log, so the producer's last sequence survives, and dropped
+// otherwise. Control batches are kept (there is no transaction index to
+// tell when a marker may go). A new segment whose last batch ends before
+// the next segment begins gets an empty batch at the next base - 1 (the
+// group's largest timestamp and last leader epoch, no producer), so that
+// segments stay contiguous for recovery. It keeps the modification time
+// of the last segment it replaces (ChtimesFS).
+//
+// Crash safety, as Kafka's replaceSegments: the group is written to
+// <base>.log.cleaned and fsynced without the writer lock; then, under
+// wmu and fmu, the pass checks the group is still in the log unchanged
+// (segGen, the segment pointers and sizes; else ErrCleanAborted and the
+// .cleaned file is removed), renames it to <base>.log.swap and fsyncs the
+// directory (the commit point), swaps the list under mu, deletes the old
+// segments' files, fsyncs the directory, renames the .swap to <base>.log
+// and writes and fsyncs its indexes and the directory. Open deletes any
+// .cleaned file and completes any <base>.log.swap: the segments whose base
+// offsets lie in [base, the swap's next offset) are deleted, the swap
+// renamed into place and its indexes rebuilt. A failure after the commit
+// point fails the log (ErrStorage), and reopening completes the swap.
+//
 // # Concurrency
 //
 // A Log allows one writer at a time and any number of concurrent readers.
@@ -104,9 +180,15 @@
 // truncation that fails) marks the log closed while holding both locks, so
 // a writer tests the mark under Log.wmu alone and a reader under Log.mu,
 // and neither sees it change before it unlocks. LeaderEpochCache has its
-// own mutex and is safe on its own. The lock order is
+// own mutex and is safe on its own. A clean pass holds Log.cmu (one pass
+// per log at a time) for its whole length; it reads segment files and
+// writes its .cleaned file holding no other lock, and takes wmu and fmu
+// (and mu for the list swap) only to swap a group in, so appends wait only
+// for the swap's renames and fsyncs. It reads the non-active segments
+// without mu because their bytes change only under wmu+mu with segGen
+// bumped, which the swap checks. The lock order is
 //
-//	Log.wmu -> Log.fmu -> Log.mu -> LeaderEpochCache.mu
+//	Log.cmu -> Log.wmu -> Log.fmu -> Log.mu -> LeaderEpochCache.mu
 //
 // and a caller may hold its own replica lock outside all of them
 // (partition's Replica.mu -> Log.wmu).
@@ -131,6 +213,12 @@
 // close. An index that is missing or fails its sanity check is rebuilt
 // from the .log.
 //
+// Cleaned batches: as produced batches, but numRecords may be less than
+// lastOffsetDelta+1 (dropped records leave offset gaps), down to 0 (an
+// empty batch). Recovery and follower appends accept them; leader
+// appends still demand numRecords == lastOffsetDelta+1 > 0. During a clean
+// pass a directory may hold <base>.log.cleaned and <base>.log.swap.
+//
 // Checkpoints: "0\n<count>\n" then one "<topic> <partition> <offset>" line
 // per partition (offset checkpoints) or "<leaderEpoch> <startOffset>" per
 // epoch (leader-epoch-checkpoint), replaced atomically (tmp file, fsync,
@@ -142,7 +230,9 @@
 //     their offsets relative to the base fit an int32; a segment's size fits
 //     an int32.
 //   - Segments never exceed SegmentBytes, except that a single batch
-//     larger than it is refused (ErrRecordListTooLarge).
+//     larger than it is refused (ErrRecordListTooLarge). (A cleaned
+//     segment is at most the sum of the segments it replaced, which were
+//     at most SegmentBytes together.)
 //   - Every batch was CRC-checked on append and, when it lies at or above
 //     the recovery point or in the last segment, again on open. Reads check
 //     framing only.

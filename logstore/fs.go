@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 )
 
 // FS is the file system under a Log and the checkpoint files: every file
@@ -143,3 +144,16 @@ func sortedNames(names []string) []string {
 	slices.Sort(names)
 	return names
 }
+
+// ChtimesFS is an FS that can set a file's modification time. The log
+// cleaner gives a cleaned segment the modification time of the newest
+// segment it replaces, as Kafka does, so that cleaning does not restart
+// the delete.retention.ms clock of the tombstones in it. On an FS without
+// it a cleaned segment is dated when it was written.
+type ChtimesFS interface {
+	FS
+	// Chtimes sets the modification time of the named file.
+	Chtimes(name string, mtime time.Time) error
+}
+
+func (osFS) Chtimes(name string, mtime time.Time) error { return os.Chtimes(name, mtime, mtime) }

@@ -85,3 +85,29 @@ func FuzzOpenSegment(f *testing.F) {
 		_, _ = l.DeleteOldSegments(math.MaxInt64)
 	})
 }
+
+// FuzzRecordIter walks random bytes as a records section: it never
+// panics, every record it yields lies within the section, in order, and it
+// either reaches the end or stops with an error.
+func FuzzRecordIter(f *testing.F) {
+	b := kvBatch(f, kvOpts{ts: 1}, k("a", "1"), tomb("b"), kv{noKey: true, value: []byte("v")},
+		kv{key: []byte("h"), value: []byte("x"), headers: [][2][]byte{{[]byte("k"), nil}}})
+	f.Add(b[BatchHeaderSize:])
+	f.Add(b[BatchHeaderSize : len(b)-3])
+	f.Add([]byte{0x02, 0x00})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	f.Fuzz(func(t *testing.T, section []byte) {
+		it := newRecordIter(section)
+		end := 0
+		for it.next() {
+			r := it.rec
+			if r.start != end || r.end <= r.start || r.end > len(section) {
+				t.Fatalf("record [%d, %d) after %d in %d bytes", r.start, r.end, end, len(section))
+			}
+			end = r.end
+		}
+		if it.err == nil && end != len(section) {
+			t.Fatalf("stopped at %d of %d bytes without an error", end, len(section))
+		}
+	})
+}

@@ -131,6 +131,13 @@ type Log struct {
 	// takes no lock and a read without either lock is not a data race.
 	closed atomic.Bool
 
+	// cmu serialises clean passes (Clean); it is taken before wmu.
+	cmu sync.Mutex
+	// segGen counts changes of the segment list other than a roll
+	// (truncation, retention, a cleaner swap). Bumped under wmu and mu; a
+	// clean pass gives up on a group if it moved under the pass.
+	segGen atomic.Int64
+
 	// Changed under wmu+mu, readable without a lock.
 	logStartOffset atomic.Int64
 	logEndOffset   atomic.Int64
@@ -186,6 +193,17 @@ func (l *Log) load(recoveryPoint int64) error {
 	if err != nil {
 		return err
 	}
+	// A clean pass a crash interrupted: finish or undo it first, then
+	// list the directory again.
+	rebuild, err := l.completeSwaps(entries)
+	if err != nil {
+		return err
+	}
+	if rebuild != nil {
+		if entries, err = l.fs.ReadDir(l.dir); err != nil {
+			return err
+		}
+	}
 	var bases []int64
 	have := map[string]bool{}
 	for _, name := range entries {
@@ -236,7 +254,7 @@ func (l *Log) load(recoveryPoint int64) error {
 		if err != nil {
 			return err
 		}
-		recover := last || nextBase > recoveryPoint
+		recover := last || nextBase > recoveryPoint || rebuild[s.baseOffset]
 		trusted := !recover // wholly below the recovery point: fsynced
 		if !recover {
 			idx := filepath.Base(segmentFileName("", s.baseOffset, indexSuffix))
@@ -432,7 +450,8 @@ func validate(records []byte, asLeader bool, segmentBytes int64) ([]BatchHeader,
 	it := NewBatchIter(records)
 	for it.Next() {
 		raw, h := it.Batch(), it.Header()
-		err := checkBatch(raw, &h)
+		// A follower replicates batches the leader's cleaner rewrote.
+		err := checkBatchCount(raw, &h, asLeader)
 		if err == nil && asLeader && h.BaseOffset != 0 {
 			err = fmt.Errorf("%w: batch base offset %d from a client, want 0", ErrInvalidRecord, h.BaseOffset)
 		}
@@ -1040,6 +1059,7 @@ func (l *Log) TruncateTo(endOffset int64) error {
 	l.mu.Lock()
 	err = s.logFile.Truncate(newSize)
 	if err == nil {
+		l.segGen.Add(1)
 		s.segState = r.state
 		l.logEndOffset.Store(newLEO)
 	}
@@ -1112,6 +1132,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.mu.Lock()
 	old := l.segments
 	l.segments = nil
+	l.segGen.Add(1)
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range old {
@@ -1226,6 +1247,7 @@ func (l *Log) deleteFirstSegmentsLocked(n int, newStart int64) (deleted int, lso
 	oldStart := l.logStartOffset.Load()
 	l.mu.Lock()
 	l.segments = slices.Delete(l.segments, 0, n)
+	l.segGen.Add(1)
 	lso = max(l.segments[0].baseOffset, oldStart, newStart)
 	l.logStartOffset.Store(lso)
 	l.mu.Unlock()

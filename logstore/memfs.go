@@ -590,3 +590,19 @@ func (i memFileInfo) Mode() fs.FileMode  { return 0o644 }
 func (i memFileInfo) ModTime() time.Time { return i.modTime }
 func (i memFileInfo) IsDir() bool        { return false }
 func (i memFileInfo) Sys() any           { return nil }
+
+// Chtimes implements ChtimesFS. Like a write, it is metadata of the file
+// and survives a crash only with the file.
+func (m *MemFS) Chtimes(name string, mtime time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, err := m.lookup(name)
+	if err != nil {
+		return err
+	}
+	if err := m.check(MemOpWrite, name); err != nil {
+		return err
+	}
+	n.modTime = mtime
+	return nil
+}

@@ -288,7 +288,7 @@ func (s *segment) scan(limit, nextBase, intervalBytes int64, validate bool) (sca
 				r.damage = fmt.Errorf("batch at position %d (offset %d): CRC %#08x, computed %#08x", pos, h.BaseOffset, h.CRC, crc.Sum32())
 				break
 			}
-			if h.NumRecords <= 0 || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+			if !cleanedCountOK(&h, false) { // the cleaner leaves fewer records than offsets
 				r.damage = fmt.Errorf("batch at position %d (offset %d): %d records, last offset delta %d", pos, h.BaseOffset, h.NumRecords, h.LastOffsetDelta)
 				break
 			}

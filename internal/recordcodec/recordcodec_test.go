@@ -75,3 +75,47 @@ func TestZstdDeclaredSizeOverBound(t *testing.T) {
 		t.Fatalf("1 MiB zstd frame with a 64 KiB bound: %v, want ErrTooLarge", err)
 	}
 }
+
+// TestCompressRoundTrip: what Compress writes for each codec inflates back
+// to the input through NewReader, through Decompress (appending after a
+// prefix already in dst), and through franz-go's decompressor, which reads
+// what Kafka clients read.
+func TestCompressRoundTrip(t *testing.T) {
+	in := bytes.Repeat([]byte("compacted records "), 10000) // 180 KB: several xerial blocks
+	dec := kgo.DefaultDecompressor()
+	for _, c := range []struct {
+		name  string
+		id    int8
+		codec kgo.CompressionCodecType
+	}{
+		{"gzip", Gzip, kgo.CodecGzip},
+		{"snappy", Snappy, kgo.CodecSnappy},
+		{"lz4", LZ4, kgo.CodecLz4},
+		{"zstd", Zstd, kgo.CodecZstd},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data, err := Compress(c.id, []byte("prefix"), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(data, []byte("prefix")) {
+				t.Fatalf("Compress did not append to dst")
+			}
+			data = data[len("prefix"):]
+			out, err := Decompress(c.id, []byte("x"), data, len(in))
+			if err != nil || !bytes.Equal(out[1:], in) || out[0] != 'x' {
+				t.Fatalf("Decompress: %d bytes, err %v", len(out), err)
+			}
+			if _, err := Decompress(c.id, nil, data, len(in)-1); !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("Decompress with a bound one short: %v, want ErrTooLarge", err)
+			}
+			got, err := dec.Decompress(data, c.codec)
+			if err != nil || !bytes.Equal(got, in) {
+				t.Fatalf("franz-go decompress: %d bytes, err %v", len(got), err)
+			}
+		})
+	}
+	if _, err := Compress(7, nil, in); !errors.Is(err, ErrUnknownCodec) {
+		t.Fatalf("codec 7: %v", err)
+	}
+}
