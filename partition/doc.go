@@ -7,7 +7,11 @@
 // up to the LEO. acks=all waiters sit in a list ordered by the offset they
 // need (hashicorp/raft's commitment): an HW advance completes exactly those
 // it passes, and nothing else wakes them but a lost leadership or a close,
-// which fail them all with ErrNotLeader. A wait for records appended in
+// which fail them all with ErrNotLeader, or a storage failure of the log
+// (logstore.ErrStorage: an fsync failed) met by an append or DeleteRecords,
+// which fails them, and every later wait the HW has not passed, with
+// ErrStorage (KAFKA_STORAGE_ERROR); a failure met by the background flush
+// or retention fails them at the next append. A wait for records appended in
 // epoch E fails unless this broker has led without a break since E: a new
 // epoch in which it stays leader (the controller removed a dead follower)
 // keeps its waiters, as Kafka's DelayedProduce does, but once it has
