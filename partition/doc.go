@@ -7,7 +7,11 @@
 // up to the LEO. acks=all waiters sit in a list ordered by the offset they
 // need (hashicorp/raft's commitment): an HW advance completes exactly those
 // it passes, and nothing else wakes them but a lost leadership or a close,
-// which fail them all with ErrNotLeader. A wait for records appended in
+// which fail them all with ErrNotLeader, or a storage failure of the log
+// (logstore.ErrStorage: an fsync failed) met by an append or DeleteRecords,
+// which fails them, and every later wait the HW has not passed, with
+// ErrStorage (KAFKA_STORAGE_ERROR); a failure met by the background flush
+// or retention fails them at the next append. A wait for records appended in
 // epoch E fails unless this broker has led without a break since E: a new
 // epoch in which it stays leader (the controller removed a dead follower)
 // keeps its waiters, as Kafka's DelayedProduce does, but once it has
@@ -67,8 +71,24 @@
 // changes are conditional writes through StateWriter with the cached
 // zkVersion and controller epoch, one in flight per partition, never under
 // Replica.mu; on success the ISR and zkVersion change, the HW may advance
-// and NotifyIsrChange is called; on ErrStateConflict the old ISR stays
-// until the controller sends a new state. An expansion is written on its
+// and NotifyIsrChange is called. On ErrStateConflict Kafka's ZK-era
+// leader logs "Cached zkVersion not equal to that in zookeeper, skip
+// updating ISR" and stays stuck until the controller sends a new state,
+// which it does only on a leader change or a broker's death (KAFKA-2729).
+// Here, when the StateWriter read the state back (*StateConflictError) and
+// it has this broker as leader in its current leader epoch, the leader
+// adopts its ISR and zkVersion: the controller bumps the leader epoch on
+// every state it writes, so within an epoch only its leader writes, and
+// the stored state is an earlier write of ours whose reply was lost. That
+// clears the maximal ISR (every failed write was conditional on the older
+// zkVersion and can no longer land), and the change is proposed again on
+// the next pass or fetch; without that, a member added by such a write and
+// then stuck (alive) would hold the HW for ever. Any other conflict keeps
+// the old ISR until the controller sends a new state. (A topic deleted and
+// recreated under the same name restarts at leader epoch 0, as it can
+// restart at zkVersion 0: a replica of the old topic that missed its
+// deletion could take the new state for its own either way, as in Kafka
+// before topic ids.) An expansion is written on its
 // own goroutine, so the follower's fetch answers at once; ISR expiration
 // runs on its own goroutine too, apart from the flush, retention and
 // checkpoint loop, and writes its shrinks concurrently (at most
@@ -81,8 +101,8 @@
 // since (a conflict, or an outcome the StateWriter could not resolve): such
 // a write may have landed, putting its members in the znode ISR where the
 // controller may elect them. It is the ISR again after a successful write
-// (which proves the failed ones, based on the same zkVersion, did not land)
-// or a newer state from the controller; so that a member of a write that
+// (which proves the failed ones, based on the same zkVersion, did not land),
+// an adopted stored state, or a newer state from the controller; so that a member of a write that
 // did not land cannot hold the HW for ever, the expiration pass writes the
 // ISR (changed or not) once such a member is out of sync. The HW is
 // checkpointed for leaders and followers alike

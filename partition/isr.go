@@ -139,24 +139,33 @@ func (r *Replica) proposeIsrLocked(newIsr []int32, expand bool) *isrChange {
 	}}
 }
 
-// completeIsrChange applies the outcome of writing ch. On success the new
-// ISR and zkVersion take effect, the maximal ISR is the ISR again, the HW
-// may advance and waiters wake; it reports whether the change should be
-// announced (NotifyIsrChange). On failure the old ISR stays: after
-// ErrStateConflict the leader's zkVersion is stale and every later write
-// fails too until the controller sends a new state (Kafka's "Cached
-// zkVersion ... skip updating ISR"). Either way, and for any other error
-// (an outcome the StateWriter could not resolve), the write may have
-// landed: the HW stays bounded by the maximal ISR, with ch's members,
-// until a write succeeds or a new state comes.
-func (r *Replica) completeIsrChange(ch *isrChange, newZkVersion int32, err error, now time.Time) bool {
+// completeIsrChange applies the outcome of writing ch and reports whether
+// the ISR changed (to be announced with NotifyIsrChange) and whether that
+// change added a member. On success the new ISR and zkVersion take effect,
+// the maximal ISR is the ISR again, the HW may advance and waiters wake.
+// On ErrStateConflict with the stored state read back (a
+// *StateConflictError) that is this leader's own state of its leader
+// epoch, the leader adopts it (adoptStoredStateLocked). On any other
+// failure the old ISR stays: after a plain ErrStateConflict, or one whose
+// stored state is another leader's or epoch's, the leader's zkVersion is
+// stale and every later write fails too until the controller sends a new
+// state (Kafka's "Cached zkVersion ... skip updating ISR"). Then, and for
+// any other error (an outcome the StateWriter could not resolve), the
+// write may have landed: the HW stays bounded by the maximal ISR, with
+// ch's members, until a write succeeds or a new state comes.
+func (r *Replica) completeIsrChange(ch *isrChange, newZkVersion int32, err error, now time.Time) (changed, expanded bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.isrChangeInFlight = false
 	if !r.isLeaderLocked() || r.leaderEpoch != ch.state.LeaderEpoch {
-		return false // leadership moved on while writing; the new state rules
+		return false, false // leadership moved on while writing; the new state rules
 	}
 	if err != nil {
+		var sc *StateConflictError
+		if errors.As(err, &sc) && r.zkVersion == ch.state.ZkVersion && sc.Stored.ZkVersion > r.zkVersion &&
+			sc.Stored.Leader == r.brokerID && sc.Stored.LeaderEpoch == r.leaderEpoch {
+			return r.adoptStoredStateLocked(ch, sc.Stored, now)
+		}
 		ev := r.logger.Warn().Err(err).Ints32("isr", r.isr).Ints32("proposed_isr", ch.state.Isr).
 			Int32("zk_version", ch.state.ZkVersion)
 		ev = ev.Ints32("maximal_isr", r.maximalIsr)
@@ -165,10 +174,10 @@ func (r *Replica) completeIsrChange(ch *isrChange, newZkVersion int32, err error
 		} else {
 			ev.Msg("ISR write failed, keeping the old ISR and the high watermark within the maximal ISR")
 		}
-		return false
+		return false, false
 	}
 	if newZkVersion <= r.zkVersion {
-		return false // a newer state arrived meanwhile
+		return false, false // a newer state arrived meanwhile
 	}
 	old := r.isr
 	r.isr = slices.Clone(ch.state.Isr)
@@ -178,7 +187,37 @@ func (r *Replica) completeIsrChange(ch *isrChange, newZkVersion int32, err error
 	r.signalLocked()
 	r.logger.Info().Ints32("old_isr", old).Ints32("isr", r.isr).Int32("zk_version", newZkVersion).
 		Int64("hw", r.hw).Int64("leo", r.log.LogEndOffset()).Msg("ISR updated")
-	return true
+	return true, ch.expand
+}
+
+// adoptStoredStateLocked takes stored, read back after ch conflicted, as
+// the leader's ISR and zkVersion. The caller checked that stored has this
+// broker as leader in its current leader epoch and a zkVersion above the
+// one ch (and every write since the last state) was based on. Within a
+// leader epoch only its leader writes the state: the controller bumps the
+// leader epoch on every state it writes (zkcoord's elections, ISR
+// reconciliation on a broker's death, controlled shutdown, preferred
+// election all do), so stored is an earlier write of this leader whose
+// outcome it never learned (KAFKA-2729: a lost reply) and the znode ISR
+// really is stored.Isr. Every write that failed since the last state was
+// conditional on the older zkVersion, so none can land any more: the
+// maximal ISR is the ISR again, and the change ch wanted is proposed anew
+// on the next pass (expiration) or fetch (expansion), conditional on the
+// adopted zkVersion. Caller holds r.mu.
+func (r *Replica) adoptStoredStateLocked(ch *isrChange, stored cluster.LeaderAndIsr, now time.Time) (changed, expanded bool) {
+	old := r.isr
+	r.isr = slices.Clone(stored.Isr)
+	r.zkVersion = stored.ZkVersion
+	r.maximalIsr = nil
+	r.maybeIncrementHWLocked(now)
+	r.signalLocked()
+	r.logger.Warn().Ints32("old_isr", old).Ints32("isr", r.isr).Ints32("proposed_isr", ch.state.Isr).
+		Int32("old_zk_version", ch.state.ZkVersion).Int32("zk_version", stored.ZkVersion).
+		Int32("controller_epoch", stored.ControllerEpoch).Int64("hw", r.hw).
+		Msg("ISR write conflicted with an earlier write of this leader epoch whose reply was lost; adopting the stored ISR")
+	changed = !slices.Equal(slices.Sorted(slices.Values(old)), slices.Sorted(slices.Values(r.isr)))
+	expanded = slices.ContainsFunc(r.isr, func(id int32) bool { return !slices.Contains(old, id) })
+	return changed, changed && expanded
 }
 
 // writeIsrChange publishes ch through the StateWriter, holding no replica
@@ -191,8 +230,8 @@ func (m *Manager) writeIsrChange(r *Replica, ch *isrChange) {
 	ctx, cancel := context.WithTimeout(m.ctx, isrWriteTimeout)
 	v, err := sw.WriteLeaderAndIsr(ctx, r.tp, ch.state)
 	cancel()
-	if r.completeIsrChange(ch, v, err, m.cfg.Now()) {
-		m.cfg.Metrics.IsrChanged(r.tp, ch.expand)
+	if changed, expanded := r.completeIsrChange(ch, v, err, m.cfg.Now()); changed {
+		m.cfg.Metrics.IsrChanged(r.tp, expanded)
 		sw.NotifyIsrChange(r.tp)
 	}
 }

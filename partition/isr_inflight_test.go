@@ -35,8 +35,11 @@ type landingZK struct {
 func (z *landingZK) WriteLeaderAndIsr(_ context.Context, tp cluster.TopicPartition, st cluster.LeaderAndIsr) (int32, error) {
 	z.mu.Lock()
 	if st.ZkVersion != z.state.ZkVersion {
+		// Read back, as zkcoord's writer does on BADVERSION.
+		stored := z.state
+		stored.Isr = slices.Clone(stored.Isr)
 		z.mu.Unlock()
-		return -1, fmt.Errorf("write %s at %d (znode at %d): %w", tp, st.ZkVersion, z.state.ZkVersion, ErrStateConflict)
+		return -1, fmt.Errorf("write %s at %d: %w", tp, st.ZkVersion, &StateConflictError{Stored: stored})
 	}
 	st.Isr = slices.Clone(st.Isr)
 	st.ZkVersion++
@@ -202,5 +205,68 @@ func TestMaximalIsrResolvedByShrink(t *testing.T) {
 	defer cancel()
 	if err := m.WaitCommitted(ctx, tp0, second.LastOffset, second.LeaderEpoch); err != nil {
 		t.Fatalf("wait after the ISR was written without broker 2: %v (znode ISR %v)", err, zk.isr())
+	}
+}
+
+// TestMaximalIsrLandedReplyLostThenShrink (KAFKA-2729, widened by the
+// maximal ISR): an expansion write lands but its reply is lost, so the
+// leader keeps its old ISR and zkVersion; the new member then lags, and
+// the expiration pass's write, conditional on the stale zkVersion,
+// conflicts. The conflict's read-back state is the leader's own (same
+// leader and leader epoch), so the leader adopts it and the next pass
+// shrinks the member out: the HW advances again, where before every write
+// conflicted for ever and the HW stayed at the stuck member's LEO.
+func TestMaximalIsrLandedReplyLostThenShrink(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1000, 0)}
+	zk := &landingZK{state: cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 0, Isr: []int32{1}}, started: make(chan struct{}, 1)}
+	zk.reply = func(z *landingZK) error {
+		z.reply = nil // landed; only this reply is lost
+		return errLostReply
+	}
+	m, err := NewManager(Config{BrokerID: 1, LogDirs: []string{filepath.Join(t.TempDir(), "logs")},
+		HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
+		RetentionCheckInterval: time.Hour, Now: clock.Now, StateWriter: zk,
+		Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	cfg := cluster.DefaultLogConfig()
+	cfg.MinInsyncReplicas = 1
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	first := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
+	if _, err := m.Read(tp0, ReadRequest{FetchOffset: first.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
+		t.Fatal(err)
+	}
+	m.waitIsrWrites()
+	if got := zk.isr(); !slices.Equal(got, []int32{1, 2}) {
+		t.Fatalf("znode ISR %v after the expansion, want [1 2]", got)
+	}
+	// Broker 2 is alive but stuck: it never fetches again.
+	second := mustAppend(t, m, buildBatch(batchSpec{records: 1}), -1)
+	// The passes every lag/2: broker 2 is out of sync from the third on
+	// (45 s without catching up), whose write conflicts; the fourth
+	// writes on the adopted state.
+	for pass := 0; pass < 4; pass++ {
+		clock.Advance(15 * time.Second)
+		m.MaybeShrinkIsr(clock.Now())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.WaitCommitted(ctx, tp0, second.LastOffset, second.LeaderEpoch); err != nil {
+		t.Fatalf("wait after the expiration passes: %v (znode ISR %v)", err, zk.isr())
+	}
+	if got := zk.isr(); !slices.Equal(got, []int32{1}) {
+		t.Fatalf("znode ISR %v, want [1]", got)
+	}
+	zk.mu.Lock()
+	zs := zk.state
+	zk.mu.Unlock()
+	for _, st := range m.PartitionStatus() {
+		if st.ZkVersion != zs.ZkVersion || !slices.Equal(st.Isr, zs.Isr) {
+			t.Fatalf("leader holds isr %v at zk_version %d, znode isr %v at %d", st.Isr, st.ZkVersion, zs.Isr, zs.ZkVersion)
+		}
 	}
 }

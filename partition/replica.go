@@ -73,6 +73,10 @@ type Replica struct {
 	// (hashicorp/raft's commitment): an HW advance completes exactly
 	// those it passes, a lost leadership or close fails them all.
 	waiters []*commitWaiter
+	// storageErr is set once the log failed with logstore.ErrStorage
+	// (an fsync failed): no later write can succeed, so acks=all waits
+	// not yet passed by the HW end with it (logFailedLocked).
+	storageErr error
 	// waiterWakeups counts waiters completed or failed, for tests.
 	waiterWakeups uint64
 	// stateCh is closed and replaced whenever the HW, the ISR or the role
@@ -404,7 +408,9 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	}
 	info, err := r.log.AppendAsLeader(records, r.leaderEpoch, appendTime)
 	if err != nil {
-		return AppendResult{}, fmt.Errorf("append to %s: %w", r.tp, mapLogError(err))
+		err = fmt.Errorf("append to %s: %w", r.tp, mapLogError(err))
+		r.logFailedLocked(err)
+		return AppendResult{}, err
 	}
 	for _, bh := range info.Batches {
 		r.recordProducerLocked(bh)
@@ -441,6 +447,10 @@ func (r *Replica) waitCommitted(ctx context.Context, lastOffset int64, leaderEpo
 	}
 	if r.hw > lastOffset {
 		err := r.committedLocked()
+		r.mu.Unlock()
+		return err
+	}
+	if err := r.storageErr; err != nil {
 		r.mu.Unlock()
 		return err
 	}
@@ -533,6 +543,22 @@ func (r *Replica) completeWaitersLocked() {
 	// Slide past them, not copy the rest down: the array is dropped for
 	// a new one when an append outgrows it.
 	r.waiters = r.waiters[n:]
+}
+
+// logFailedLocked notes err, from a write to the log, if it is a storage
+// failure (ErrStorage, which mapLogError makes of logstore.ErrStorage):
+// the log takes no more writes, so the acks=all waits fail with it now
+// (KAFKA_STORAGE_ERROR, as Kafka's delayed produce once the log dir is
+// offline) rather than time out, and so do the waits begun later that the
+// HW has not passed. Caller holds r.mu.
+func (r *Replica) logFailedLocked(err error) {
+	if !errors.Is(err, ErrStorage) || r.storageErr != nil {
+		return
+	}
+	r.storageErr = err
+	r.logger.Error().Err(err).Int("waiters", len(r.waiters)).
+		Msg("log storage failed; failing acks=all waits, the log takes no more writes")
+	r.failWaitersLocked(err)
 }
 
 // failWaitersLocked ends every waiter with err. Caller holds r.mu.
@@ -742,8 +768,12 @@ func mapLogError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, ErrCorruptMessage), errors.Is(err, ErrInvalidRecord):
+	case errors.Is(err, ErrCorruptMessage), errors.Is(err, ErrInvalidRecord), errors.Is(err, ErrStorage):
 		return err
+	case errors.Is(err, logstore.ErrStorage):
+		// First: a failed fsync is fatal for the log whatever else the
+		// error wraps (KAFKA_STORAGE_ERROR).
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	case errors.Is(err, logstore.ErrCorrupt):
 		return fmt.Errorf("%w: %v", ErrCorruptMessage, err)
 	case errors.Is(err, logstore.ErrInvalidRecord):

@@ -3,6 +3,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/kafkazk/broker/cluster"
@@ -13,6 +14,22 @@ import (
 // leader is stale and must keep its old ISR until the controller tells it
 // the new state.
 var ErrStateConflict = errors.New("partition: partition state changed under the leader")
+
+// StateConflictError is the ErrStateConflict of a StateWriter that read
+// the state back: Stored is the state it found, with its zkVersion. It
+// matches errors.Is(err, ErrStateConflict). A leader adopts Stored when it
+// is its own state of its current leader epoch (see completeIsrChange).
+type StateConflictError struct {
+	Stored cluster.LeaderAndIsr
+}
+
+func (e *StateConflictError) Error() string {
+	return fmt.Sprintf("%v: stored zk_version %d has leader %d leader_epoch %d isr %v controller_epoch %d",
+		ErrStateConflict, e.Stored.ZkVersion, e.Stored.Leader, e.Stored.LeaderEpoch, e.Stored.Isr, e.Stored.ControllerEpoch)
+}
+
+// Unwrap makes errors.Is(err, ErrStateConflict) hold.
+func (e *StateConflictError) Unwrap() error { return ErrStateConflict }
 
 // FetchPartition is one partition of a follower's replica fetch.
 type FetchPartition struct {
@@ -106,7 +123,8 @@ type EarliestOffsetLister interface {
 type StateWriter interface {
 	// WriteLeaderAndIsr writes st as tp's state, conditional on
 	// st.ZkVersion, and returns the new zkVersion. It returns an error
-	// wrapping ErrStateConflict when the znode moved on.
+	// wrapping ErrStateConflict when the znode moved on, a
+	// *StateConflictError with the stored state when it read it back.
 	WriteLeaderAndIsr(ctx context.Context, tp cluster.TopicPartition, st cluster.LeaderAndIsr) (newZkVersion int32, err error)
 	// NotifyIsrChange records that tp's ISR changed, so the controller
 	// learns it through /isr_change_notification (batched by the writer).

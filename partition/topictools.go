@@ -66,7 +66,9 @@ func (r *Replica) moveLogStart(offset int64) (target int64, moved bool, err erro
 	}
 	n, err := r.log.IncrementLogStartOffset(offset)
 	if err != nil {
-		return -1, false, fmt.Errorf("delete records of %s below %d: %w", r.tp, offset, mapLogError(err))
+		err = fmt.Errorf("delete records of %s below %d: %w", r.tp, offset, mapLogError(err))
+		r.logFailedLocked(err)
+		return -1, false, err
 	}
 	r.logger.Info().Int64("log_start_offset", offset).Int64("old_log_start_offset", start).
 		Int("segments_deleted", n).Msg("deleted records")

@@ -717,6 +717,8 @@ func TestErrorTable(t *testing.T) {
 		{partition.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 		{partition.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 		{partition.ErrStorage, kerr.KafkaStorageError},
+		// As partition wraps a failed fsync of the log (logstore.ErrStorage).
+		{fmt.Errorf("append to t-0: %w: %w", partition.ErrStorage, errors.New("fsync /d/t-0/0.log: input/output error")), kerr.KafkaStorageError},
 		{cluster.ErrTopicExists, kerr.TopicAlreadyExists},
 		{cluster.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 		{cluster.ErrInvalidTopic, kerr.InvalidTopicException},
@@ -739,6 +741,9 @@ func TestErrorTable(t *testing.T) {
 	}
 	if errorCode(&log, nil) != 0 {
 		t.Error("nil error is not 0")
+	}
+	if got := produceErrorCode(&log, fmt.Errorf("append to t-0: %w", partition.ErrStorage)); got != kerr.KafkaStorageError.Code {
+		t.Errorf("produce storage error: %d, want KAFKA_STORAGE_ERROR", got)
 	}
 	if got := produceErrorCode(&log, errors.New("disk on fire")); got != kerr.RequestTimedOut.Code {
 		t.Errorf("unmapped produce error: %d, want REQUEST_TIMED_OUT", got)

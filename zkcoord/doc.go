@@ -119,7 +119,12 @@
 // LeaderAndIsr (never unconditional: a zkVersion below 0 is refused). A
 // write that lost its connection has an unknown outcome: it is retried once
 // the session is back and settled by reading the znode back (Kafka's
-// retryRequestsUntilConnected and checkLeaderAndIsrZkData). Leaders batch
+// retryRequestsUntilConnected and checkLeaderAndIsrZkData); a conflict
+// carries the state read back (*partition.StateConflictError). Every state
+// the controller writes bumps the leader epoch (elections, dropping a dead
+// replica from an ISR, controlled shutdown, preferred election), so within
+// a leader epoch only its leader writes the znode: partition relies on
+// this to adopt its own unseen write from a conflict. Leaders batch
 // NotifyIsrChange calls into one sequential /isr_change_notification node
 // once no change came for 500 ms (at most 5 s after the first; Kafka uses
 // 2.5 s checks and a 5 s blackout).

@@ -36,9 +36,12 @@ var _ partition.StateWriter = (*Session)(nil)
 // (or at the first try) makes it read the znode back, and if the stored
 // leader, leader epoch, ISR and controller epoch are what it tried to
 // write, an earlier attempt landed and that counts as success with the
-// stored zkVersion (checkLeaderAndIsrZkData); otherwise the error wraps
-// partition.ErrStateConflict (the leader is stale and must wait for the
-// controller). A missing znode (topic deleted) is a conflict too.
+// stored zkVersion (checkLeaderAndIsrZkData); otherwise the error is a
+// *partition.StateConflictError carrying the stored state and its
+// zkVersion (it wraps partition.ErrStateConflict): a leader whose own
+// earlier write of its leader epoch landed unseen adopts it, any other
+// leader is stale and must wait for the controller. A missing znode
+// (topic deleted) is a plain conflict.
 //
 // After the session expired (a session other than the one the first
 // attempt went out in; a write begun while go-zookeeper had no session
@@ -137,8 +140,7 @@ func (s *Session) WriteLeaderAndIsr(ctx context.Context, tp cluster.TopicPartiti
 			return -1, fmt.Errorf("write %s at zk_version %d: not written before the session expired: %w",
 				p, st.ZkVersion, zk.ErrSessionExpired)
 		}
-		return -1, fmt.Errorf("write %s at zk_version %d: stored zk_version %d has leader %d leader_epoch %d isr %v controller_epoch %d: %w",
-			p, st.ZkVersion, cur.ZkVersion, cur.Leader, cur.LeaderEpoch, cur.Isr, cur.ControllerEpoch, partition.ErrStateConflict)
+		return -1, fmt.Errorf("write %s at zk_version %d: %w", p, st.ZkVersion, &partition.StateConflictError{Stored: cur})
 	}
 }
 

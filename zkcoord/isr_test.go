@@ -411,6 +411,16 @@ func TestZKWriteLeaderAndIsrUnknownOutcome(t *testing.T) {
 		if got := stored(t, tp); got.LeaderEpoch != 4 || got.ZkVersion != 2 {
 			t.Fatalf("stored %+v", got)
 		}
+		// The conflict carries the state read back, for the leader to
+		// judge whether it is its own.
+		var sc *partition.StateConflictError
+		if !errors.As(err, &sc) {
+			t.Fatalf("WriteLeaderAndIsr error %v carries no *partition.StateConflictError", err)
+		}
+		if got := sc.Stored; got.Leader != 1 || got.LeaderEpoch != 4 || !slices.Equal(got.Isr, []int32{1}) ||
+			got.ControllerEpoch != 2 || got.ZkVersion != 2 {
+			t.Fatalf("conflict's stored state %+v, want the controller's at zk_version 2", got)
+		}
 	})
 	t.Run("reply lost, then session expired", func(t *testing.T) {
 		tp, st := newState(t)
