@@ -245,3 +245,15 @@ func TestConfigCleanerAndTopicDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigCompactCleanupPolicy: log.cleanup.policy takes compact, alone
+// or with delete, as the topic default.
+func TestConfigCompactCleanupPolicy(t *testing.T) {
+	cfg, err := loadConfig([]string{writeProps(t, minimal+"log.cleanup.policy=compact,delete\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.LogDefaults; !d.Compact || !d.Delete || d.CleanupPolicy != "compact,delete" {
+		t.Fatalf("log.cleanup.policy=compact,delete: %+v", d)
+	}
+}
