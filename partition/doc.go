@@ -161,9 +161,10 @@
 // partition (the first dirty offset) is in cleaner-offset-checkpoint in
 // each log dir: read by NewManager (entries without a partition directory
 // dropped), written after each pass and by Close, the entry removed when
-// the partition is deleted; with the cleaner disabled it is not written. A follower's truncation lowers the checkpoint to the
-// truncation point at the next scan (Kafka's maybeTruncateCheckpoint), so
-// records appended again there count as dirty. StopReplica pauses the
+// the partition is deleted; with the cleaner disabled it is not written.
+// A follower's truncation lowers the checkpoint to the truncation point
+// at the next scan (Kafka's maybeTruncateCheckpoint), so records appended
+// again there count as dirty. StopReplica pauses the
 // partition's cleaning and waits for a pass in progress, which runs to its
 // end (or its own abort: Log.Clean cannot be cancelled), before it closes
 // or deletes the log; Close likewise waits for the threads' passes to end.
