@@ -456,3 +456,41 @@ func TestCleanerDisabledCleansNothing(t *testing.T) {
 		t.Fatalf("cleaner-offset-checkpoint written with the cleaner disabled: %v", err)
 	}
 }
+
+func TestCleanerCheckpointFollowsTruncation(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(100000, 0)}
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true}, compactConfig())
+	produceKeyed(t, m, 0, 200, 5, 0, 1)
+	if n := cleanAll(t, m); n == 0 {
+		t.Fatal("no clean pass")
+	}
+	end := m.cleaner.checkpoint(tp0)
+	r, err := m.get(tp0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Truncate below the checkpoint, as a follower does, and append again:
+	// the records from the truncation point on are dirty.
+	r.mu.Lock()
+	err = r.truncateLocked(end - 3)
+	r.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := r.log.LogEndOffset()
+	if to >= end {
+		t.Fatalf("truncated to %d, not below the checkpoint %d", to, end)
+	}
+	produceKeyed(t, m, 1000, 50, 5, 0, 1)
+	if lc := m.cleaner.grabFilthiest(clock.Now()); lc != nil {
+		m.cleaner.mu.Lock()
+		delete(m.cleaner.running, tp0)
+		m.cleaner.mu.Unlock()
+		if lc.first != to {
+			t.Errorf("a pass would begin at %d, want the truncation point %d", lc.first, to)
+		}
+	}
+	if got := m.cleaner.checkpoint(tp0); got != to {
+		t.Fatalf("checkpoint %d after a truncation to %d, want %d", got, to, to)
+	}
+}
