@@ -494,3 +494,38 @@ func TestCleanerCheckpointFollowsTruncation(t *testing.T) {
 		t.Fatalf("checkpoint %d after a truncation to %d, want %d", got, to, to)
 	}
 }
+
+// TestCleanerStopAndDeleteDuringPasses deletes and recreates a compacted
+// partition while the cleaner threads keep cleaning it: a deletion waits
+// for a pass in progress, and leaves no checkpoint entry behind.
+func TestCleanerStopAndDeleteDuringPasses(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(100000, 0)}
+	dir := filepath.Join(t.TempDir(), "logs")
+	cfg := compactConfig()
+	cfg.MinCleanableDirtyRatio = 0
+	m := newCleanerManager(t, dir, clock,
+		CleanerConfig{Enable: true, Threads: 2, DedupeBufferSize: 1 << 20, Backoff: time.Millisecond}, cfg)
+	m.Start()
+	for round := range 5 {
+		if round > 0 {
+			if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1}, []int32{1}, cfg)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		produceKeyed(t, m, 0, 150, 5, 0, 1)
+		passes := m.CleanerStatus().Passes
+		waitFor(t, "a pass", func() bool { return m.CleanerStatus().Passes > passes })
+		if err := m.StopReplicas([]cluster.TopicPartition{tp0}, true); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.cleaner.checkpoint(tp0); got != -1 {
+			t.Fatalf("round %d: checkpoint %d kept after deletion", round, got)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "t-0")); !os.IsNotExist(err) {
+			t.Fatalf("round %d: partition directory after deletion: %v", round, err)
+		}
+	}
+	if st := m.CleanerStatus(); st.DeadThreadCount != 0 || st.Uncleanable[dir] != 0 {
+		t.Fatalf("cleaner status %+v", st)
+	}
+}
