@@ -205,7 +205,9 @@ func (c *cleaner) thread(id int) {
 			c.log.Error().Int("thread", id).Interface("panic", rec).Msg("log cleaner thread died")
 		}
 	}()
-	om := logstore.NewOffsetMap(c.cfg.DedupeBufferSize / int64(c.cfg.Threads))
+	// The map is allocated at the first pass, so that a broker with no
+	// compacted log to clean does not hold it.
+	var om *logstore.OffsetMap
 	var backoff *time.Timer
 	for {
 		select {
@@ -213,7 +215,7 @@ func (c *cleaner) thread(id int) {
 			return
 		default:
 		}
-		if c.cleanOnce(id, om) {
+		if c.cleanOnce(id, &om) {
 			continue
 		}
 		if backoff == nil {
@@ -310,13 +312,17 @@ func (c *cleaner) grabFilthiest(now time.Time) *toClean {
 }
 
 // cleanOnce runs one pass over the dirtiest log, if any, with thread id's
-// offset map; it reports whether a log was cleaned (so the thread looks
+// offset map (*om, allocated of log.cleaner.dedupe.buffer.size / threads
+// if nil); it reports whether a log was cleaned (so the thread looks
 // again at once rather than backing off).
-func (c *cleaner) cleanOnce(id int, om *logstore.OffsetMap) bool {
+func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 	now := c.m.cfg.Now()
 	lc := c.grabFilthiest(now)
 	if lc == nil {
 		return false
+	}
+	if *om == nil {
+		*om = logstore.NewOffsetMap(c.cfg.DedupeBufferSize / int64(c.cfg.Threads))
 	}
 	r, tp := lc.r, lc.r.tp
 	stats, err := r.log.Clean(logstore.CleanConfig{
@@ -325,7 +331,7 @@ func (c *cleaner) cleanOnce(id int, om *logstore.OffsetMap) bool {
 		NowMs:              now.UnixMilli(),
 		MinCompactionLagMs: lc.cfg.MinCompactionLagMs,
 		DeleteRetentionMs:  lc.cfg.DeleteRetentionMs,
-		Map:                om,
+		Map:                *om,
 		Codec:              recordcodec.Codecs{},
 		Throttler:          c.throttler,
 	})

@@ -210,7 +210,7 @@ func cleanAll(t *testing.T, m *Manager) int {
 	t.Helper()
 	om := logstore.NewOffsetMap(1 << 20)
 	for n := 0; n < 100; n++ {
-		if !m.cleaner.cleanOnce(0, om) {
+		if !m.cleaner.cleanOnce(0, &om) {
 			return n
 		}
 	}

@@ -141,8 +141,8 @@
 // The cleaner (cleaner.go) is Kafka's LogCleaner with its
 // LogCleanerManager, over logstore's one-pass Log.Clean. With
 // log.cleaner.enable, Start runs log.cleaner.threads goroutines through
-// goFunc; each allocates one offset map of log.cleaner.dedupe.buffer.size
-// / threads, reused pass after pass, and all share one RateThrottler of
+// goFunc; each allocates, at its first pass, one offset map of
+// log.cleaner.dedupe.buffer.size / threads, reused pass after pass, and all share one RateThrottler of
 // log.cleaner.io.max.bytes.per.second. A thread repeatedly picks the
 // dirtiest log (Kafka's grabFilthiestCompactedLog): among open replicas,
 // leaders and followers alike, whose cleanup.policy includes compact and
