@@ -17,8 +17,10 @@ import (
 // LogConfig is comparable (replicas compare old and new with !=).
 type LogConfig struct {
 	// CleanupPolicy is cleanup.policy / log.cleanup.policy, normalised to
-	// its comma-joined items; Compact and Delete are the parsed items.
-	// Retention (time and size) applies only with Delete.
+	// its comma-joined items ("compact", "delete", "compact,delete", ...);
+	// Compact and Delete are the parsed items. The log cleaner compacts
+	// logs with Compact; retention (time and size) applies only with
+	// Delete; a compacted topic refuses records without a key.
 	CleanupPolicy         string
 	Compact               bool
 	Delete                bool
@@ -320,11 +322,6 @@ func parseList(v string) []string {
 	return items
 }
 
-// errCompactUnsupported refuses cleanup.policy compact until the log
-// cleaner runs: a policy accepted and not honoured would let a compacted
-// topic grow for ever while its users rely on compaction.
-var errCompactUnsupported = errors.New(`"compact" is not supported: this broker has no log cleaner yet`)
-
 func setCleanupPolicy(c *LogConfig, v string) error {
 	items := parseList(v)
 	compact, del := false, false
@@ -337,9 +334,6 @@ func setCleanupPolicy(c *LogConfig, v string) error {
 		default:
 			return fmt.Errorf("%q is not a list of [compact, delete]", v)
 		}
-	}
-	if compact {
-		return errCompactUnsupported
 	}
 	c.CleanupPolicy, c.Compact, c.Delete = strings.Join(items, ","), compact, del
 	return nil

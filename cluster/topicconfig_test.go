@@ -257,12 +257,25 @@ func equalSynonyms(a, b []ConfigSynonym) bool {
 	return true
 }
 
-// TestTopicConfigCompactRefused: until the log cleaner runs, a policy
-// with compact is refused rather than accepted and not honoured.
-func TestTopicConfigCompactRefused(t *testing.T) {
-	for _, v := range []string{"compact", "compact,delete", "delete, compact"} {
-		if _, err := DefaultLogConfig().WithOverrides(map[string]string{"cleanup.policy": v}); !errors.Is(err, ErrInvalidConfig) {
+// TestTopicConfigCompactPolicy: cleanup.policy takes compact, delete or
+// both in either order, as Kafka's ValidList, and sets Compact and Delete.
+func TestTopicConfigCompactPolicy(t *testing.T) {
+	for v, want := range map[string]struct {
+		policy          string
+		compact, delete bool
+	}{
+		"compact":         {"compact", true, false},
+		"compact,delete":  {"compact,delete", true, true},
+		"delete, compact": {"delete,compact", true, true},
+		"delete":          {"delete", false, true},
+	} {
+		c, err := DefaultLogConfig().WithOverrides(map[string]string{"cleanup.policy": v})
+		if err != nil {
 			t.Errorf("cleanup.policy=%q: %v", v, err)
+			continue
+		}
+		if c.CleanupPolicy != want.policy || c.Compact != want.compact || c.Delete != want.delete {
+			t.Errorf("cleanup.policy=%q: %q compact %v delete %v", v, c.CleanupPolicy, c.Compact, c.Delete)
 		}
 	}
 }

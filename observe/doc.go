@@ -3,7 +3,8 @@
 // this broker's replicas in the seed documents' terms (role, leader epoch,
 // AR, ISR, OSR, log start, LEO, HW and, on a leader, each follower's LEO,
 // records behind, time since caught up and time left before
-// replica.lag.time.max.ms removes it from the ISR):
+// replica.lag.time.max.ms removes it from the ISR; for a compacted log,
+// its dirty ratio):
 //
 //	/metrics         Prometheus text format
 //	/v1/partitions   JSON (View)
@@ -13,7 +14,8 @@
 // protocol.RequestObserver, so those packages report events through small
 // interfaces they declare and never import Prometheus. Gauges (under-
 // replicated partitions, follower lag, controller state, consumer-group
-// lag) are computed from partition.Manager.PartitionStatus and the
-// controller when scraped, so a replica that goes away leaves no stale
-// series. cmd/broker starts the listener when http.listener is set.
+// lag, and the log cleaner's LogCleaner and LogCleanerManager gauges) are
+// computed from partition.Manager's PartitionStatus and CleanerStatus and
+// the controller when scraped, so a replica that goes away leaves no
+// stale series. cmd/broker starts the listener when http.listener is set.
 package observe

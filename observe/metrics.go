@@ -35,6 +35,11 @@ type Groups interface {
 	FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error)
 }
 
+// Cleaner is the log cleaner's figures; partition.Manager implements it.
+type Cleaner interface {
+	CleanerStatus() partition.CleanerStatus
+}
+
 // Config configures an Observer.
 type Config struct {
 	BrokerID int32
@@ -58,6 +63,8 @@ type Sources struct {
 	// ProduceWaits is the number of acks=all produces waiting for the HW
 	// (partition.Manager.PendingProduceWaits).
 	ProduceWaits func() int64
+	// Cleaner, if set, gives the log cleaner gauges.
+	Cleaner Cleaner
 }
 
 // Observer holds the broker's Prometheus registry. It implements
@@ -111,6 +118,15 @@ const (
 	mLogEnd            = "kafka_log_log_logendoffset"
 	mLogStart          = "kafka_log_log_logstartoffset"
 	mGroupLag          = "kafka_consumergroup_lag"
+	// kafka.log:type=LogCleanerManager,name=... and
+	// kafka.log:type=LogCleaner,name=...: the exporters keep the hyphens
+	// of these names as underscores.
+	mMaxDirtyPercent = "kafka_log_logcleanermanager_max_dirty_percent"
+	mUncleanable     = "kafka_log_logcleanermanager_uncleanable_partitions_count"
+	mRecopyPercent   = "kafka_log_logcleaner_cleaner_recopy_percent"
+	mMaxCleanTime    = "kafka_log_logcleaner_max_clean_time_secs"
+	mMaxBufferUtil   = "kafka_log_logcleaner_max_buffer_utilization_percent"
+	mDeadThreads     = "kafka_log_logcleaner_deadthreadcount"
 )
 
 // fetchKey is the Fetch API key.
@@ -250,12 +266,19 @@ var (
 	dPartReplicas    = prometheus.NewDesc(mPartReplicasCount, "AR size, on the leader (Partition ReplicasCount).", []string{"topic", "partition"}, nil)
 	dLogEnd          = prometheus.NewDesc(mLogEnd, "This replica's log end offset (Log LogEndOffset).", []string{"topic", "partition"}, nil)
 	dLogStart        = prometheus.NewDesc(mLogStart, "This replica's log start offset (Log LogStartOffset).", []string{"topic", "partition"}, nil)
+	dMaxDirty        = prometheus.NewDesc(mMaxDirtyPercent, "100 times the largest dirty ratio of the compacted logs at the cleaner's last scan (LogCleanerManager max-dirty-percent).", nil, nil)
+	dUncleanable     = prometheus.NewDesc(mUncleanable, "Partitions the cleaner failed on and no longer cleans, per log dir (LogCleanerManager uncleanable-partitions-count).", []string{"logDirectory"}, nil)
+	dRecopy          = prometheus.NewDesc(mRecopyPercent, "100 times bytes written over bytes read by each cleaner thread's last pass (LogCleaner cleaner-recopy-percent).", nil, nil)
+	dMaxCleanTime    = prometheus.NewDesc(mMaxCleanTime, "The longest of the cleaner threads' last passes, in seconds (LogCleaner max-clean-time-secs).", nil, nil)
+	dMaxBufferUtil   = prometheus.NewDesc(mMaxBufferUtil, "The largest offset map use of the cleaner threads' last passes, in percent (LogCleaner max-buffer-utilization-percent).", nil, nil)
+	dDeadThreads     = prometheus.NewDesc(mDeadThreads, "Cleaner threads that died (LogCleaner DeadThreadCount).", nil, nil)
 	dGroupLag        = prometheus.NewDesc(mGroupLag, "For groups coordinated here: the HW of this broker's replica of the partition minus the group's committed offset (kafka_exporter's kafka_consumergroup_lag); partitions with no replica here are left out.", []string{"consumergroup", "topic", "partition"}, nil)
 )
 
 func (statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dUnderReplicated, dPartitionCount, dLeaderCount, dActive, dOffline,
-		dPurgatory, dFetcherLag, dPartUnder, dPartIsr, dPartReplicas, dLogEnd, dLogStart, dGroupLag} {
+		dPurgatory, dFetcherLag, dPartUnder, dPartIsr, dPartReplicas, dLogEnd, dLogStart, dGroupLag,
+		dMaxDirty, dUncleanable, dRecopy, dMaxCleanTime, dMaxBufferUtil, dDeadThreads} {
 		ch <- d
 	}
 }
@@ -306,6 +329,17 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dPurgatory, float64(o.fetchesInFlight.Load()), "Fetch")
 	if o.cfg.Sources.Groups != nil {
 		o.collectGroupLag(hws, gauge)
+	}
+	if o.cfg.Sources.Cleaner != nil {
+		cs := o.cfg.Sources.Cleaner.CleanerStatus()
+		gauge(dMaxDirty, float64(cs.MaxDirtyPercent))
+		gauge(dRecopy, float64(cs.RecopyPercent))
+		gauge(dMaxCleanTime, float64(cs.MaxCleanTimeSecs))
+		gauge(dMaxBufferUtil, float64(cs.MaxBufferUtilizationPercent))
+		gauge(dDeadThreads, float64(cs.DeadThreadCount))
+		for dir, n := range cs.Uncleanable {
+			gauge(dUncleanable, float64(n), dir)
+		}
 	}
 }
 

@@ -57,14 +57,20 @@ func seed000() fakePartitions {
 			}},
 		{TopicPartition: cluster.TopicPartition{Topic: "seed", Partition: 1}, Role: partition.RoleFollower,
 			Leader: 2, LeaderEpoch: 1, Replicas: []int32{2, 1}, Isr: []int32{2, 1},
-			LogEndOffset: 7, HighWatermark: 7, LeaderHighWatermark: 9},
+			LogEndOffset: 7, HighWatermark: 7, LeaderHighWatermark: 9, Compacted: true, DirtyRatio: 0.25},
 	}
 }
+
+type fakeCleaner partition.CleanerStatus
+
+func (f fakeCleaner) CleanerStatus() partition.CleanerStatus { return partition.CleanerStatus(f) }
 
 func newTestObserver() *Observer {
 	o := New(Config{BrokerID: 1, ReplicaLagTimeMax: 10 * time.Second, Now: func() time.Time { return now }})
 	o.SetSources(Sources{Partitions: seed000(), Controller: fakeController{active: true, offline: 2},
-		ProduceWaits: func() int64 { return 3 }, Groups: fakeGroups{"g": {{Topic: "seed", Partition: 1}: {Offset: 2}}}})
+		ProduceWaits: func() int64 { return 3 }, Groups: fakeGroups{"g": {{Topic: "seed", Partition: 1}: {Offset: 2}}},
+		Cleaner: fakeCleaner{MaxDirtyPercent: 25, RecopyPercent: 40, MaxCleanTimeSecs: 2, MaxBufferUtilizationPercent: 9,
+			DeadThreadCount: 1, Uncleanable: map[string]int{"/data/a": 1}}})
 	return o
 }
 
@@ -152,6 +158,12 @@ func TestObserveMetricNames(t *testing.T) {
 		`kafka_cluster_partition_replicascount{partition="0",topic="seed"} 4`,
 		`kafka_log_log_logendoffset{partition="0",topic="seed"} 5`,
 		`kafka_consumergroup_lag{consumergroup="g",partition="1",topic="seed"} 5`,
+		"kafka_log_logcleanermanager_max_dirty_percent 25",
+		`kafka_log_logcleanermanager_uncleanable_partitions_count{logDirectory="/data/a"} 1`,
+		"kafka_log_logcleaner_cleaner_recopy_percent 40",
+		"kafka_log_logcleaner_max_clean_time_secs 2",
+		"kafka_log_logcleaner_max_buffer_utilization_percent 9",
+		"kafka_log_logcleaner_deadthreadcount 1",
 	} {
 		if !strings.Contains(body, "\n"+line+"\n") {
 			t.Errorf("/metrics lacks %q", line)
@@ -171,9 +183,14 @@ func TestObservePartitionsJSONAndPage(t *testing.T) {
 	if len(v.Partitions) != 2 || v.Partitions[0].HighWatermark != 4 || !v.Controller {
 		t.Fatalf("view: %+v", v)
 	}
+	if v.Partitions[0].DirtyRatio != nil || v.Partitions[1].DirtyRatio == nil || *v.Partitions[1].DirtyRatio != 0.25 {
+		t.Errorf("dirty ratios %v, %v: want none for the delete-policy log, 0.25 for the compacted one",
+			v.Partitions[0].DirtyRatio, v.Partitions[1].DirtyRatio)
+	}
 	html := get(t, o.Handler(), "/")
 	for _, s := range []string{`<meta http-equiv="refresh"`, `<table id="partitions">`, `data-topic="seed" data-partition="0" data-role="leader"`,
-		`<td class="name osr">[4]</td>`, `<td class="hw">4</td>`, `<td class="removal">3000</td>`, `(OSR)`} {
+		`<td class="name osr">[4]</td>`, `<td class="hw">4</td>`, `<td class="removal">3000</td>`, `(OSR)`,
+		`<th>dirty ratio</th>`, `<td class="dirty">0.25</td>`} {
 		if !strings.Contains(html, s) {
 			t.Errorf("page lacks %q", s)
 		}

@@ -16,9 +16,10 @@ const pageRefreshSeconds = 2
 // seed documents' picture: the log from its start to the LEO, committed
 // (below the HW) and not yet committed, and where each follower's LEO is.
 var page = template.Must(template.New("page").Funcs(template.FuncMap{
-	"ids":  formatIDs,
-	"pct":  pct,
-	"optn": optInt,
+	"ids":   formatIDs,
+	"pct":   pct,
+	"optn":  optInt,
+	"ratio": formatRatio,
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -56,7 +57,7 @@ JSON: <a href="/v1/partitions">/v1/partitions</a>, metrics: <a href="/metrics">/
 <th class="name">topic</th><th>partition</th><th class="name">role</th><th>leader</th><th>leader epoch</th>
 <th class="name">AR</th><th class="name">ISR</th><th class="name">OSR</th>
 <th>log start</th><th>LEO</th><th>HW</th><th class="name">log</th>
-<th>records behind</th><th>caught up (ms ago)</th><th>ms until ISR removal</th>
+<th>records behind</th><th>caught up (ms ago)</th><th>ms until ISR removal</th><th>dirty ratio</th>
 </tr></thead>
 <tbody>
 {{- range .V.Partitions}}{{$p := .}}
@@ -67,6 +68,7 @@ JSON: <a href="/v1/partitions">/v1/partitions</a>, metrics: <a href="/metrics">/
 <td class="logstart">{{.LogStartOffset}}</td><td class="leo">{{.LogEndOffset}}</td><td class="hw">{{.HighWatermark}}</td>
 <td class="name"><div class="bar"><div class="leo" style="width:{{pct .LogEndOffset .LogStartOffset .LogEndOffset}}%"></div><div class="hw" style="width:{{pct .HighWatermark .LogStartOffset .LogEndOffset}}%"></div></div></td>
 <td>{{if .LeaderHighWatermark}}leader HW {{optn .LeaderHighWatermark}}{{end}}</td><td></td><td></td>
+<td class="dirty">{{if .DirtyRatio}}{{ratio .DirtyRatio}}{{end}}</td>
 </tr>
 {{- range .Followers}}
 <tr class="follower" data-topic="{{$p.Topic}}" data-partition="{{$p.Partition}}" data-broker="{{.BrokerID}}">
@@ -75,11 +77,11 @@ JSON: <a href="/v1/partitions">/v1/partitions</a>, metrics: <a href="/metrics">/
 <td class="leo">{{.LogEndOffset}}</td><td></td>
 <td class="name"><div class="bar"><div class="f" style="width:{{pct .LogEndOffset $p.LogStartOffset $p.LogEndOffset}}%"></div></div></td>
 <td class="behind">{{optn .RecordsBehind}}</td><td class="caughtup">{{optn .CaughtUpMsAgo}}</td>
-<td class="removal{{if .MsUntilISRRemoval}}{{if eq (optn .MsUntilISRRemoval) "0"}} due{{end}}{{end}}">{{optn .MsUntilISRRemoval}}</td>
+<td class="removal{{if .MsUntilISRRemoval}}{{if eq (optn .MsUntilISRRemoval) "0"}} due{{end}}{{end}}">{{optn .MsUntilISRRemoval}}</td><td></td>
 </tr>
 {{- end}}
 {{- else}}
-<tr class="empty"><td class="name" colspan="15">no replicas on this broker</td></tr>
+<tr class="empty"><td class="name" colspan="16">no replicas on this broker</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -112,6 +114,14 @@ func optInt(p *int64) string {
 		return "–"
 	}
 	return fmt.Sprint(*p)
+}
+
+// formatRatio shows a dirty ratio with two decimals.
+func formatRatio(p *float64) string {
+	if p == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.2f", *p)
 }
 
 func (o *Observer) servePage(w http.ResponseWriter, _ *http.Request) {

@@ -40,6 +40,10 @@ type PartitionView struct {
 	// LeaderHighWatermark is set on a follower that has fetched in this
 	// epoch: the leader's HW in its last fetch response.
 	LeaderHighWatermark *int64 `json:"leader_high_watermark,omitempty"`
+	// DirtyRatio is set for a compacted log (cleanup.policy includes
+	// compact): the share of its cleanable bytes not yet cleaned, which
+	// the cleaner compares with min.cleanable.dirty.ratio.
+	DirtyRatio *float64 `json:"dirty_ratio,omitempty"`
 }
 
 // FollowerView is one follower as its leader sees it.
@@ -81,6 +85,9 @@ func partitionView(st partition.ReplicaStatus, lag time.Duration, now time.Time)
 		Replicas: nonNil(st.Replicas), ISR: nonNil(st.Isr), OSR: osr(st.Replicas, st.Isr),
 		LogStartOffset: st.LogStartOffset, LogEndOffset: st.LogEndOffset, HighWatermark: st.HighWatermark,
 		UnderReplicated: underReplicated(st),
+	}
+	if st.Compacted {
+		p.DirtyRatio = ptr(st.DirtyRatio)
 	}
 	if st.Role != partition.RoleLeader {
 		if st.LeaderHighWatermark >= 0 {

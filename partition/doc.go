@@ -136,6 +136,41 @@
 // every record at fault. Time and size retention apply only when
 // cleanup.policy includes delete.
 //
+// # Log cleaner
+//
+// The cleaner (cleaner.go) is Kafka's LogCleaner with its
+// LogCleanerManager, over logstore's one-pass Log.Clean. With
+// log.cleaner.enable, Start runs log.cleaner.threads goroutines through
+// goFunc; each allocates, at its first pass, one offset map of
+// log.cleaner.dedupe.buffer.size / threads, reused pass after pass, and all share one RateThrottler of
+// log.cleaner.io.max.bytes.per.second. A thread repeatedly picks the
+// dirtiest log (Kafka's grabFilthiestCompactedLog): among open replicas,
+// leaders and followers alike, whose cleanup.policy includes compact and
+// that are not being cleaned, paused or uncleanable, the one with the
+// largest dirty ratio above min.cleanable.dirty.ratio, or whose first
+// dirty batch is older than max.compaction.lag.ms. It cleans it below the
+// replica's HW (Kafka's last stable offset: there are no transactions
+// here) with the topic's min.compaction.lag.ms and delete.retention.ms
+// (segment.bytes is the log's own), and with nothing cleanable sleeps
+// log.cleaner.backoff.ms, waking on Close. A pass that cleaned something,
+// or filled its map, is followed at once by another scan. ErrCleanAborted
+// (a truncation, retention or a close under the pass) is retried at a
+// later scan; any other failure marks the partition uncleanable until it
+// is deleted or the broker restarts. A panic kills its thread, counted in
+// DeadThreadCount, and the others go on. The cleaner position per
+// partition (the first dirty offset) is in cleaner-offset-checkpoint in
+// each log dir: read by NewManager (entries without a partition directory
+// dropped), written after each pass and by Close, the entry removed when
+// the partition is deleted; with the cleaner disabled it is not written.
+// A follower's truncation lowers the checkpoint to the truncation point
+// at the next scan (Kafka's maybeTruncateCheckpoint), so records appended
+// again there count as dirty. StopReplica pauses the
+// partition's cleaning and waits for a pass in progress, which runs to its
+// end (or its own abort: Log.Clean cannot be cancelled), before it closes
+// or deletes the log; Close likewise waits for the threads' passes to end.
+// Fetch and the HW do not depend on the cleaner: a cleaned log is read as
+// any other (logstore returns the next surviving batch inside a gap).
+//
 // ListOffsets for a timestamp answers, as Kafka's
 // LogSegment.findOffsetByTimestamp, the first record at or above the log
 // start whose timestamp reaches it, found from the first batch whose max
@@ -169,9 +204,19 @@
 // guards one fetcher's partitions and is never held while calling into a
 // Replica. Manager.checkpointMu serializes the checkpoint writes (the
 // background loop, DeleteRecords, Close) and is held while they take
-// Manager.mu and each Replica.mu. Lock order:
+// Manager.mu and each Replica.mu. cleaner.mu guards the cleaner's
+// checkpoints, the partitions being cleaned or paused, the uncleanable set
+// and the figures; it is held briefly, takes Manager.mu (read) to check
+// that a replica is still the open one, and is never held while calling
+// into a Replica or a Log: a thread reads a replica's config and HW under
+// Replica.mu, then calls Log.Cleanable and Log.Clean holding no partition
+// lock (Log.Clean takes the log's own cmu, then wmu, fmu and mu only to
+// swap segments in, so appends under Replica.mu wait at most for a swap).
+// cleaner.fileMu serializes the cleaner-offset-checkpoint writes. Lock
+// order:
 //
 //	Manager.checkpointMu -> Manager.mu -> Replica.mu -> logstore.Log
+//	cleaner.fileMu -> cleaner.mu -> Manager.mu
 //	Manager.fetchMu -> fetcher.mu
 //
 // (logstore.Log: its internal locks.) Manager.changedMu and Manager.goMu

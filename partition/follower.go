@@ -46,6 +46,9 @@ func (r *Replica) truncateLocked(endOffset int64) error {
 			return fmt.Errorf("truncate %s to %d: %w", r.tp, endOffset, mapLogError(err))
 		}
 		r.dropSnapshotsAbove(r.log.LogEndOffset())
+		for cur := r.cleanTruncatedTo.Load(); endOffset < cur && !r.cleanTruncatedTo.CompareAndSwap(cur, endOffset); {
+			cur = r.cleanTruncatedTo.Load()
+		}
 	}
 	if err := r.log.LeaderEpochs().TruncateFromEnd(r.log.LogEndOffset()); err != nil {
 		return fmt.Errorf("truncate leader epochs of %s at %d: %w", r.tp, endOffset, mapLogError(err))

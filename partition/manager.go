@@ -58,6 +58,9 @@ type Config struct {
 	StateWriter StateWriter
 	// Metrics receives ISR changes and bytes in and out; nil discards them.
 	Metrics Metrics
+	// Cleaner configures the log cleaner (log.cleaner.*); the zero value
+	// has it disabled.
+	Cleaner CleanerConfig
 }
 
 // withDefaults fills zero replication settings with Kafka's defaults.
@@ -142,6 +145,9 @@ type Manager struct {
 	isrWrites sync.WaitGroup
 	stop      chan struct{}
 	once      sync.Once
+
+	// cleaner is the log cleaner: its threads, checkpoints and figures.
+	cleaner *cleaner
 }
 
 // goFunc runs f on a goroutine counted in m.wg, unless Close has begun;
@@ -185,10 +191,14 @@ func NewManager(cfg Config) (*Manager, error) {
 		visible:  make(chan struct{}),
 		stop:     make(chan struct{}),
 	}
+	m.cleaner = newCleaner(m, cfg.Cleaner)
 	for _, dir := range cfg.LogDirs {
 		dir = filepath.Clean(dir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create log dir %s: %w", dir, err)
+		}
+		if err := m.cleaner.readCheckpoints(dir); err != nil {
+			return nil, err
 		}
 		for _, f := range []struct {
 			name string
@@ -220,8 +230,8 @@ func NewManager(cfg Config) (*Manager, error) {
 }
 
 // Start runs the background duties (flush by time, retention, the HW and
-// recovery-point checkpoints), ISR expiration on its own goroutine and
-// the fetchers.
+// recovery-point checkpoints), ISR expiration on its own goroutine, the
+// fetchers and, with log.cleaner.enable, the log cleaner threads.
 func (m *Manager) Start() {
 	m.fetchMu.Lock()
 	m.started = true
@@ -231,6 +241,7 @@ func (m *Manager) Start() {
 	m.fetchMu.Unlock()
 	m.goFunc(m.background)
 	m.goFunc(m.isrExpiration)
+	m.cleaner.start()
 }
 
 // isrExpiration is Kafka's isr-expiration task, every
@@ -636,6 +647,13 @@ func (m *Manager) StopReplica(tp cluster.TopicPartition, remove bool, leaderEpoc
 func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	m.waitOpening(tp) // a stop after a LeaderAndIsr still opening stops its replica
 	m.unfollow(tp)
+	// No clean pass of tp runs while it stops (one in progress ends
+	// first), and a deleted partition's cleaner checkpoint goes.
+	m.cleaner.pause(tp)
+	defer m.cleaner.resume(tp)
+	if remove {
+		defer m.cleaner.forget(tp)
+	}
 	m.mu.RLock()
 	r := m.replicas[tp]
 	m.mu.RUnlock()
@@ -794,7 +812,8 @@ func (m *Manager) Close() error {
 		m.goMu.Lock()
 		m.goClosed = true
 		m.goMu.Unlock()
-		m.wg.Wait()
+		m.wg.Wait() // the cleaner threads finish their passes
+		m.cleaner.writeCheckpoints()
 		for _, r := range m.all() {
 			if err := r.log.Flush(); err != nil {
 				errs = append(errs, fmt.Errorf("flush %s: %w", r.tp, err))

@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -39,6 +41,10 @@ type Replica struct {
 	// timestampWalkHook, when set by a test, runs in offsetForTimestamp
 	// once the time index has answered, before the records are read.
 	timestampWalkHook func()
+	// cleanTruncatedTo is the lowest offset the log was truncated to since
+	// the cleaner last looked (MaxInt64: none); the cleaner lowers its
+	// checkpoint to it, as Kafka's maybeTruncateCheckpoint.
+	cleanTruncatedTo atomic.Int64
 
 	mu                     sync.Mutex
 	cfg                    cluster.LogConfig
@@ -133,6 +139,7 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 		producers: map[int64]*producerState{},
 		stateCh:   make(chan struct{}),
 	}
+	r.cleanTruncatedTo.Store(math.MaxInt64)
 	r.hw = min(max(hwCheckpoint, l.LogStartOffset()), l.LogEndOffset())
 	if err := r.rebuildProducerState(); err != nil {
 		_ = l.Close()

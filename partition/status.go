@@ -53,6 +53,12 @@ type ReplicaStatus struct {
 	// follower lag (FetcherLagMetrics ConsumerLag) is this minus
 	// LogEndOffset.
 	LeaderHighWatermark int64
+	// Compacted is set when the topic's cleanup.policy includes compact;
+	// DirtyRatio is then the log's dirty ratio as the cleaner sees it
+	// (bytes not yet cleaned over the cleanable bytes, Kafka's
+	// cleanableRatio).
+	Compacted  bool
+	DirtyRatio float64
 }
 
 // status snapshots the replica.
@@ -83,8 +89,11 @@ func (r *Replica) status() ReplicaStatus {
 func (m *Manager) PartitionStatus() []ReplicaStatus {
 	rs := m.all()
 	out := make([]ReplicaStatus, 0, len(rs))
+	now := m.cfg.Now()
 	for _, r := range rs {
-		out = append(out, r.status())
+		st := r.status()
+		st.DirtyRatio, st.Compacted = m.dirtyRatio(r, now)
+		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b ReplicaStatus) int {
 		if c := strings.Compare(a.TopicPartition.Topic, b.TopicPartition.Topic); c != 0 {

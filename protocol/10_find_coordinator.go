@@ -16,9 +16,7 @@ package protocol
 //     and compression.type=producer (the coordinator's batches keep their
 //     compression, offsets.topic.compression.codec). Compaction keeps the
 //     topic bounded by the live groups and offsets, since the coordinator
-//     writes tombstones for deleted groups and expired offsets. A build
-//     whose topic-config validator refuses cleanup.policy=compact creates
-//     it with retention.ms=-1 instead, keeping everything.
+//     writes tombstones for deleted groups and expired offsets.
 //   - Key type 1 (transactional id) answers INVALID_REQUEST with a
 //     message: there is no transaction coordinator, and an error a client
 //     does not retry is more honest than COORDINATOR_NOT_AVAILABLE
@@ -134,7 +132,7 @@ func (s *Server) createOffsetsTopic(ctx context.Context, rc *reqContext) error {
 	defer cancel()
 	err := s.cfg.Admin.CreateTopic(actx, CreateTopicRequest{
 		Name: offsetsTopic, NumPartitions: ot.Partitions, ReplicationFactor: ot.ReplicationFactor,
-		Configs: offsetsTopicConfigs(ot.SegmentBytes, compactionAccepted()),
+		Configs: offsetsTopicConfigs(ot.SegmentBytes),
 	})
 	switch {
 	case err == nil:
@@ -149,25 +147,14 @@ func (s *Server) createOffsetsTopic(ctx context.Context, rc *reqContext) error {
 }
 
 // offsetsTopicConfigs are the configs __consumer_offsets is created with,
-// as Kafka's GroupCoordinator.offsetsTopicConfigs; without compaction
-// (compact false) the topic keeps everything instead.
-func offsetsTopicConfigs(segmentBytes int64, compact bool) map[string]string {
-	c := map[string]string{"segment.bytes": strconv.FormatInt(segmentBytes, 10), "compression.type": "producer"}
-	if compact {
-		c["cleanup.policy"] = "compact"
-	} else {
-		c["retention.ms"] = "-1"
+// as Kafka's GroupCoordinator.offsetsTopicConfigs: compacted, so the log
+// cleaner keeps only the last commit per key and removes tombstones.
+func offsetsTopicConfigs(segmentBytes int64) map[string]string {
+	return map[string]string{
+		"cleanup.policy":   "compact",
+		"segment.bytes":    strconv.FormatInt(segmentBytes, 10),
+		"compression.type": "producer",
 	}
-	return c
-}
-
-// compactionAccepted reports whether the topic-config validator accepts
-// cleanup.policy=compact. It lets this file create a compacted
-// __consumer_offsets as soon as the log cleaner's config lands, and a
-// working one before; once compact is always accepted it can go.
-func compactionAccepted() bool {
-	_, err := cluster.DefaultLogConfig().WithOverrides(map[string]string{"cleanup.policy": "compact"})
-	return err == nil
 }
 
 // clientEndpoint is where a client on listener reaches broker b: its

@@ -11,17 +11,11 @@ import (
 // TestOffsetsTopicConfigs pins the configs __consumer_offsets is created
 // with, Kafka's GroupCoordinator.offsetsTopicConfigs: compacted, segments
 // of offsets.topic.segment.bytes, compression as the coordinator writes
-// it. While the topic-config validator does not accept
-// cleanup.policy=compact, the topic keeps everything instead
-// (retention.ms=-1), as before compaction existed.
+// it.
 func TestOffsetsTopicConfigs(t *testing.T) {
 	want := map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
-	if got := offsetsTopicConfigs(104857600, true); !maps.Equal(got, want) {
-		t.Errorf("offsetsTopicConfigs with compaction: %v, want %v", got, want)
-	}
-	wantOld := map[string]string{"retention.ms": "-1", "segment.bytes": "1048576", "compression.type": "producer"}
-	if got := offsetsTopicConfigs(1<<20, false); !maps.Equal(got, wantOld) {
-		t.Errorf("offsetsTopicConfigs without compaction: %v, want %v", got, wantOld)
+	if got := offsetsTopicConfigs(104857600); !maps.Equal(got, want) {
+		t.Errorf("offsetsTopicConfigs: %v, want %v", got, want)
 	}
 
 	// FindCoordinator creates the topic with them: the configs the
@@ -35,7 +29,7 @@ func TestOffsetsTopicConfigs(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if info, ok := b.cluster.Topic(offsetsTopic); ok {
-			if exp := offsetsTopicConfigs(1<<20, compactionAccepted()); !maps.Equal(info.Config, exp) {
+			if exp := map[string]string{"cleanup.policy": "compact", "segment.bytes": "1048576", "compression.type": "producer"}; !maps.Equal(info.Config, exp) {
 				t.Fatalf("__consumer_offsets created with %v, want %v", info.Config, exp)
 			}
 			return

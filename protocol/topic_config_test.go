@@ -127,8 +127,32 @@ func TestTopicConfigEveryKeyThroughAdmin(t *testing.T) {
 			t.Errorf("AlterConfigs with %s: %v %+v", name, err, ar)
 		}
 	}
+	// Compacted topics: compact, and compact with delete in either order.
+	for i, policy := range []string{"compact", "compact,delete", "delete,compact"} {
+		topic := fmt.Sprintf("compacted-%d", i)
+		resp, err := adm.CreateTopics(ctx, 1, 1, map[string]*string{"cleanup.policy": str(policy)}, topic)
+		if err != nil || resp[topic].Err != nil {
+			t.Fatalf("CreateTopics cleanup.policy=%s: %v %+v", policy, err, resp[topic])
+		}
+		ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: str(policy)}}, "alter")
+		if err != nil || ar[0].Err != nil {
+			t.Fatalf("IncrementalAlterConfigs cleanup.policy=%s: %v %+v", policy, err, ar)
+		}
+		ar, err = adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: str(policy)}}, "alter")
+		if err != nil || ar[0].Err != nil {
+			t.Fatalf("AlterConfigs cleanup.policy=%s: %v %+v", policy, err, ar)
+		}
+	}
+	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SubtractConfig, Name: "cleanup.policy", Value: str("compact")}}, "alter")
+	if err != nil || ar[0].Err != nil {
+		t.Fatalf("subtract compact: %v %+v", err, ar)
+	}
+	if ti, _ := b.cluster.Topic("alter"); ti.Config["cleanup.policy"] != "delete" {
+		t.Fatalf("subtract compact from delete,compact: %v", ti.Config)
+	}
+
 	// APPEND and SUBTRACT apply to every LIST key, not only cleanup.policy.
-	ar, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "leader.replication.throttled.replicas", Value: str("0:1")}}, "alter")
+	ar, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.AppendConfig, Name: "leader.replication.throttled.replicas", Value: str("0:1")}}, "alter")
 	if err != nil || ar[0].Err != nil {
 		t.Fatalf("append to a throttle list: %v %+v", err, ar)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafkazk/broker/partition"
 )
 
 func writeProps(t *testing.T, body string) string {
@@ -242,6 +244,44 @@ func TestConfigCleanerAndTopicDefaults(t *testing.T) {
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Key != key {
 			t.Errorf("%s: got %v, want a ConfigError naming %s", bad, err, key)
+		}
+	}
+}
+
+// TestConfigCompactCleanupPolicy: log.cleanup.policy takes compact, alone
+// or with delete, as the topic default.
+func TestConfigCompactCleanupPolicy(t *testing.T) {
+	cfg, err := loadConfig([]string{writeProps(t, minimal+"log.cleanup.policy=compact,delete\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cfg.LogDefaults; !d.Compact || !d.Delete || d.CleanupPolicy != "compact,delete" {
+		t.Fatalf("log.cleanup.policy=compact,delete: %+v", d)
+	}
+}
+
+// TestCleanerConfigWiring: the log.cleaner.* keys reach the replica
+// manager's cleaner; log.cleaner.threads=0 leaves it off, as Kafka's
+// cleaner without threads cleans nothing.
+func TestCleanerConfigWiring(t *testing.T) {
+	cfg, err := loadConfig([]string{writeProps(t, minimal), "--override", "log.cleaner.threads=2",
+		"--override", "log.cleaner.dedupe.buffer.size=4194304", "--override", "log.cleaner.backoff.ms=250",
+		"--override", "log.cleaner.io.max.bytes.per.second=1000000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := partition.CleanerConfig{Enable: true, Threads: 2, DedupeBufferSize: 4 << 20,
+		IOMaxBytesPerSecond: 1e6, Backoff: 250 * time.Millisecond}
+	if got := cleanerConfig(cfg); got != want {
+		t.Errorf("cleanerConfig = %+v, want %+v", got, want)
+	}
+	for _, override := range []string{"log.cleaner.threads=0", "log.cleaner.enable=false"} {
+		cfg, err := loadConfig([]string{writeProps(t, minimal), "--override", override})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cleanerConfig(cfg).Enable {
+			t.Errorf("%s: cleaner enabled", override)
 		}
 	}
 }

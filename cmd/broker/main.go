@@ -191,6 +191,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		StateWriter:                     session,
 		Metrics:                         partMetrics,
 		Log:                             log.With().Str("component", "replicas").Logger(),
+		Cleaner:                         cleanerConfig(cfg),
 	})
 	if err != nil {
 		return err
@@ -250,7 +251,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	defer func() { _ = srv.Close() }()
 	if obs != nil {
 		obs.SetSources(observe.Sources{Partitions: replicas, Controller: session, Groups: groups,
-			ProduceWaits: replicas.PendingProduceWaits})
+			ProduceWaits: replicas.PendingProduceWaits, Cleaner: replicas})
 		httpSrv := obs.Serve(httpLn)
 		log.Info().Str("addr", httpLn.Addr().String()).Msg("serving http: /metrics, /v1/partitions, /")
 		httpLn = nil // the server owns it now
@@ -330,4 +331,20 @@ func advertisedEndpoints(cfg *Config, bound []net.Listener) ([]cluster.Endpoint,
 		out = append(out, cluster.Endpoint{Listener: a.Name, SecurityProtocol: cfg.SecurityProtocolMap[a.Name], Host: host, Port: port})
 	}
 	return out, nil
+}
+
+// cleanerConfig is the replica manager's log cleaner configuration.
+// log.cleaner.threads=0 leaves Kafka's cleaner with no thread, so nothing
+// is cleaned: here the cleaner is off. log.cleaner.io.buffer.size and
+// log.cleaner.io.buffer.load.factor are read and validated only
+// (logstore's cleaner buffers 1 MiB and fills its offset map to 90%, the
+// load factor's default).
+func cleanerConfig(c *Config) partition.CleanerConfig {
+	return partition.CleanerConfig{
+		Enable:              c.LogCleanerEnable && c.LogCleanerThreads > 0,
+		Threads:             c.LogCleanerThreads,
+		DedupeBufferSize:    c.LogCleanerDedupeBufferSize,
+		IOMaxBytesPerSecond: c.LogCleanerIOMaxBytesPerSecond,
+		Backoff:             c.LogCleanerBackoff,
+	}
 }
