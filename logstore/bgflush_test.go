@@ -57,12 +57,7 @@ func goErr(f func() error) chan error {
 func newCrashRun(t *testing.T) *crashRun {
 	t.Helper()
 	m := NewMemFS()
-	if err := m.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SyncDir("/"); err != nil {
-		t.Fatal(err)
-	}
+	mkdirSynced(t, m, "/data")
 	r := &crashRun{fs: m, cfg: crashConfig(), model: map[int64][]byte{}}
 	r.cfg.FS = m
 	l, err := Open(crashLogDir, r.cfg, 0)

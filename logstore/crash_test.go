@@ -142,12 +142,7 @@ func crashScript() []crashStep {
 // setup, and returns the run (its log closed).
 func runCrashScript(t *testing.T, m *MemFS, checkpointOnTruncate bool, inject func(op MemOp, name string) error) *crashRun {
 	t.Helper()
-	if err := m.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SyncDir("/"); err != nil {
-		t.Fatal(err)
-	}
+	mkdirSynced(t, m, "/data")
 	r := &crashRun{fs: m, cfg: crashConfig(), model: map[int64][]byte{}, checkpointOnTruncate: checkpointOnTruncate}
 	r.cfg.FS = m
 	m.SetInjector(inject)
@@ -358,12 +353,7 @@ func TestCrashTornEarlierSegment(t *testing.T) {
 func TestOpenSyncsExistingDirParent(t *testing.T) {
 	t.Parallel()
 	m := NewMemFS()
-	if err := m.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SyncDir("/"); err != nil {
-		t.Fatal(err)
-	}
+	mkdirSynced(t, m, "/data")
 	if err := m.MkdirAll(crashLogDir, 0o755); err != nil { // /data not synced
 		t.Fatal(err)
 	}
