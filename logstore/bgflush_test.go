@@ -58,6 +58,12 @@ func newCrashRun(t *testing.T) *crashRun {
 	t.Helper()
 	m := NewMemFS()
 	mkdirSynced(t, m, "/data")
+	return openCrashRun(t, m)
+}
+
+// openCrashRun opens a log on m for a hand-driven crash test.
+func openCrashRun(t *testing.T, m *MemFS) *crashRun {
+	t.Helper()
 	r := &crashRun{fs: m, cfg: crashConfig(), model: map[int64][]byte{}}
 	r.cfg.FS = m
 	l, err := Open(crashLogDir, r.cfg, 0)

@@ -300,13 +300,8 @@ func crashAtEveryOperation(t *testing.T, checkpointOnTruncate bool) {
 func TestCrashTornEarlierSegment(t *testing.T) {
 	t.Parallel()
 	m := NewMemFS()
-	r := &crashRun{fs: m, cfg: crashConfig(), model: map[int64][]byte{}}
-	r.cfg.FS = m
-	l, err := Open(crashLogDir, r.cfg, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.l = l
+	r := openCrashRun(t, m)
+	l := r.l
 	for _, step := range appendSteps(4) { // segments 0 and 6
 		if err := step.do(r); err != nil {
 			t.Fatal(err)
