@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
@@ -69,21 +68,13 @@ func (f *fakeLog) end(p int32) int64 {
 }
 
 // newRetentionCoordinator is newTestCoordinator with offsets.retention
-// and the check interval set.
+// and the check interval set, and session timeouts up to a day.
 func newRetentionCoordinator(t *testing.T, log *fakeLog, clock *fakeClock, retention, interval time.Duration) *Coordinator {
 	t.Helper()
-	c := New(Config{
-		BrokerID: 1, NumPartitions: testPartitions, InitialRebalanceDelay: -1,
-		MinSessionTimeout: time.Second, MaxSessionTimeout: 24 * time.Hour,
-		OffsetsRetention: retention, OffsetsRetentionCheckInterval: interval,
-		Now: clock.Now, Log: log, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
-	})
-	t.Cleanup(func() { c.Close() })
-	for p := int32(0); p < testPartitions; p++ {
-		c.OnBecomeLeader(p, 1)
-	}
-	waitLoaded(t, c)
-	return c
+	cfg := testCoordinatorConfig(t, log, clock, -1)
+	cfg.MaxSessionTimeout = 24 * time.Hour
+	cfg.OffsetsRetention, cfg.OffsetsRetentionCheckInterval = retention, interval
+	return startTestCoordinator(t, cfg)
 }
 
 // consumerJoin joins a one-member "consumer" group subscribed to topics
@@ -274,23 +265,18 @@ func TestExpireOffsetsOfStableGroup(t *testing.T) {
 
 	// "raw": members whose metadata is not ConsumerProtocol; "conn":
 	// another protocol type (as Kafka Connect's workers).
-	raw := recv(t, joinAsync(c, func() JoinRequest {
-		r := joinReq("raw", "")
+	// Each joins as one member, syncs and commits gone at offset.
+	joinCommit := func(groupID, protocolType string, offset int64) {
+		r := joinReq(groupID, "")
+		r.ProtocolType = protocolType
 		r.SessionTimeout, r.RebalanceTimeout = 2*retention, 2*retention
-		return r
-	}()))
-	recv(t, syncAsync(t, c, SyncRequest{Group: "raw", Generation: 1, MemberID: raw.res.MemberID}))
-	commit(t, c, CommitRequest{Group: "raw", Generation: 1, MemberID: raw.res.MemberID, Retention: -1,
-		Offsets: map[cluster.TopicPartition]CommitOffset{gone: {Offset: 4}}})
-	conn := recv(t, joinAsync(c, func() JoinRequest {
-		r := joinReq("conn", "")
-		r.ProtocolType = "connect"
-		r.SessionTimeout, r.RebalanceTimeout = 2*retention, 2*retention
-		return r
-	}()))
-	recv(t, syncAsync(t, c, SyncRequest{Group: "conn", Generation: 1, MemberID: conn.res.MemberID}))
-	commit(t, c, CommitRequest{Group: "conn", Generation: 1, MemberID: conn.res.MemberID, Retention: -1,
-		Offsets: map[cluster.TopicPartition]CommitOffset{gone: {Offset: 5}}})
+		j := recv(t, joinAsync(c, r))
+		recv(t, syncAsync(t, c, SyncRequest{Group: groupID, Generation: 1, MemberID: j.res.MemberID}))
+		commit(t, c, CommitRequest{Group: groupID, Generation: 1, MemberID: j.res.MemberID, Retention: -1,
+			Offsets: map[cluster.TopicPartition]CommitOffset{gone: {Offset: offset}}})
+	}
+	joinCommit("raw", "consumer", 4)
+	joinCommit("conn", "connect", 5)
 
 	c.Tick() // the first check runs at once
 	clock.Advance(retention - time.Millisecond)

@@ -148,11 +148,23 @@ const testPartitions = 4
 // not started: tests call Tick after moving the clock.
 func newTestCoordinator(t *testing.T, log *fakeLog, clock *fakeClock, delay time.Duration) *Coordinator {
 	t.Helper()
-	c := New(Config{
+	return startTestCoordinator(t, testCoordinatorConfig(t, log, clock, delay))
+}
+
+// testCoordinatorConfig is newTestCoordinator's config.
+func testCoordinatorConfig(t *testing.T, log *fakeLog, clock *fakeClock, delay time.Duration) Config {
+	return Config{
 		BrokerID: 1, NumPartitions: testPartitions, InitialRebalanceDelay: delay,
 		MinSessionTimeout: time.Second, MaxSessionTimeout: time.Minute,
 		Now: clock.Now, Log: log, Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
-	})
+	}
+}
+
+// startTestCoordinator makes a Coordinator of cfg that leads every
+// partition, loaded; the background loop is not started.
+func startTestCoordinator(t *testing.T, cfg Config) *Coordinator {
+	t.Helper()
+	c := New(cfg)
 	t.Cleanup(func() { c.Close() })
 	for p := int32(0); p < testPartitions; p++ {
 		c.OnBecomeLeader(p, 1)

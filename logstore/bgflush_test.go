@@ -57,12 +57,13 @@ func goErr(f func() error) chan error {
 func newCrashRun(t *testing.T) *crashRun {
 	t.Helper()
 	m := NewMemFS()
-	if err := m.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SyncDir("/"); err != nil {
-		t.Fatal(err)
-	}
+	mkdirSynced(t, m, "/data")
+	return openCrashRun(t, m)
+}
+
+// openCrashRun opens a log on m for a hand-driven crash test.
+func openCrashRun(t *testing.T, m *MemFS) *crashRun {
+	t.Helper()
 	r := &crashRun{fs: m, cfg: crashConfig(), model: map[int64][]byte{}}
 	r.cfg.FS = m
 	l, err := Open(crashLogDir, r.cfg, 0)

@@ -142,12 +142,7 @@ func crashScript() []crashStep {
 // setup, and returns the run (its log closed).
 func runCrashScript(t *testing.T, m *MemFS, checkpointOnTruncate bool, inject func(op MemOp, name string) error) *crashRun {
 	t.Helper()
-	if err := m.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SyncDir("/"); err != nil {
-		t.Fatal(err)
-	}
+	mkdirSynced(t, m, "/data")
 	r := &crashRun{fs: m, cfg: crashConfig(), model: map[int64][]byte{}, checkpointOnTruncate: checkpointOnTruncate}
 	r.cfg.FS = m
 	m.SetInjector(inject)
@@ -305,13 +300,8 @@ func crashAtEveryOperation(t *testing.T, checkpointOnTruncate bool) {
 func TestCrashTornEarlierSegment(t *testing.T) {
 	t.Parallel()
 	m := NewMemFS()
-	r := &crashRun{fs: m, cfg: crashConfig(), model: map[int64][]byte{}}
-	r.cfg.FS = m
-	l, err := Open(crashLogDir, r.cfg, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.l = l
+	r := openCrashRun(t, m)
+	l := r.l
 	for _, step := range appendSteps(4) { // segments 0 and 6
 		if err := step.do(r); err != nil {
 			t.Fatal(err)
@@ -358,12 +348,7 @@ func TestCrashTornEarlierSegment(t *testing.T) {
 func TestOpenSyncsExistingDirParent(t *testing.T) {
 	t.Parallel()
 	m := NewMemFS()
-	if err := m.MkdirAll("/data", 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SyncDir("/"); err != nil {
-		t.Fatal(err)
-	}
+	mkdirSynced(t, m, "/data")
 	if err := m.MkdirAll(crashLogDir, 0o755); err != nil { // /data not synced
 		t.Fatal(err)
 	}

@@ -154,3 +154,33 @@ func wantErr(t testing.TB, err, target error) {
 func crc32Castagnoli(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// mustNoError returns a check that fails t on a non-nil error.
+func mustNoError(t testing.TB) func(error) {
+	return func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// mkdirSynced makes dir, a child of the root, on m and syncs the root,
+// so that dir survives a crash.
+func mkdirSynced(t testing.TB, m *MemFS, dir string) {
+	t.Helper()
+	if err := m.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SyncDir("/"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failSyncs is a MemFS injector that fails every fsync.
+func failSyncs(op MemOp, _ string) error {
+	if op == MemOpSync {
+		return ErrInjected
+	}
+	return nil
+}

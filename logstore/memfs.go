@@ -126,21 +126,9 @@ func (m *MemFS) Ops() int64 {
 func (m *MemFS) Crash() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.crashGen++
-	m.inject = nil
-	var reset func(n *memNode)
-	reset = func(n *memNode) {
-		n.children = maps.Clone(n.synced)
-		for _, c := range n.children {
-			if c.dir {
-				reset(c)
-			} else {
-				c.data = append([]byte(nil), c.syncedData...)
-				c.poisoned = false
-			}
-		}
-	}
-	reset(m.root)
+	m.crashLocked(true, func(_ string, c *memNode) {
+		c.data = append([]byte(nil), c.syncedData...)
+	})
 }
 
 // CrashKeepingData is a crash after which every file kept its current
@@ -154,21 +142,9 @@ func (m *MemFS) Crash() {
 func (m *MemFS) CrashKeepingData() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.crashGen++
-	m.inject = nil
-	var reset func(n *memNode)
-	reset = func(n *memNode) {
-		n.children = maps.Clone(n.synced)
-		for _, c := range n.children {
-			if c.dir {
-				reset(c)
-			} else {
-				c.syncedData = append([]byte(nil), c.data...)
-				c.poisoned = false
-			}
-		}
-	}
-	reset(m.root)
+	m.crashLocked(true, func(_ string, c *memNode) {
+		c.syncedData = append([]byte(nil), c.data...)
+	})
 }
 
 // CrashWith is a crash after which the kernel had written back more than
@@ -179,19 +155,35 @@ func (m *MemFS) CrashKeepingData() {
 func (m *MemFS) CrashWith(keep func(name string, synced, current []byte) []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.crashLocked(false, func(path string, c *memNode) {
+		c.data = append([]byte(nil), keep(path, c.syncedData, c.data)...)
+		c.syncedData = append([]byte(nil), c.data...)
+	})
+}
+
+// crashLocked is the part every crash shares: it clears the injector,
+// makes every open file unusable, and walks the tree. Each directory
+// reverts to its entries as last synced if revertDirs, else keeps its
+// current entries as its synced ones; then file sets each file's data
+// (given its path), and the file's failed-fsync poison is cleared.
+// Caller holds m.mu.
+func (m *MemFS) crashLocked(revertDirs bool, file func(path string, c *memNode)) {
 	m.crashGen++
 	m.inject = nil
 	var reset func(dir string, n *memNode)
 	reset = func(dir string, n *memNode) {
-		n.synced = maps.Clone(n.children)
+		if revertDirs {
+			n.children = maps.Clone(n.synced)
+		} else {
+			n.synced = maps.Clone(n.children)
+		}
 		for name, c := range n.children {
 			path := filepath.Join(dir, name)
 			if c.dir {
 				reset(path, c)
 				continue
 			}
-			c.data = append([]byte(nil), keep(path, c.syncedData, c.data)...)
-			c.syncedData = append([]byte(nil), c.data...)
+			file(path, c)
 			c.poisoned = false
 		}
 	}

@@ -12,14 +12,8 @@ import (
 func TestMemFSStrict(t *testing.T) {
 	t.Parallel()
 	m := NewMemFS()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(m.MkdirAll("/d", 0o755))
-	must(m.SyncDir("/"))
+	must := mustNoError(t)
+	mkdirSynced(t, m, "/d")
 	create := func(name, data string, syncFile bool) {
 		t.Helper()
 		f, err := m.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -42,12 +36,7 @@ func TestMemFSStrict(t *testing.T) {
 	must(err)
 	must(m.Rename("/d/unsynced-data", "/d/renamed")) // dir not synced after
 	// A failed fsync persists nothing, and nor does a retry.
-	m.SetInjector(func(op MemOp, name string) error {
-		if op == MemOpSync {
-			return ErrInjected
-		}
-		return nil
-	})
+	m.SetInjector(failSyncs)
 	if err := f.Sync(); !errors.Is(err, ErrInjected) {
 		t.Fatalf("injected Sync: %v", err)
 	}
@@ -89,26 +78,15 @@ func TestMemFSStrict(t *testing.T) {
 func TestMemFSPoisonSurvivesReopen(t *testing.T) {
 	t.Parallel()
 	m := NewMemFS()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(m.MkdirAll("/d", 0o755))
-	must(m.SyncDir("/"))
+	must := mustNoError(t)
+	mkdirSynced(t, m, "/d")
 	f, err := m.OpenFile("/d/f", os.O_RDWR|os.O_CREATE, 0o644)
 	must(err)
 	must(f.Sync())
 	must(m.SyncDir("/d"))
 	_, err = f.Write([]byte("lost"))
 	must(err)
-	m.SetInjector(func(op MemOp, name string) error {
-		if op == MemOpSync {
-			return ErrInjected
-		}
-		return nil
-	})
+	m.SetInjector(failSyncs)
 	if err := f.Sync(); !errors.Is(err, ErrInjected) {
 		t.Fatalf("injected Sync: %v", err)
 	}
@@ -138,14 +116,8 @@ func TestMemFSPoisonSurvivesReopen(t *testing.T) {
 func TestMemFSCrashKeepingData(t *testing.T) {
 	t.Parallel()
 	m := NewMemFS()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(m.MkdirAll("/d", 0o755))
-	must(m.SyncDir("/"))
+	must := mustNoError(t)
+	mkdirSynced(t, m, "/d")
 	for _, name := range []string{"/d/a", "/d/b"} {
 		f, err := m.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 		must(err)

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"path/filepath"
 	"testing"
@@ -100,4 +101,37 @@ func newTestManager(t testing.TB, id int32, dir string, clock *fakeClock) *Manag
 func leaderState(leader int32, epoch int32, replicas, isr []int32, cfg cluster.LogConfig) PartitionState {
 	return PartitionState{TopicPartition: tp0, Replicas: replicas, Config: cfg,
 		LeaderAndIsr: cluster.LeaderAndIsr{Leader: leader, LeaderEpoch: epoch, Isr: isr, ZkVersion: 0}}
+}
+
+// newLeaderManager makes broker 1 lead tp0 in leader epoch 0 over replicas
+// and isr, with min.insync.replicas minIsr, on a fake clock at 1000 s. It
+// returns the log config, for the states a test applies later.
+func newLeaderManager(t *testing.T, minIsr int64, replicas, isr []int32) (*Manager, cluster.LogConfig) {
+	t.Helper()
+	m := newTestManager(t, 1, "", &fakeClock{t: time.Unix(1000, 0)})
+	cfg := cluster.DefaultLogConfig()
+	cfg.MinInsyncReplicas = minIsr
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, replicas, isr, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	return m, cfg
+}
+
+// followerFetch is broker 2 fetching tp0 from offset in leader epoch
+// epoch, which tells the leader its LEO.
+func followerFetch(t *testing.T, m *Manager, offset int64, epoch int32) {
+	t.Helper()
+	if _, err := m.Read(tp0, ReadRequest{FetchOffset: offset, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: epoch}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitWaiters waits until r holds n acks=all waiters.
+func waitWaiters(t *testing.T, r *Replica, n int) {
+	t.Helper()
+	eventually(t, 10*time.Second, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.waiters) == n
+	}, fmt.Sprintf("%d acks=all waiters to register", n))
 }

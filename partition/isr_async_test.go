@@ -107,9 +107,7 @@ func TestReadDoesNotWaitForIsrExpansion(t *testing.T) {
 		t.Fatal("Read waited for the ISR expansion write")
 	}
 	// One write in flight per partition: another fetch proposes nothing.
-	if _, err := m.Read(tp0, ReadRequest{FetchOffset: first.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
-		t.Fatal(err)
-	}
+	followerFetch(t, m, first.LastOffset+1, 0)
 	select {
 	case <-zk.started:
 		t.Fatal("a second ISR write started while one is in flight")

@@ -70,6 +70,27 @@ func (z *landingZK) isr() []int32 {
 	return slices.Clone(z.state.Isr)
 }
 
+// newLandingLeader makes broker 1, on clock and writing its ISR through
+// zk, lead tp0 in leader epoch 0 with replicas [1 2], ISR [1] and
+// min.insync.replicas 1.
+func newLandingLeader(t *testing.T, clock *fakeClock, zk *landingZK) *Manager {
+	t.Helper()
+	m, err := NewManager(Config{BrokerID: 1, LogDirs: []string{filepath.Join(t.TempDir(), "logs")},
+		HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
+		RetentionCheckInterval: time.Hour, Now: clock.Now, StateWriter: zk,
+		Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	cfg := cluster.DefaultLogConfig()
+	cfg.MinInsyncReplicas = 1
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestAcksAllOverMaximalIsr (issue 12 A2): an ISR expansion whose write
 // lands in ZooKeeper puts the new member in the znode ISR, where the
 // controller may elect it, whatever reply the leader gets: while the write
@@ -101,19 +122,7 @@ func TestAcksAllOverMaximalIsr(t *testing.T) {
 			if tc.delay {
 				zk.release = make(chan struct{})
 			}
-			m, err := NewManager(Config{BrokerID: 1, LogDirs: []string{filepath.Join(t.TempDir(), "logs")},
-				HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
-				RetentionCheckInterval: time.Hour, Now: clock.Now, StateWriter: zk,
-				Log: zerolog.New(zerolog.NewTestWriter(t))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = m.Close() })
-			cfg := cluster.DefaultLogConfig()
-			cfg.MinInsyncReplicas = 1
-			if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1}, cfg)}); err != nil {
-				t.Fatal(err)
-			}
+			m := newLandingLeader(t, clock, zk)
 			first := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
 			// Broker 2 catches up to the HW: the leader proposes ISR [1 2]
 			// and the write lands.
@@ -137,7 +146,7 @@ func TestAcksAllOverMaximalIsr(t *testing.T) {
 			clock.Advance(31 * time.Second)
 			second := mustAppend(t, m, buildBatch(batchSpec{records: 1}), -1)
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			err = m.WaitCommitted(ctx, tp0, second.LastOffset, second.LeaderEpoch)
+			err := m.WaitCommitted(ctx, tp0, second.LastOffset, second.LeaderEpoch)
 			cancel()
 			if err == nil {
 				t.Fatalf("acks=all acknowledged offset %d, which znode ISR member 2 lacks (its LEO is %d)",
@@ -151,9 +160,7 @@ func TestAcksAllOverMaximalIsr(t *testing.T) {
 				m.waitIsrWrites()
 			}
 			// Once broker 2 has the record, it commits.
-			if _, err := m.Read(tp0, ReadRequest{FetchOffset: second.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
-				t.Fatal(err)
-			}
+			followerFetch(t, m, second.LastOffset+1, 0)
 			if err := m.WaitCommitted(context.Background(), tp0, second.LastOffset, second.LeaderEpoch); err != nil {
 				t.Fatalf("wait once broker 2 has it: %v", err)
 			}
@@ -174,28 +181,14 @@ func TestMaximalIsrResolvedByShrink(t *testing.T) {
 		z.reply = nil
 		return errLostReply
 	}
-	m, err := NewManager(Config{BrokerID: 1, LogDirs: []string{filepath.Join(t.TempDir(), "logs")},
-		HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
-		RetentionCheckInterval: time.Hour, Now: clock.Now, StateWriter: zk,
-		Log: zerolog.New(zerolog.NewTestWriter(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	cfg := cluster.DefaultLogConfig()
-	cfg.MinInsyncReplicas = 1
-	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1}, cfg)}); err != nil {
-		t.Fatal(err)
-	}
+	m := newLandingLeader(t, clock, zk)
 	first := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
-	if _, err := m.Read(tp0, ReadRequest{FetchOffset: first.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
-		t.Fatal(err)
-	}
+	followerFetch(t, m, first.LastOffset+1, 0)
 	m.waitIsrWrites()
 	second := mustAppend(t, m, buildBatch(batchSpec{records: 1}), -1)
 	clock.Advance(31 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	err = m.WaitCommitted(ctx, tp0, second.LastOffset, second.LeaderEpoch)
+	err := m.WaitCommitted(ctx, tp0, second.LastOffset, second.LeaderEpoch)
 	cancel()
 	if !errors.Is(err, ErrRequestTimedOut) {
 		t.Fatalf("wait while broker 2 may be in the ISR: %v, want ErrRequestTimedOut", err)
@@ -223,23 +216,9 @@ func TestMaximalIsrLandedReplyLostThenShrink(t *testing.T) {
 		z.reply = nil // landed; only this reply is lost
 		return errLostReply
 	}
-	m, err := NewManager(Config{BrokerID: 1, LogDirs: []string{filepath.Join(t.TempDir(), "logs")},
-		HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
-		RetentionCheckInterval: time.Hour, Now: clock.Now, StateWriter: zk,
-		Log: zerolog.New(zerolog.NewTestWriter(t))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
-	cfg := cluster.DefaultLogConfig()
-	cfg.MinInsyncReplicas = 1
-	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1}, cfg)}); err != nil {
-		t.Fatal(err)
-	}
+	m := newLandingLeader(t, clock, zk)
 	first := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
-	if _, err := m.Read(tp0, ReadRequest{FetchOffset: first.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
-		t.Fatal(err)
-	}
+	followerFetch(t, m, first.LastOffset+1, 0)
 	m.waitIsrWrites()
 	if got := zk.isr(); !slices.Equal(got, []int32{1, 2}) {
 		t.Fatalf("znode ISR %v after the expansion, want [1 2]", got)

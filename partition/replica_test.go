@@ -122,13 +122,7 @@ func countBatches(t *testing.T, records []byte) int {
 // TestAcksAllWaitsForISR: acks=all completes only when every ISR member has
 // the batch, times out otherwise, and fails when leadership is lost.
 func TestAcksAllWaitsForISR(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	m := newTestManager(t, 1, "", clock)
-	cfg := cluster.DefaultLogConfig()
-	cfg.MinInsyncReplicas = 2
-	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1, 2}, cfg)}); err != nil {
-		t.Fatal(err)
-	}
+	m, cfg := newLeaderManager(t, 2, []int32{1, 2}, []int32{1, 2})
 	res := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -137,9 +131,7 @@ func TestAcksAllWaitsForISR(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- m.WaitCommitted(context.Background(), tp0, res.LastOffset, res.LeaderEpoch) }()
-	if _, err := m.Read(tp0, ReadRequest{FetchOffset: 2, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: -1}); err != nil {
-		t.Fatal(err)
-	}
+	followerFetch(t, m, 2, -1)
 	if err := <-done; err != nil {
 		t.Fatalf("wait after follower caught up: %v", err)
 	}
@@ -161,13 +153,7 @@ func TestAcksAllWaitsForISR(t *testing.T) {
 // TestMinInsyncReplicas: acks=all with the ISR below min.insync.replicas is
 // refused before anything is written; acks=1 still appends.
 func TestMinInsyncReplicas(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	m := newTestManager(t, 1, "", clock)
-	cfg := cluster.DefaultLogConfig()
-	cfg.MinInsyncReplicas = 2
-	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1}, cfg)}); err != nil {
-		t.Fatal(err)
-	}
+	m, _ := newLeaderManager(t, 2, []int32{1, 2}, []int32{1})
 	if _, err := m.Append(tp0, buildBatch(batchSpec{}), -1); !errors.Is(err, ErrNotEnoughReplicas) {
 		t.Fatalf("acks=all with isr {1}: %v, want ErrNotEnoughReplicas", err)
 	}
@@ -329,13 +315,7 @@ func TestStopReplicaRemovesDirectory(t *testing.T) {
 // leads again and its HW later passes the offset: the leader in between
 // may have truncated the records, and the HW would then speak of others.
 func TestWaitCommittedAcrossEpochs(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	m := newTestManager(t, 1, "", clock)
-	cfg := cluster.DefaultLogConfig()
-	cfg.MinInsyncReplicas = 1
-	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1, 2}, cfg)}); err != nil {
-		t.Fatal(err)
-	}
+	m, cfg := newLeaderManager(t, 1, []int32{1, 2}, []int32{1, 2})
 	old := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
 	if old.LeaderEpoch != 0 {
 		t.Fatalf("append in epoch %d, want 0", old.LeaderEpoch)
@@ -352,9 +332,7 @@ func TestWaitCommittedAcrossEpochs(t *testing.T) {
 	if cur.LeaderEpoch != 2 {
 		t.Fatalf("append in epoch %d, want 2", cur.LeaderEpoch)
 	}
-	if _, err := m.Read(tp0, ReadRequest{FetchOffset: cur.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 2}); err != nil {
-		t.Fatal(err)
-	}
+	followerFetch(t, m, cur.LastOffset+1, 2)
 	if hw := hwOf(t, m); hw <= old.LastOffset {
 		t.Fatalf("hw %d, want past %d", hw, old.LastOffset)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/logstore"
 )
 
@@ -18,13 +17,7 @@ import (
 // partition end with it at once rather than time out, as do waits begun
 // after it, since no later append can be written.
 func TestStorageErrorOnAppend(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	m := newTestManager(t, 1, "", clock)
-	cfg := cluster.DefaultLogConfig()
-	cfg.MinInsyncReplicas = 1
-	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1, 2}, cfg)}); err != nil {
-		t.Fatal(err)
-	}
+	m, _ := newLeaderManager(t, 1, []int32{1, 2}, []int32{1, 2})
 	// Move the replica's log onto a MemFS that can fail an fsync.
 	r, err := m.get(tp0)
 	if err != nil {
@@ -57,15 +50,7 @@ func TestStorageErrorOnAppend(t *testing.T) {
 		defer cancel()
 		waited <- m.WaitCommitted(ctx, tp0, first.LastOffset, first.LeaderEpoch)
 	}()
-	for {
-		r.mu.Lock()
-		n := len(r.waiters)
-		r.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitWaiters(t, r, 1)
 	fs.SetInjector(func(op logstore.MemOp, _ string) error {
 		if op == logstore.MemOpSync {
 			return logstore.ErrInjected

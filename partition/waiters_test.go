@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/kafkazk/broker/cluster"
 )
 
 // TestWaitCommittedAcrossLeaderEpochBump (issue 12 A3): the controller
@@ -16,13 +14,7 @@ import (
 // once the HW passes them, as Kafka's DelayedProduce does: the records
 // were never at risk of truncation, since this broker led throughout.
 func TestWaitCommittedAcrossLeaderEpochBump(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	m := newTestManager(t, 1, "", clock)
-	cfg := cluster.DefaultLogConfig()
-	cfg.MinInsyncReplicas = 2
-	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2, 3}, []int32{1, 2, 3}, cfg)}); err != nil {
-		t.Fatal(err)
-	}
+	m, cfg := newLeaderManager(t, 2, []int32{1, 2, 3}, []int32{1, 2, 3})
 	first := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
 	second := mustAppend(t, m, buildBatch(batchSpec{records: 1}), -1)
 	waiting := make(chan error, 1)
@@ -31,11 +23,7 @@ func TestWaitCommittedAcrossLeaderEpochBump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.waiters) == 1
-	}, "the first waiter to register")
+	waitWaiters(t, r, 1)
 
 	// Broker 3 died: same leader, next epoch, smaller ISR.
 	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 1, []int32{1, 2, 3}, []int32{1, 2}, cfg)}); err != nil {
@@ -50,9 +38,7 @@ func TestWaitCommittedAcrossLeaderEpochBump(t *testing.T) {
 		t.Fatalf("wait for an epoch-0 append called in epoch 1 ended before the HW passed it: %v", err)
 	case <-time.After(20 * time.Millisecond):
 	}
-	if _, err := m.Read(tp0, ReadRequest{FetchOffset: second.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 1}); err != nil {
-		t.Fatal(err)
-	}
+	followerFetch(t, m, second.LastOffset+1, 1)
 	if err := <-waiting; err != nil {
 		t.Fatalf("wait registered before the epoch bump: %v, want nil", err)
 	}
@@ -68,13 +54,7 @@ func TestWaitCommittedAcrossLeaderEpochBump(t *testing.T) {
 // epoch 2 fails too, although the HW passes the offset, because the
 // leader of epoch 1 may have truncated the records.
 func TestWaitCommittedFailsAfterLeadershipLoss(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	m := newTestManager(t, 1, "", clock)
-	cfg := cluster.DefaultLogConfig()
-	cfg.MinInsyncReplicas = 1
-	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1, 2}, cfg)}); err != nil {
-		t.Fatal(err)
-	}
+	m, cfg := newLeaderManager(t, 1, []int32{1, 2}, []int32{1, 2})
 	res := mustAppend(t, m, buildBatch(batchSpec{records: 2}), -1)
 	waiting := make(chan error, 1)
 	go func() { waiting <- m.WaitCommitted(context.Background(), tp0, res.LastOffset, res.LeaderEpoch) }()
@@ -88,9 +68,7 @@ func TestWaitCommittedFailsAfterLeadershipLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Leading epoch 2 with the same epoch-0 records: the HW passes them.
-	if _, err := m.Read(tp0, ReadRequest{FetchOffset: res.LastOffset + 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 2}); err != nil {
-		t.Fatal(err)
-	}
+	followerFetch(t, m, res.LastOffset+1, 2)
 	if hw := hwOf(t, m); hw <= res.LastOffset {
 		t.Fatalf("hw %d, want past %d", hw, res.LastOffset)
 	}
@@ -104,13 +82,7 @@ func TestWaitCommittedFailsAfterLeadershipLoss(t *testing.T) {
 // exactly those it passes: with 1000 waiting, an HW past the first record
 // completes one and wakes no other, and appends wake none.
 func TestWaitersCompleteInOffsetOrder(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	m := newTestManager(t, 1, "", clock)
-	cfg := cluster.DefaultLogConfig()
-	cfg.MinInsyncReplicas = 1
-	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 0, []int32{1, 2}, []int32{1, 2}, cfg)}); err != nil {
-		t.Fatal(err)
-	}
+	m, cfg := newLeaderManager(t, 1, []int32{1, 2}, []int32{1, 2})
 	r, err := m.get(tp0)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +104,7 @@ func TestWaitersCompleteInOffsetOrder(t *testing.T) {
 		defer r.mu.Unlock()
 		return len(r.waiters)
 	}
-	eventually(t, 10*time.Second, func() bool { return waiters() == n }, "every waiter to register")
+	waitWaiters(t, r, n)
 	r.mu.Lock()
 	wakeups := r.waiterWakeups
 	r.mu.Unlock()
@@ -142,9 +114,7 @@ func TestWaitersCompleteInOffsetOrder(t *testing.T) {
 	// More appends wake no waiter.
 	mustAppend(t, m, buildBatch(batchSpec{records: 1}), 1)
 	// The follower has offset 0: the HW moves to 1.
-	if _, err := m.Read(tp0, ReadRequest{FetchOffset: 1, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
-		t.Fatal(err)
-	}
+	followerFetch(t, m, 1, 0)
 	if got := <-done; got.offset != 0 || got.err != nil {
 		t.Fatalf("completed %+v, want the wait for 0 with no error", got)
 	}
@@ -155,9 +125,7 @@ func TestWaitersCompleteInOffsetOrder(t *testing.T) {
 		t.Fatalf("HW past offset 0: %d wakeups and %d waiters left, want 1 and %d", wakeups, left, n-1)
 	}
 	// The HW moves to 501: 500 more complete, in offset order.
-	if _, err := m.Read(tp0, ReadRequest{FetchOffset: 501, MaxBytes: 100, ReplicaID: 2, CurrentLeaderEpoch: 0}); err != nil {
-		t.Fatal(err)
-	}
+	followerFetch(t, m, 501, 0)
 	seen := map[int64]bool{}
 	for range 500 {
 		got := <-done

@@ -245,10 +245,6 @@ func (c *BrokerClient) Fetch(ctx context.Context, leader int32, req partition.Fe
 // answers are in query order; a query the leader left unanswered fails
 // the whole call.
 func (c *BrokerClient) OffsetsForLeaderEpoch(ctx context.Context, leader int32, qs []partition.EpochQuery) ([]partition.EpochAnswer, error) {
-	addr, err := c.resolve(leader)
-	if err != nil {
-		return nil, fmt.Errorf("offsets for leader epoch from broker %d: %w", leader, err)
-	}
 	kreq := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	kreq.Version = clientOffsetForLeaderEpochVersion
 	kreq.ReplicaID = c.cfg.BrokerID
@@ -265,8 +261,7 @@ func (c *BrokerClient) OffsetsForLeaderEpoch(ctx context.Context, leader int32, 
 		}
 		kreq.Topics = append(kreq.Topics, kt)
 	}
-	kresp, frame, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, 0)
-	putBuf(frame) // nil: this response does not alias its frame
+	kresp, err := c.askLeader(ctx, leader, kreq)
 	if err != nil {
 		return nil, fmt.Errorf("offsets for leader epoch from broker %d: %w", leader, err)
 	}
@@ -299,10 +294,6 @@ var _ partition.EarliestOffsetLister = (*BrokerClient)(nil)
 // is out of range: partition.EarliestOffsetLister. A per-partition error
 // code comes back as partition's sentinel (wrapping the kerr error too).
 func (c *BrokerClient) ListEarliestOffset(ctx context.Context, leader int32, tp cluster.TopicPartition, currentLeaderEpoch int32) (int64, error) {
-	addr, err := c.resolve(leader)
-	if err != nil {
-		return -1, fmt.Errorf("list earliest offset of %s from broker %d: %w", tp, leader, err)
-	}
 	kreq := kmsg.NewPtrListOffsetsRequest()
 	kreq.Version = clientListOffsetsVersion
 	kreq.ReplicaID = c.cfg.BrokerID
@@ -314,8 +305,7 @@ func (c *BrokerClient) ListEarliestOffset(ctx context.Context, leader int32, tp 
 	kp.Timestamp = partition.EarliestTimestamp
 	kt.Partitions = append(kt.Partitions, kp)
 	kreq.Topics = append(kreq.Topics, kt)
-	kresp, frame, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, 0)
-	putBuf(frame) // nil: this response does not alias its frame
+	kresp, err := c.askLeader(ctx, leader, kreq)
 	if err != nil {
 		return -1, fmt.Errorf("list earliest offset of %s from broker %d: %w", tp, leader, err)
 	}
@@ -442,6 +432,18 @@ func (c *BrokerClient) control(ctx context.Context, to cluster.Broker, purpose c
 	// A caller of this generic path keeps the response as long as it
 	// likes, so a frame the response aliases is left to the GC.
 	resp, _, err := c.roundTrip(ctx, connKey{to.ID, purpose}, addr, req, 0)
+	return resp, err
+}
+
+// askLeader sends req to broker leader on the fetch connection, for a
+// request whose response does not alias its frame.
+func (c *BrokerClient) askLeader(ctx context.Context, leader int32, req kmsg.Request) (kmsg.Response, error) {
+	addr, err := c.resolve(leader)
+	if err != nil {
+		return nil, err
+	}
+	resp, frame, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, req, 0)
+	putBuf(frame) // nil: the response does not alias its frame
 	return resp, err
 }
 

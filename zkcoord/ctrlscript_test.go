@@ -110,13 +110,18 @@ func ints(xs []int32) string {
 	return strings.Join(s, ",")
 }
 
+// brokerIDs lists the ids of bs.
+func brokerIDs(bs []cluster.Broker) []int32 {
+	var ids []int32
+	for _, b := range bs {
+		ids = append(ids, b.ID)
+	}
+	return ids
+}
+
 func (h *ctrlHarness) LeaderAndIsr(_ context.Context, to cluster.Broker, req cluster.LeaderAndIsrRequest) error {
 	h.sent = append(h.sent, sentRequest{to: to, lai: &req})
-	var leaders []int32
-	for _, b := range req.LiveLeaders {
-		leaders = append(leaders, b.ID)
-	}
-	h.printf("-> %d LeaderAndIsr controller_epoch=%d broker_epoch=%d live_leaders=%s", to.ID, req.ControllerEpoch, req.BrokerEpoch, ints(leaders))
+	h.printf("-> %d LeaderAndIsr controller_epoch=%d broker_epoch=%d live_leaders=%s", to.ID, req.ControllerEpoch, req.BrokerEpoch, ints(brokerIDs(req.LiveLeaders)))
 	for _, pa := range req.Partitions {
 		isNew := ""
 		if pa.IsNew {
@@ -131,11 +136,7 @@ func (h *ctrlHarness) LeaderAndIsr(_ context.Context, to cluster.Broker, req clu
 
 func (h *ctrlHarness) UpdateMetadata(_ context.Context, to cluster.Broker, req cluster.UpdateMetadataRequest) error {
 	h.sent = append(h.sent, sentRequest{to: to, um: &req})
-	var live []int32
-	for _, b := range req.LiveBrokers {
-		live = append(live, b.ID)
-	}
-	h.printf("-> %d UpdateMetadata controller_epoch=%d broker_epoch=%d live=%s", to.ID, req.ControllerEpoch, req.BrokerEpoch, ints(live))
+	h.printf("-> %d UpdateMetadata controller_epoch=%d broker_epoch=%d live=%s", to.ID, req.ControllerEpoch, req.BrokerEpoch, ints(brokerIDs(req.LiveBrokers)))
 	for _, pi := range req.Partitions {
 		s := pi.State
 		h.printf("   %s/%d leader=%d leader_epoch=%d isr=%s replicas=%s offline=%s", pi.Topic, pi.Partition,
@@ -861,18 +862,14 @@ func runScript(t testing.TB, blocks []scriptBlock, f memFault, check bool) *ctrl
 	return h
 }
 
-func scriptFiles(t *testing.T) []string {
+// forEachScript runs test as a subtest for each scenario in
+// testdata/controller, with the scenario's file and parsed blocks.
+func forEachScript(t *testing.T, test func(t *testing.T, file string, blocks []scriptBlock)) {
 	files, err := filepath.Glob(filepath.Join("testdata", "controller", "*.txt"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scenarios in testdata/controller: %v", err)
 	}
-	return files
-}
-
-// TestControllerScript runs each scenario without faults and compares
-// every command's output with the expected one.
-func TestControllerScript(t *testing.T) {
-	for _, file := range scriptFiles(t) {
+	for _, file := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
 			data, err := os.ReadFile(file)
 			if err != nil {
@@ -882,72 +879,70 @@ func TestControllerScript(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := runScript(t, blocks, memFault{}, true)
-			if err := h.checkBrokersTold(); err != nil {
-				t.Errorf("brokers not told the final state:\n%v", err)
-			}
-			if *updateScripts {
-				if err := os.WriteFile(file, []byte(formatScript(blocks)), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			test(t, file, blocks)
 		})
 	}
+}
+
+// TestControllerScript runs each scenario without faults and compares
+// every command's output with the expected one.
+func TestControllerScript(t *testing.T) {
+	forEachScript(t, func(t *testing.T, file string, blocks []scriptBlock) {
+		h := runScript(t, blocks, memFault{}, true)
+		if err := h.checkBrokersTold(); err != nil {
+			t.Errorf("brokers not told the final state:\n%v", err)
+		}
+		if *updateScripts {
+			if err := os.WriteFile(file, []byte(formatScript(blocks)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }
 
 // TestControllerScriptFaults runs each scenario once per ZooKeeper call of
 // the controller and fault kind, with the fault injected at that call, and
 // checks that the end is the fault-free one.
 func TestControllerScriptFaults(t *testing.T) {
-	for _, file := range scriptFiles(t) {
-		t.Run(strings.TrimSuffix(filepath.Base(file), ".txt"), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			blocks, err := parseScript(string(data))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ref := runScript(t, blocks, memFault{}, false)
-			want, wantRelaxed := ref.snapshot(true), ref.snapshot(false)
-			calls := ref.store.calls
-			kinds := []faultKind{faultLossBefore, faultLossAfter, faultLossAfterTwice, faultLossThrice, faultExpiry,
-				faultBadVersion, faultIsrShrink, faultNewEpoch}
-			for _, kind := range kinds {
-				for i := range calls {
-					f := memFault{at: i, kind: kind}
-					h := runScript(t, blocks, f, false)
-					got, exp := h.snapshot(true), want
-					if kind == faultExpiry || kind == faultNewEpoch {
-						// A new controller epoch rewrites controller_epoch
-						// and zkVersions, and cannot see a bounce that
-						// happened without a controller (a new controller
-						// keeps a bounced broker's leadership at its leader
-						// epoch, as Kafka's does): leaders and ISRs must agree.
-						got, exp = h.snapshot(false), wantRelaxed
-					}
-					if kind == faultBadVersion {
-						got, exp = stripVersions(got), stripVersions(want)
-					}
-					if kind == faultIsrShrink {
-						// A leader changed an ISR: the end differs from
-						// the fault-free one; the same znodes must exist,
-						// and brokers must have been told what they hold.
-						got, exp = pathsOnly(got), pathsOnly(want)
-					}
-					if !slices.Equal(got, exp) {
-						t.Errorf("%s at call %d: znodes differ\n--- got\n%s\n--- want\n%s", kind, i, strings.Join(got, "\n"), strings.Join(exp, "\n"))
-						continue
-					}
-					if err := h.checkBrokersTold(); err != nil {
-						t.Errorf("%s at call %d: brokers not told the final state:\n%v", kind, i, err)
-					}
+	forEachScript(t, func(t *testing.T, file string, blocks []scriptBlock) {
+		ref := runScript(t, blocks, memFault{}, false)
+		want, wantRelaxed := ref.snapshot(true), ref.snapshot(false)
+		calls := ref.store.calls
+		kinds := []faultKind{faultLossBefore, faultLossAfter, faultLossAfterTwice, faultLossThrice, faultExpiry,
+			faultBadVersion, faultIsrShrink, faultNewEpoch}
+		for _, kind := range kinds {
+			for i := range calls {
+				f := memFault{at: i, kind: kind}
+				h := runScript(t, blocks, f, false)
+				got, exp := h.snapshot(true), want
+				if kind == faultExpiry || kind == faultNewEpoch {
+					// A new controller epoch rewrites controller_epoch
+					// and zkVersions, and cannot see a bounce that
+					// happened without a controller (a new controller
+					// keeps a bounced broker's leadership at its leader
+					// epoch, as Kafka's does): leaders and ISRs must agree.
+					got, exp = h.snapshot(false), wantRelaxed
+				}
+				if kind == faultBadVersion {
+					got, exp = stripVersions(got), stripVersions(want)
+				}
+				if kind == faultIsrShrink {
+					// A leader changed an ISR: the end differs from
+					// the fault-free one; the same znodes must exist,
+					// and brokers must have been told what they hold.
+					got, exp = pathsOnly(got), pathsOnly(want)
+				}
+				if !slices.Equal(got, exp) {
+					t.Errorf("%s at call %d: znodes differ\n--- got\n%s\n--- want\n%s", kind, i, strings.Join(got, "\n"), strings.Join(exp, "\n"))
+					continue
+				}
+				if err := h.checkBrokersTold(); err != nil {
+					t.Errorf("%s at call %d: brokers not told the final state:\n%v", kind, i, err)
 				}
 			}
-			t.Logf("%d controller calls of the fault-free run, each with %d fault kinds (a fault past the last call of a run with more calls is not injected)", calls, len(kinds))
-		})
-	}
+		}
+		t.Logf("%d controller calls of the fault-free run, each with %d fault kinds (a fault past the last call of a run with more calls is not injected)", calls, len(kinds))
+	})
 }
 
 // pathsOnly keeps the znode paths of snapshot lines.

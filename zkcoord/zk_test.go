@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -277,84 +275,12 @@ func TestZKControllerElection(t *testing.T) {
 	}
 }
 
-// cutProxy is a TCP proxy to ZooKeeper that can cut every connection and
-// refuse new ones, to expire a session from the server's side.
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &cutProxy{ln: ln, target: target}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		ln.Close()
-		p.Cut()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *cutProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *cutProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		if p.cut {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		up, err := net.Dial("tcp", p.target)
-		if err != nil {
-			p.mu.Unlock()
-			c.Close()
-			continue
-		}
-		p.conns = append(p.conns, c, up)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go func() { defer p.wg.Done(); _, _ = io.Copy(up, c); up.Close() }()
-		go func() { defer p.wg.Done(); _, _ = io.Copy(c, up); c.Close() }()
-	}
-}
-
-func (p *cutProxy) Cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *cutProxy) Heal() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = false
-}
-
 // TestZKSessionExpiry cuts broker 1 off through a proxy until ZooKeeper
 // expires its session, then heals: broker 1 must re-register with a new
 // broker epoch, and its re-armed watches must keep the cache current.
 func TestZKSessionExpiry(t *testing.T) {
 	srv := zktest.Start(t)
-	proxy := newCutProxy(t, srv.Addr)
+	proxy := newZKFrameProxy(t, srv.Addr)
 	cfg := testConfig(t, proxy.Addr()+srv.Chroot, 1)
 	cfg.SessionTimeout = 2 * time.Second
 	var mu sync.Mutex
