@@ -24,6 +24,7 @@ help:
 	@echo "verify     lint plus a go mod tidy check"
 	@echo "fuzz       each Fuzz* target for FUZZTIME (default 30s)"
 	@echo "bench      kbench side by side: a 3-broker cluster vs in-memory kfake (bench-cluster)"
+	@echo "bench-compact  bench twice on one cluster, without and with a compacted topic cleaned beside (BENCH_COMPACT_RATE)"
 	@echo "bench-go   go test benchmarks of logstore, partition and protocol"
 	@echo "run        scripts/cluster.sh up: ZooKeeper and BROKERS (default 1) brokers"
 	@echo "down       scripts/cluster.sh down"
@@ -113,6 +114,17 @@ compose-test:
 .PHONY: bench-cluster
 bench-cluster: build
 	@scripts/bench.sh
+
+# bench-compact (issue 13): bench-cluster twice on the same cluster with the
+# same KBENCH_ARGS, first as usual, then with kbench --compact-beside
+# BENCH_COMPACT_RATE (keyed records/s of 1 KiB over 10,000 keys to a
+# compacted RF=3 topic with 8 MiB segments, written throughout the second
+# run), then both tables and the with/without ratio of every scenario.
+# KBENCH_ARGS='--compact-beside N' make bench is the second run alone.
+BENCH_COMPACT_RATE ?= 2000
+.PHONY: bench-compact
+bench-compact: build
+	@BENCH_COMPACT_RATE=$(BENCH_COMPACT_RATE) scripts/bench.sh
 
 # chaos: the fault-injection matrix of issue 6 (cmd/chaos, internal/chaos):
 # every scenario on fresh ZooKeeper-backed 3-broker clusters, a history

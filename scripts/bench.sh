@@ -10,6 +10,23 @@
 #   BENCH_ZK_PORT [32181]     BENCH_BASE_PORT [39092]  BENCH_HTTP_BASE_PORT [38080]
 #   BENCH_BROKER_MEM_MIB [1024]  memory cgroup limit per broker; 0 leaves the
 #                             brokers unconfined.
+#   BENCH_COMPACT_RATE []     if set (records/s, `make bench-compact`), run
+#                             kbench twice on the same cluster with the same
+#                             flags: first as usual, then with
+#                             --compact-beside RATE, and print both tables and
+#                             the with/without ratio per scenario (issue 13).
+#   BENCH_OUT_DIR [mktemp]    where bench-compact keeps both reports
+#   BROKER_OVERRIDES []       more broker settings (cluster.sh), after ours
+#
+# Cleaner settings, in every run (so that with and without --compact-beside
+# differ only in the compaction load): log.cleaner.backoff.ms=1000 so the
+# cleaner looks for work every second (Kafka's default 15 s would leave it
+# idle through most short scenarios), and log.cleaner.dedupe.buffer.size=
+# 32 MiB: the offset map is that size / log.cleaner.threads (1) and a pass
+# touches all of it, so Kafka's default 128 MiB would take an eighth of the
+# 1024 MiB cgroup from the page cache the consume topic (256 MiB per
+# broker) lives in; 32 MiB holds ~1.4M keys, far more than the 10,000 the
+# compaction load writes.
 #
 # Why a memory cgroup: this machine is a VM whose host takes back the memory
 # the guest frees (virtio-balloon free page reporting), so the first write
@@ -36,6 +53,8 @@ export BASE_PORT=${BENCH_BASE_PORT:-39092}
 export HTTP_BASE_PORT=${BENCH_HTTP_BASE_PORT:-38080}
 export BROKERS=3
 MEM_MIB=${BENCH_BROKER_MEM_MIB:-1024}
+export BROKER_OVERRIDES="log.cleaner.backoff.ms=1000 log.cleaner.dedupe.buffer.size=33554432 ${BROKER_OVERRIDES:-}"
+COMPACT_RATE=${BENCH_COMPACT_RATE:-}
 
 go build -o bin/kbench ./cmd/kbench
 
@@ -99,6 +118,39 @@ else
 	echo "bench: BENCH_BROKER_MEM_MIB=0: brokers run unconfined" >&2
 fi
 
-# shellcheck disable=SC2086 # KBENCH_ARGS is a list of flags
-bin/kbench --compare-kfake ${KBENCH_ARGS:-} \
-	--brokers "127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))"
+brokers="127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))"
+# What --compact-beside reads to show that the cleaner ran: each broker's
+# /metrics (kafka_log_logcleaner* gauges) and log dir (cleaner-offset-checkpoint).
+metrics_urls= log_dirs=
+for ((id = 0; id < BROKERS; id++)); do
+	metrics_urls+=${metrics_urls:+,}http://127.0.0.1:$((HTTP_BASE_PORT + id))/metrics
+	log_dirs+=${log_dirs:+,}$CLUSTER_DIR/broker-$id/data
+done
+
+# kbench_run runs kbench with the usual flags and any given.
+kbench_run() {
+	# shellcheck disable=SC2086 # KBENCH_ARGS is a list of flags
+	bin/kbench --compare-kfake ${KBENCH_ARGS:-} "$@" \
+		--metrics-urls "$metrics_urls" --log-dirs "$log_dirs" --brokers "$brokers"
+}
+
+if [[ -z $COMPACT_RATE ]]; then
+	kbench_run
+	exit
+fi
+
+out=${BENCH_OUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/kafkazk-bench-compact.XXXXXX")}
+mkdir -p "$out"
+echo "bench: run 1 of 2: without compaction (report $out/without.txt)" >&2
+status=0
+kbench_run | tee "$out/without.txt" || status=$?
+echo "bench: run 2 of 2: with --compact-beside $COMPACT_RATE (report $out/with.txt)" >&2
+kbench_run --compact-beside "$COMPACT_RATE" | tee "$out/with.txt" || status=$?
+printf '\n## Without compaction beside\n\n'
+grep '^|' "$out/without.txt"
+printf '\n## With --compact-beside %s (compacted topic on the cluster only)\n\n' "$COMPACT_RATE"
+grep '^|' "$out/with.txt"
+grep '^compaction beside\|^  ' "$out/with.txt" || true
+printf '\n## With / without (MB/s; e2e: p99 ms, above 1 is slower). kfake carries no load: its column is the drift of the machine\n\n'
+bin/kbench --beside-report "$out/without.txt,$out/with.txt" || status=$?
+exit "$status"

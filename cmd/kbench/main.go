@@ -38,16 +38,31 @@ func main() {
 	}
 }
 
-// run parses args, runs the benchmark and writes the report to stdout.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// config is what the flags say beyond kbench.Options.
+type config struct {
+	brokers      []string
+	compare      bool
+	onlyKfake    bool
+	kfakeBrokers int
+	kfakeSegment int64
+	cpuprofile   string
+	compact      kbench.CompactOptions
+	// besideReport is WITHOUT,WITH: two kbench reports to compare.
+	besideReport []string
+}
+
+// parseArgs parses and checks the flags.
+func parseArgs(args []string, stderr io.Writer) (kbench.Options, config, error) {
 	o := kbench.DefaultOptions()
+	var c config
+	c.compact = kbench.DefaultCompactOptions()
 	fs := flag.NewFlagSet("kbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	brokers := fs.String("brokers", "", "bootstrap list host:port,... of the cluster to measure")
-	compare := fs.Bool("compare-kfake", false, "also run every scenario against an in-process kfake cluster, alternating, and print ratios")
-	onlyKfake := fs.Bool("kfake", false, "run against an in-process kfake cluster only (no --brokers)")
-	kfakeBrokers := fs.Int("kfake-brokers", 3, "brokers in the kfake cluster")
-	kfakeSegment := fs.Int64("kfake-segment-bytes", 0, "kfake's log.segment.bytes (0: kfake's default, 100 MiB)")
+	fs.BoolVar(&c.compare, "compare-kfake", false, "also run every scenario against an in-process kfake cluster, alternating, and print ratios")
+	fs.BoolVar(&c.onlyKfake, "kfake", false, "run against an in-process kfake cluster only (no --brokers)")
+	fs.IntVar(&c.kfakeBrokers, "kfake-brokers", 3, "brokers in the kfake cluster")
+	fs.Int64Var(&c.kfakeSegment, "kfake-segment-bytes", 0, "kfake's log.segment.bytes (0: kfake's default, 100 MiB)")
 	kinds := fs.String("scenarios", strings.Join(o.Kinds, ","), "scenarios to run: produce,e2e,consume")
 	sizes := fs.String("sizes", "100,1024", "produce record sizes in bytes")
 	acks := fs.String("acks", "all,1", "produce acks settings: all,1")
@@ -63,42 +78,77 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.E2EDuration, "e2e-duration", o.E2EDuration, "e2e: length of one run")
 	fs.IntVar(&o.ConsumeSize, "consume-size", o.ConsumeSize, "consume: record size in bytes")
 	consumeMiB := fs.Int64("consume-mib", o.ConsumeBytes>>20, "consume: MiB of values to fill the topic with")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process (clients and kfake) to the file")
+	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (clients and kfake) to the file")
+	fs.IntVar(&c.compact.Rate, "compact-beside", 0, "cluster only: while every scenario runs, write this many keyed records/s to a compacted RF=3 topic, so the log cleaner works beside the measurements (0: off)")
+	fs.IntVar(&c.compact.RecordBytes, "compact-size", c.compact.RecordBytes, "compact-beside: value size in bytes")
+	fs.IntVar(&c.compact.Keys, "compact-keys", c.compact.Keys, "compact-beside: distinct keys")
+	fs.IntVar(&c.compact.Partitions, "compact-partitions", c.compact.Partitions, "compact-beside: partitions of the compacted topic")
+	fs.Int64Var(&c.compact.SegmentBytes, "compact-segment-bytes", c.compact.SegmentBytes, "compact-beside: the topic's segment.bytes")
+	fs.Float64Var(&c.compact.DirtyRatio, "compact-dirty-ratio", c.compact.DirtyRatio, "compact-beside: the topic's min.cleanable.dirty.ratio")
+	metricsURLs := fs.String("metrics-urls", "", "compact-beside: the brokers' /metrics URLs, for the kafka_log_logcleaner* gauges before and after")
+	logDirs := fs.String("log-dirs", "", "compact-beside: the brokers' log.dirs, for the topic's cleaner-offset-checkpoint at the end")
+	beside := fs.String("beside-report", "", "WITHOUT,WITH: print the with/without table of two kbench reports (stdout of runs without and with --compact-beside) and exit")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return o, c, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return o, c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if *beside != "" {
+		if c.besideReport = splitList(*beside); len(c.besideReport) != 2 {
+			return o, c, errors.New("--beside-report wants two files, WITHOUT,WITH")
+		}
+		return o, c, nil
+	}
+	c.brokers = splitList(*brokers)
+	c.compact.MetricsURLs, c.compact.LogDirs = splitList(*metricsURLs), splitList(*logDirs)
 	o.MaxRunBytes, o.ConsumeBytes = *maxMiB<<20, *consumeMiB<<20
 	o.Kinds = splitList(*kinds)
 	o.Acks = splitList(*acks)
 	var err error
 	if o.Sizes, err = parseInts(*sizes); err != nil {
-		return fmt.Errorf("--sizes: %w", err)
+		return o, c, fmt.Errorf("--sizes: %w", err)
 	}
 	for _, a := range o.Acks {
 		if a != "all" && a != "1" {
-			return fmt.Errorf("--acks: %q is neither all nor 1", a)
+			return o, c, fmt.Errorf("--acks: %q is neither all nor 1", a)
 		}
 	}
 	for _, k := range o.Kinds {
 		if k != kbench.KindProduce && k != kbench.KindE2E && k != kbench.KindConsume {
-			return fmt.Errorf("--scenarios: unknown %q", k)
+			return o, c, fmt.Errorf("--scenarios: unknown %q", k)
 		}
 	}
 	if o.Reps < 1 || o.Partitions < 1 || o.E2ERate < 1 || o.E2ESize < 8 {
-		return errors.New("--reps, --partitions and --e2e-rate must be positive, --e2e-size at least 8")
+		return o, c, errors.New("--reps, --partitions and --e2e-rate must be positive, --e2e-size at least 8")
 	}
-	if *brokers == "" && !*onlyKfake {
-		return errors.New("give --brokers, or --kfake for the in-memory reference alone")
+	if len(c.brokers) == 0 && !c.onlyKfake {
+		return o, c, errors.New("give --brokers, or --kfake for the in-memory reference alone")
 	}
-	if *brokers != "" && *onlyKfake {
-		return errors.New("--kfake runs without --brokers; use --compare-kfake to run both")
+	if len(c.brokers) > 0 && c.onlyKfake {
+		return o, c, errors.New("--kfake runs without --brokers; use --compare-kfake to run both")
+	}
+	if err := c.compact.Validate(); err != nil {
+		return o, c, err
+	}
+	if c.compact.Rate > 0 && len(c.brokers) == 0 {
+		return o, c, errors.New("--compact-beside loads the cluster of --brokers; kfake has no cleaner")
+	}
+	return o, c, nil
+}
+
+// run parses args, runs the benchmark and writes the report to stdout.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, c, err := parseArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+	if c.besideReport != nil {
+		return besideReport(stdout, c.besideReport[0], c.besideReport[1])
 	}
 	o.Progress = stderr
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
+	if c.cpuprofile != "" {
+		f, err := os.Create(c.cpuprofile)
 		if err != nil {
 			return err
 		}
@@ -115,42 +165,91 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			t.Close()
 		}
 	}()
-	if *brokers != "" {
-		t, err := kbench.NewTarget(ctx, "cluster", splitList(*brokers))
+	if len(c.brokers) > 0 {
+		t, err := kbench.NewTarget(ctx, "cluster", c.brokers)
 		if err != nil {
 			return err
 		}
 		targets = append(targets, t)
 	}
-	if *compare || *onlyKfake {
-		kopts := []kfake.Opt{kfake.NumBrokers(*kfakeBrokers)}
-		if *kfakeSegment > 0 {
+	if c.compare || c.onlyKfake {
+		kopts := []kfake.Opt{kfake.NumBrokers(c.kfakeBrokers)}
+		if c.kfakeSegment > 0 {
 			kopts = append(kopts, kfake.BrokerConfigs(map[string]string{
-				"log.segment.bytes": strconv.FormatInt(*kfakeSegment, 10),
+				"log.segment.bytes": strconv.FormatInt(c.kfakeSegment, 10),
 			}))
 		}
-		c, err := kfake.NewCluster(kopts...)
+		kc, err := kfake.NewCluster(kopts...)
 		if err != nil {
 			return fmt.Errorf("kfake: %w", err)
 		}
-		defer c.Close()
-		t, err := kbench.NewTarget(ctx, "kfake", c.ListenAddrs())
+		defer kc.Close()
+		t, err := kbench.NewTarget(ctx, "kfake", kc.ListenAddrs())
 		if err != nil {
 			return err
 		}
 		targets = append(targets, t)
 	}
 
+	var compact *kbench.CompactWriter
+	if c.compact.Rate > 0 {
+		if compact, err = kbench.StartCompactWriter(ctx, targets[0], c.compact); err != nil {
+			return fmt.Errorf("--compact-beside: %w", err)
+		}
+		fmt.Fprintf(stderr, "compaction beside: %d keyed records/s of %d B over %d keys to a compacted topic on %s\n",
+			c.compact.Rate, c.compact.RecordBytes, c.compact.Keys, targets[0].Name)
+	}
 	results, runErr := kbench.RunScenarios(ctx, o, targets, func(r kbench.Result) {
 		if err := r.WriteJSON(stdout); err != nil {
 			fmt.Fprintln(stderr, "kbench: json:", err)
 		}
 	})
+	var report kbench.CompactReport
+	if compact != nil {
+		report = compact.Stop(ctx)
+		if err := report.WriteJSON(stdout); err != nil {
+			fmt.Fprintln(stderr, "kbench: json:", err)
+		}
+	}
 	fmt.Fprintln(stdout)
 	if err := kbench.WriteTable(stdout, results); err != nil {
 		return err
 	}
+	if compact != nil {
+		fmt.Fprintln(stdout)
+		if err := report.WriteText(stdout); err != nil {
+			return err
+		}
+	}
 	return runErr
+}
+
+// besideReport prints the with/without table of two saved reports.
+func besideReport(stdout io.Writer, withoutPath, withPath string) error {
+	read := func(p string) ([]kbench.Result, error) {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		rs, err := kbench.ReadResults(f)
+		if err == nil && len(rs) == 0 {
+			err = errors.New("no scenario results")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		return rs, nil
+	}
+	without, err := read(withoutPath)
+	if err != nil {
+		return err
+	}
+	with, err := read(withPath)
+	if err != nil {
+		return err
+	}
+	return kbench.WriteBesideTable(stdout, without, with)
 }
 
 func splitList(s string) []string {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,66 @@ func TestArgs(t *testing.T) {
 		if err := run(context.Background(), args, &out, &errOut); err == nil {
 			t.Errorf("run(%q) succeeded", args)
 		}
+	}
+}
+
+// TestCompactArgs: the compaction load needs a cluster (--brokers), valid
+// settings, and is parsed into the options StartCompactWriter gets.
+func TestCompactArgs(t *testing.T) {
+	for _, args := range [][]string{
+		{"--kfake", "--compact-beside=100"},
+		{"--brokers=127.0.0.1:1", "--compact-beside=-1"},
+		{"--brokers=127.0.0.1:1", "--compact-beside=100", "--compact-keys=0"},
+		{"--brokers=127.0.0.1:1", "--compact-beside=100", "--compact-dirty-ratio=0"},
+		{"--brokers=127.0.0.1:1", "--compact-beside=100", "--compact-segment-bytes=10"},
+	} {
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), args, &out, &errOut); err == nil {
+			t.Errorf("run(%q) succeeded", args)
+		}
+	}
+	o, c, err := parseArgs([]string{"--brokers=127.0.0.1:1", "--compact-beside=2000", "--compact-segment-bytes=1048576",
+		"--metrics-urls=http://127.0.0.1:1/metrics,http://127.0.0.1:2/metrics", "--log-dirs=/a,/b,/c"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.compact.Rate != 2000 || c.compact.SegmentBytes != 1<<20 || c.compact.Keys != 10000 || c.compact.RecordBytes != 1024 ||
+		c.compact.DirtyRatio != 0.05 || len(c.compact.MetricsURLs) != 2 || len(c.compact.LogDirs) != 3 {
+		t.Errorf("compact options %+v", c.compact)
+	}
+	if o.Reps != kbench.DefaultOptions().Reps {
+		t.Errorf("reps %d", o.Reps)
+	}
+}
+
+// TestBesideReport: --beside-report reads two kbench reports and prints
+// the with/without table.
+func TestBesideReport(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, mbs float64) string {
+		r := kbench.Result{Scenario: kbench.Scenario{Kind: kbench.KindProduce, RecordBytes: 1024, Acks: "all", Partitions: 6},
+			Targets: []kbench.TargetResult{{Target: "cluster", Runs: []kbench.Run{kbench.NewRun(1000, int64(mbs*1e6), 1)}}}}
+		r.Finish()
+		var b bytes.Buffer
+		if err := r.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString("\n| table |\n")
+		p := dir + "/" + name
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	without, with := write("without", 100), write("with", 90)
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"--beside-report=" + without + "," + with}, &out, &errOut); err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "| produce 1KiB acks=all P=6 | MB/s   | 100.0           | 90.0         | 0.900") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	if err := run(context.Background(), []string{"--beside-report=" + without}, &out, &errOut); err == nil {
+		t.Error("one file accepted")
 	}
 }

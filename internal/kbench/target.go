@@ -53,9 +53,17 @@ func (t *Target) Close() { t.cl.Close() }
 // CreateTopic creates a topic with RF replicas and min.insync.replicas, and
 // waits until every partition has a leader and a full ISR.
 func (t *Target) CreateTopic(ctx context.Context, topic string, partitions int) error {
+	return t.CreateTopicConfigs(ctx, topic, partitions, nil)
+}
+
+// CreateTopicConfigs is CreateTopic with more topic configs.
+func (t *Target) CreateTopicConfigs(ctx context.Context, topic string, partitions int, configs map[string]string) error {
 	minISR := strconv.Itoa(t.MinInsync)
-	resp, err := t.adm.CreateTopic(ctx, int32(partitions), int16(t.RF),
-		map[string]*string{"min.insync.replicas": &minISR}, topic)
+	cfg := map[string]*string{"min.insync.replicas": &minISR}
+	for k, v := range configs {
+		cfg[k] = &v
+	}
+	resp, err := t.adm.CreateTopic(ctx, int32(partitions), int16(t.RF), cfg, topic)
 	if err == nil {
 		err = resp.Err
 	}
