@@ -8,6 +8,14 @@
 //	kbench --brokers 127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094 --compare-kfake
 //	kbench --kfake                           # the in-memory reference alone
 //
+// With --compact-beside RATE (cluster only) it writes RATE keyed records/s
+// to a compacted RF=3 topic throughout, so that the log cleaner works beside
+// the measurements, and at the end reports what it wrote and what the
+// cleaner did (the topic's cleaner-offset-checkpoint in each --log-dirs, the
+// kafka_log_logcleaner* gauges of each --metrics-urls). --beside-report
+// WITHOUT,WITH prints the with/without ratio of two saved reports (make
+// bench-compact).
+//
 // It prints a Markdown table on stdout after one JSON line per scenario;
 // progress goes to stderr.
 package main

@@ -138,14 +138,16 @@ func StartCompactWriter(ctx context.Context, t *Target, o CompactOptions) (*Comp
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
 	w.start = time.Now()
-	go w.loop(wctx)
+	go w.loop(wctx, ctx)
 	return w, nil
 }
 
 // loop produces on schedule: by now, rate × elapsed records have been
 // handed to the client. A client that cannot keep up blocks Produce, so the
-// achieved rate is reported, not assumed.
-func (w *CompactWriter) loop(ctx context.Context) {
+// achieved rate is reported, not assumed. stop ends the loop; records are
+// produced with ctx, so that those still buffered at stop are delivered by
+// Stop's Flush rather than failed.
+func (w *CompactWriter) loop(stop, ctx context.Context) {
 	defer close(w.done)
 	value := payload(w.o.RecordBytes)
 	keys := make([][]byte, w.o.Keys)
@@ -162,13 +164,13 @@ func (w *CompactWriter) loop(ctx context.Context) {
 		w.bytes.Add(int64(len(r.Value)))
 	}
 	interval := time.Second / time.Duration(w.o.Rate)
-	for i := 0; ctx.Err() == nil; {
+	for i := 0; stop.Err() == nil; {
 		due := int(time.Since(w.start)/interval) + 1
-		for ; i < due && ctx.Err() == nil; i++ {
+		for ; i < due && stop.Err() == nil; i++ {
 			w.cl.Produce(ctx, &kgo.Record{Key: keys[i%len(keys)], Value: value}, promise)
 		}
 		select {
-		case <-ctx.Done():
+		case <-stop.Done():
 		case <-time.After(min(time.Until(w.start.Add(time.Duration(i)*interval)), 10*time.Millisecond)):
 		}
 	}
@@ -188,7 +190,7 @@ func (w *CompactWriter) Stop(ctx context.Context) CompactReport {
 	r := w.report
 	r.Seconds = time.Since(w.start).Seconds()
 	r.Records, r.Bytes, r.Errors = w.acked.Load(), w.bytes.Load(), w.errs.Load()
-	if e := w.firstErr.Load(); e != nil && !errors.Is(*e, context.Canceled) {
+	if e := w.firstErr.Load(); e != nil {
 		r.FirstErr = (*e).Error()
 	}
 	if ends, err := w.t.endOffsets(fctx, r.Topic); err == nil {
@@ -307,8 +309,8 @@ func (r CompactReport) WriteText(w io.Writer) error {
 	if r.Seconds > 0 {
 		rate = float64(r.Records) / r.Seconds
 	}
-	fmt.Fprintf(&b, "compaction beside (%s): %s keyed records (%s over %d keys, %.1f MB) to %s in %.1fs: %s rec/s of %d offered, %d errors%s\n",
-		r.Target, thousands(float64(r.Records)), sizeName(int(r.Bytes/max(1, r.Records))), r.Keys, float64(r.Bytes)/1e6,
+	fmt.Fprintf(&b, "compaction beside (%s): %s keyed records (%s over %s keys, %.1f MB) to %s in %.1fs: %s rec/s of %d offered, %d errors%s\n",
+		r.Target, thousands(float64(r.Records)), sizeName(int(r.Bytes/max(1, r.Records))), thousands(float64(r.Keys)), float64(r.Bytes)/1e6,
 		r.Topic, r.Seconds, thousands(rate), r.RatePerSec, r.Errors, errSuffix(r.FirstErr))
 	if r.Checkpoint != nil {
 		dirs := make([]string, 0, len(r.Checkpoint))
