@@ -151,6 +151,6 @@ grep '^|' "$out/without.txt"
 printf '\n## With --compact-beside %s (compacted topic on the cluster only)\n\n' "$COMPACT_RATE"
 grep '^|' "$out/with.txt"
 grep '^compaction beside\|^  ' "$out/with.txt" || true
-printf '\n## With / without (MB/s; e2e: p99 ms, above 1 is slower). kfake carries no load: its column is the drift of the machine\n\n'
+printf '\n## With / without (MB/s; e2e: p99 ms, above 1 is slower). The compacted topic is on the cluster only; kfake'"'"'s column is the drift of the shared machine plus the CPU the load and the cleaner take from it\n\n'
 bin/kbench --beside-report "$out/without.txt,$out/with.txt" || status=$?
 exit "$status"
