@@ -252,30 +252,5 @@ func WriteTable(w io.Writer, results []Result) error {
 		}
 		rows = append(rows, row)
 	}
-	widths := make([]int, len(header))
-	for _, row := range rows {
-		for i, c := range row {
-			widths[i] = max(widths[i], len([]rune(c)))
-		}
-	}
-	line := func(row []string) string {
-		var b strings.Builder
-		b.WriteString("|")
-		for i, c := range row {
-			fmt.Fprintf(&b, " %s%s |", c, strings.Repeat(" ", widths[i]-len([]rune(c))))
-		}
-		return b.String()
-	}
-	var out strings.Builder
-	out.WriteString(line(rows[0]) + "\n")
-	sep := make([]string, len(header))
-	for i := range sep {
-		sep[i] = strings.Repeat("-", widths[i])
-	}
-	out.WriteString(line(sep) + "\n")
-	for _, row := range rows[1:] {
-		out.WriteString(line(row) + "\n")
-	}
-	_, err := io.WriteString(w, out.String())
-	return err
+	return writeMarkdown(w, rows)
 }
