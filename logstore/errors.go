@@ -23,8 +23,9 @@ var (
 	// [LogStartOffset, LogEndOffset].
 	ErrOffsetOutOfRange = errors.New("logstore: offset out of range")
 	// ErrOffsetMismatch is returned by Log.AppendAsFollower when the first
-	// batch does not start at LogEndOffset or a later batch does not start
-	// after the one before it. Nothing was written.
+	// batch starts below LogEndOffset or a later batch does not start
+	// after the one before it (a start above is a gap, which is taken).
+	// Nothing was written.
 	ErrOffsetMismatch = errors.New("logstore: offset mismatch")
 	// ErrRecordListTooLarge is returned by the appends for a single batch
 	// larger than Config.SegmentBytes, which no segment could hold. Nothing

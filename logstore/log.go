@@ -492,17 +492,20 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32, logAppendTimeMs 
 }
 
 // AppendAsFollower appends batches that already carry offsets (replicated
-// from a leader), byte for byte. The first batch's base offset must equal
-// LogEndOffset and each later one must start after the one before
-// (ErrOffsetMismatch); every batch is validated as in AppendAsLeader,
-// except that base offsets and control batches are allowed. Nothing is
-// written if any check fails.
+// from a leader), byte for byte. Offsets must increase but need not be
+// contiguous, as in Kafka's appendAsFollower: a cleaned leader log has gaps,
+// and its Read at our LogEndOffset may return a batch that starts above
+// it. So the first batch must not start below LogEndOffset and each later
+// one must start after the one before (ErrOffsetMismatch); every batch is
+// validated as in AppendAsLeader, except that base offsets and control
+// batches are allowed. LogEndOffset becomes the last batch's last offset
+// + 1. Nothing is written if any check fails.
 func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 	return l.appendBatches("append as follower", records, false, func(batches []BatchHeader, leo int64) error {
 		next := leo
 		for i := range batches {
 			h := &batches[i]
-			if (i == 0 && h.BaseOffset != next) || h.BaseOffset < next {
+			if h.BaseOffset < next {
 				return fmt.Errorf("batch %d starts at %d, log end offset %d: %w", i, h.BaseOffset, next, ErrOffsetMismatch)
 			}
 			next = h.NextOffset()

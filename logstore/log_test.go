@@ -309,8 +309,8 @@ func TestAppendAsFollower(t *testing.T) {
 		name    string
 		records []byte
 	}{
-		{"gap", makeBatch(batchSpec{records: 1, baseOffset: 4})},
 		{"behind", makeBatch(batchSpec{records: 1, baseOffset: 2})},
+		{"second behind the LEO", append(makeBatch(batchSpec{records: 1, baseOffset: 5}), makeBatch(batchSpec{records: 1, baseOffset: 1})...)},
 		{"second overlaps first", append(makeBatch(batchSpec{records: 2, baseOffset: 3}), makeBatch(batchSpec{records: 1, baseOffset: 4})...)},
 	} {
 		_, err := l.AppendAsFollower(tc.records)
@@ -318,6 +318,11 @@ func TestAppendAsFollower(t *testing.T) {
 		if l.LogEndOffset() != 3 {
 			t.Fatalf("%s: LEO moved to %d", tc.name, l.LogEndOffset())
 		}
+	}
+	// Offsets increase but need not be contiguous (a cleaned leader log).
+	gaps := append(makeBatch(batchSpec{records: 1, baseOffset: 4}), makeBatch(batchSpec{records: 2, baseOffset: 7})...)
+	if info, err := l.AppendAsFollower(gaps); err != nil || info.FirstOffset != 3 || info.LastOffset != 8 || l.LogEndOffset() != 9 {
+		t.Fatalf("append with gaps: info %+v, err %v, LEO %d", info, err, l.LogEndOffset())
 	}
 }
 

@@ -158,8 +158,10 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 	if len(res.Records) > 0 {
 		info, err := r.log.AppendAsFollower(res.Records)
 		if errors.Is(err, logstore.ErrOffsetMismatch) {
-			// The leader's batches do not start at our LEO: our log ends
-			// inside one of its batches. Truncation must run again.
+			// A leader batch starts below our LEO: our log ends inside
+			// one of its batches. Truncation must run again. (A batch
+			// above our LEO is a gap the leader's cleaner left, and is
+			// taken: Kafka rejects only offsets below the LEO.)
 			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, fetchOffset, err)
 		}
 		if err != nil {
