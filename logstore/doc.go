@@ -243,11 +243,17 @@
 //   - On open, damage at or above the recovery point is a torn tail: the
 //     log is cut at the first bad batch. Below it, damage found while
 //     rebuilding an index returns ErrCorrupt.
-//   - Each segment starts where the one before ends, unless a follower
-//     append carried an offset gap across a roll (leaders never leave
-//     one); recovery takes such a gap after any segment for a lost tail
-//     and deletes the later segments. (A log cleaner that leaves gaps at
-//     segment ends, as Kafka's does, must exempt compacted logs.)
+//   - Each segment starts where the one before ends: a follower batch
+//     that starts above the log end offset (a gap a cleaned leader log
+//     left) and rolls starts its new segment at the log end offset, below
+//     its first batch, as a cleaned segment keeps its group's first base
+//     (Kafka rolls at the batch's base instead). Only a gap wider than a
+//     relative offset (an int32) moves the new base into it. Recovery
+//     takes a gap after any segment for a lost tail and deletes the later
+//     segments; the cleaner ends a rewritten segment that would stop short
+//     of the next with an empty batch, which followers replicate as any
+//     other. (A cleaner that leaves gaps at segment ends, as Kafka's
+//     does, must exempt compacted logs.)
 //   - The leader epoch cache never holds an epoch starting at or above
 //     LogEndOffset, nor before LogStartOffset.
 package logstore

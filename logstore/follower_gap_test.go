@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"math"
 	"slices"
 	"testing"
@@ -25,8 +26,14 @@ func cleanedLeader(t *testing.T, segBytes int64) *Log {
 			gaps++
 		}
 	}
-	if hdrs[0].BaseOffset == 0 || gaps < 5 {
-		t.Fatalf("cleaned leader's first batch at %d, %d gaps: not enough to test", hdrs[0].BaseOffset, gaps)
+	fillers := 0 // the cleaner's empty batch that takes a segment to the next base
+	for _, h := range hdrs {
+		if h.NumRecords == 0 && h.ProducerID == -1 {
+			fillers++
+		}
+	}
+	if hdrs[0].BaseOffset == 0 || gaps < 5 || fillers == 0 {
+		t.Fatalf("cleaned leader's first batch at %d, %d gaps, %d filler batches: not enough to test", hdrs[0].BaseOffset, gaps, fillers)
 	}
 	return leader
 }
@@ -71,5 +78,59 @@ func TestFollowerReplicatesCleanedLogWithGaps(t *testing.T) {
 		b := makeBatch(batchSpec{records: 1, baseOffset: follower.LogEndOffset() - 1})
 		_, err := follower.AppendAsFollower(b)
 		wantErr(t, err, ErrOffsetMismatch)
+	}
+}
+
+// TestFollowerOfCleanedLogSurvivesRestart: a follower with small segments
+// replicating a cleaned log rolls at gaps; its segments must stay
+// contiguous, so that a clean reopen, with the recovery point at the LEO or
+// at 0 (every segment validated), keeps everything.
+
+func TestFollowerOfCleanedLogSurvivesRestart(t *testing.T) {
+	leader := cleanedLeader(t, 1500)
+	want, _ := logContents(t, leader)
+	dir := t.TempDir()
+	cfg := smallSegConfig(t, 120)
+	follower := openLog(t, dir, cfg, 0)
+	replicate(t, leader, follower, 1)
+	leo := follower.LogEndOffset()
+	if n := len(follower.segments); n < 5 {
+		t.Fatalf("%d follower segments: too few to test rolls at gaps", n)
+	}
+	if err := follower.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, rp := range []int64{leo, 0} {
+		l, err := Open(dir, cfg, rp)
+		if err != nil {
+			t.Fatalf("reopen with recovery point %d: %v", rp, err)
+		}
+		if l.LogEndOffset() != leo {
+			t.Fatalf("reopen with recovery point %d: LEO %d, want %d", rp, l.LogEndOffset(), leo)
+		}
+		if got, _ := logContents(t, l); !slices.Equal(got, want) {
+			t.Fatalf("reopen with recovery point %d: contents differ from the leader's", rp)
+		}
+		// Segments start at the LEO of their roll, below their first
+		// batch: a Read at any offset, gaps included, finds the batch
+		// the leader's does.
+		for off := int64(0); off < leo; off++ {
+			got, err := l.Read(off, 1, math.MaxInt64)
+			if err != nil {
+				t.Fatalf("follower Read(%d): %v", off, err)
+			}
+			lb, err := leader.Read(off, 1, math.MaxInt64)
+			if err != nil {
+				t.Fatalf("leader Read(%d): %v", off, err)
+			}
+			gh, _ := ParseBatchHeader(got)
+			lh, _ := ParseBatchHeader(lb)
+			if gh.BaseOffset != lh.BaseOffset || !bytes.Equal(got[:gh.Size()], lb[:lh.Size()]) {
+				t.Fatalf("Read(%d): follower batch at %d, leader's at %d", off, gh.BaseOffset, lh.BaseOffset)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -559,8 +559,16 @@ func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
 					return err
 				}
 			}
+			// The new segment starts at the log end offset, not at h:
+			// a follower batch may start above it (a gap a cleaned
+			// leader log left), and segments stay contiguous, as
+			// recovery's "ends short of the next segment" rule needs. A
+			// base below its first batch is normal (cleaned segments
+			// have it too). Only a gap too wide for h's relative offset
+			// moves the base up into it.
+			newBase := max(seg.nextOffset, h.LastOffset()-math.MaxInt32)
 			var err error
-			if seg, err = l.roll(h.BaseOffset); err != nil {
+			if seg, err = l.roll(newBase); err != nil {
 				return err
 			}
 			runStart += int(runLen)
