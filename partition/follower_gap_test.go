@@ -21,7 +21,7 @@ func TestReplicationFollowerCatchesUpOnCleanedLog(t *testing.T) {
 	cfg := cluster.DefaultLogConfig()
 	cfg.MinInsyncReplicas = 1
 	cfg.CleanupPolicy, cfg.Compact = "compact", true
-	cfg.SegmentBytes = 400
+	cfg.SegmentBytes = 150
 	s := newSim(t, 3, cfg)
 	s.fail(3)
 	leader := s.zk.get().Leader
@@ -55,8 +55,11 @@ func TestReplicationFollowerCatchesUpOnCleanedLog(t *testing.T) {
 	}
 
 	s.restart(3)
-	s.catchUp()
 	want := s.status(leader).LogEndOffset
+	for i := 0; i < 200 && s.status(3).LogEndOffset < want; i++ {
+		s.fetch(3) // one leader segment per fetch at most
+	}
+	s.catchUp()
 	if got := s.status(3).LogEndOffset; got != want {
 		t.Fatalf("follower LEO %d, leader's %d", got, want)
 	}
