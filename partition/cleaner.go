@@ -101,7 +101,11 @@ type cleaner struct {
 	running     map[cluster.TopicPartition]chan struct{} // closed when the pass ends
 	paused      map[cluster.TopicPartition]int
 	uncleanable map[cluster.TopicPartition]string // -> log dir
-	lastStats   []logstore.CleanStats             // per thread
+	// truncated is, per partition being cleaned, the lowest offset its
+	// log was truncated to since the pass began: the pass's checkpoint
+	// goes no higher (the records from there on were replaced).
+	truncated   map[cluster.TopicPartition]int64
+	lastStats   []logstore.CleanStats // per thread
 	dirtiest    float64
 	dead        int
 	passes      int64
@@ -117,6 +121,7 @@ func newCleaner(m *Manager, cfg CleanerConfig) *cleaner {
 		running:     map[cluster.TopicPartition]chan struct{}{},
 		paused:      map[cluster.TopicPartition]int{},
 		uncleanable: map[cluster.TopicPartition]string{},
+		truncated:   map[cluster.TopicPartition]int64{},
 		lastStats:   make([]logstore.CleanStats, cfg.Threads),
 	}
 }
@@ -261,22 +266,20 @@ func (c *cleaner) grabFilthiest(now time.Time) *toClean {
 		}
 		tp := r.tp
 		logDir := filepath.Dir(r.dir)
-		trunc := r.cleanTruncatedTo.Swap(math.MaxInt64)
 		c.mu.Lock()
-		o, ok := c.offsets[tp]
-		if !ok {
-			o = cleanerOffset{logDir: logDir, offset: -1} // from the log start
-		}
-		if trunc < o.offset {
-			// Kafka's maybeTruncateCheckpoint: records above a truncation
-			// point were replaced and are dirty again.
-			o.offset = trunc
-			c.offsets[tp] = o
-		}
 		skip := c.running[tp] != nil || c.paused[tp] > 0 || c.uncleanable[tp] != ""
 		c.mu.Unlock()
 		if skip {
+			// A running pass takes its partition's truncations when it
+			// ends (noteTruncation keeps them for it in any case).
 			continue
+		}
+		c.noteTruncation(r)
+		c.mu.Lock()
+		o, ok := c.offsets[tp]
+		c.mu.Unlock()
+		if !ok {
+			o = cleanerOffset{logDir: logDir, offset: -1} // from the log start
 		}
 		cr, err := r.log.Cleanable(o.offset, hw, nowMs, cfg.MinCompactionLagMs)
 		if err != nil {
@@ -324,7 +327,7 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 	if *om == nil {
 		*om = logstore.NewOffsetMap(c.cfg.DedupeBufferSize / int64(c.cfg.Threads))
 	}
-	r, tp := lc.r, lc.r.tp
+	r := lc.r
 	stats, err := r.log.Clean(logstore.CleanConfig{
 		FirstDirtyOffset:   lc.first,
 		UpperOffset:        lc.upper,
@@ -335,9 +338,25 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 		Codec:              recordcodec.Codecs{},
 		Throttler:          c.throttler,
 	})
+	return c.finishPass(id, lc, stats, err)
+}
+
+// finishPass records the outcome of thread id's pass lc: its checkpoint,
+// stats or uncleanable mark, and writes the checkpoint file. It reports
+// whether the pass completed.
+func (c *cleaner) finishPass(id int, lc *toClean, stats logstore.CleanStats, err error) bool {
+	r, tp := lc.r, lc.r.tp
+	trunc := r.cleanTruncatedTo.Swap(math.MaxInt64)
 	c.mu.Lock()
+	if t, ok := c.truncated[tp]; ok {
+		trunc = min(trunc, t)
+		delete(c.truncated, tp)
+	}
 	delete(c.running, tp)
 	close(lc.running)
+	// Kafka's maybeTruncateCheckpoint: the records from a truncation
+	// point on were replaced and are dirty again, whatever the pass did.
+	c.lowerCheckpointLocked(tp, trunc)
 	// A pause (stop or deletion) waited for this pass: its checkpoint is
 	// the stopper's to keep or drop.
 	stillHere := c.paused[tp] == 0 && c.m.replicaIs(tp, r)
@@ -346,7 +365,7 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 		c.lastStats[id] = stats
 		c.passes++
 		if stillHere {
-			c.offsets[tp] = cleanerOffset{logDir: lc.logDir, offset: stats.EndOffset}
+			c.offsets[tp] = cleanerOffset{logDir: lc.logDir, offset: min(stats.EndOffset, trunc)}
 		}
 	case errors.Is(err, logstore.ErrCleanAborted), errors.Is(err, logstore.ErrClosed):
 		// The log was truncated, retention ran or it closed under the
@@ -374,6 +393,43 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 		logger.Error().Err(err).Msg("log cleaning failed; the partition is uncleanable until deleted or the broker restarts")
 		return false
 	}
+}
+
+// noteTruncation takes the truncation of r's log recorded since the
+// cleaner last looked (by truncateLocked, in r.cleanTruncatedTo) into the
+// cleaner's state, keyed by partition so that it outlives r: a partition
+// being cleaned keeps it for its pass's end (finishPass), any other has
+// its checkpoint lowered to it now and the checkpoint file rewritten.
+func (c *cleaner) noteTruncation(r *Replica) {
+	trunc := r.cleanTruncatedTo.Swap(math.MaxInt64)
+	if trunc == math.MaxInt64 {
+		return
+	}
+	c.mu.Lock()
+	if c.running[r.tp] != nil {
+		if t, ok := c.truncated[r.tp]; !ok || trunc < t {
+			c.truncated[r.tp] = trunc
+		}
+		c.mu.Unlock()
+		return
+	}
+	o, lowered := c.offsets[r.tp], c.lowerCheckpointLocked(r.tp, trunc)
+	c.mu.Unlock()
+	if lowered {
+		c.writeCheckpoints(o.logDir)
+	}
+}
+
+// lowerCheckpointLocked lowers tp's checkpoint, if it has one, to trunc;
+// it reports whether it did. Caller holds c.mu.
+func (c *cleaner) lowerCheckpointLocked(tp cluster.TopicPartition, trunc int64) bool {
+	o, ok := c.offsets[tp]
+	if !ok || trunc >= o.offset {
+		return false
+	}
+	o.offset = trunc
+	c.offsets[tp] = o
+	return true
 }
 
 // pause keeps tp from being cleaned until resume, and waits for a pass of

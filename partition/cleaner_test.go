@@ -529,3 +529,81 @@ func TestCleanerStopAndDeleteDuringPasses(t *testing.T) {
 		t.Fatalf("cleaner status %+v", st)
 	}
 }
+
+// TestCleanerTruncationDuringPassLowersItsCheckpoint: with two threads, a
+// scan by one (B) while the other (A) cleans the partition must not
+// consume a truncation of it into the old checkpoint that A's completed
+// pass then overwrites: the checkpoint after A's pass is at most the
+// truncation point, so the records appended again above it are dirty.
+func TestCleanerTruncationDuringPassLowersItsCheckpoint(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(100000, 0)}
+	cfg := compactConfig()
+	cfg.MinCleanableDirtyRatio = 0
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true, Threads: 2}, cfg)
+	produceKeyed(t, m, 0, 200, 5, 0, 1)
+	if n := cleanAll(t, m); n == 0 {
+		t.Fatal("no clean pass")
+	}
+	produceKeyed(t, m, 200, 100, 5, 0, 1)
+	a := m.cleaner.grabFilthiest(clock.Now()) // thread A's pass begins
+	if a == nil {
+		t.Fatal("nothing to clean")
+	}
+	end := m.cleaner.checkpoint(tp0)
+	r, err := m.get(tp0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	err = r.truncateLocked(end - 3)
+	r.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := r.log.LogEndOffset()
+	if b := m.cleaner.grabFilthiest(clock.Now()); b != nil { // thread B's scan
+		t.Fatalf("thread B picked %v, being cleaned by A", b.r.tp)
+	}
+	// A's pass completes, ending above the truncation point.
+	if !m.cleaner.finishPass(0, a, logstore.CleanStats{FirstDirtyOffset: a.first, EndOffset: a.upper}, nil) {
+		t.Fatal("pass not completed")
+	}
+	if got := m.cleaner.checkpoint(tp0); got > to {
+		t.Fatalf("checkpoint %d after a pass during which the log was truncated to %d, want <= %d", got, to, to)
+	}
+}
+
+// TestCleanerTruncationSurvivesStopReplica: a truncation the cleaner has
+// not looked at yet still lowers the checkpoint when the replica is
+// stopped (not deleted) before the next scan and opened again.
+func TestCleanerTruncationSurvivesStopReplica(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(100000, 0)}
+	cfg := compactConfig()
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true}, cfg)
+	produceKeyed(t, m, 0, 200, 5, 0, 1)
+	if n := cleanAll(t, m); n == 0 {
+		t.Fatal("no clean pass")
+	}
+	end := m.cleaner.checkpoint(tp0)
+	r, err := m.get(tp0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	err = r.truncateLocked(end - 3)
+	r.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := r.log.LogEndOffset()
+	if err := m.StopReplicas([]cluster.TopicPartition{tp0}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 1, []int32{1}, []int32{1}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	m.cleaner.grabFilthiest(clock.Now())
+	if got := m.cleaner.checkpoint(tp0); got > to {
+		t.Fatalf("checkpoint %d after a truncation to %d and a restart of the replica, want <= %d", got, to, to)
+	}
+}

@@ -657,6 +657,9 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	m.mu.RLock()
 	r := m.replicas[tp]
 	m.mu.RUnlock()
+	if r != nil && !remove {
+		m.cleaner.noteTruncation(r) // the checkpoint outlives r
+	}
 	if r == nil {
 		if !remove {
 			return nil
