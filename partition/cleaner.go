@@ -104,7 +104,10 @@ type cleaner struct {
 	// truncated is, per partition being cleaned, the lowest offset its
 	// log was truncated to since the pass began: the pass's checkpoint
 	// goes no higher (the records from there on were replaced).
-	truncated   map[cluster.TopicPartition]int64
+	truncated map[cluster.TopicPartition]int64
+	// aborts holds, per partition being cleaned, the channel that aborts
+	// its pass (CleanConfig.Abort) until closed by abortLocked.
+	aborts      map[cluster.TopicPartition]chan struct{}
 	lastStats   []logstore.CleanStats // per thread
 	dirtiest    float64
 	dead        int
@@ -122,6 +125,7 @@ func newCleaner(m *Manager, cfg CleanerConfig) *cleaner {
 		paused:      map[cluster.TopicPartition]int{},
 		uncleanable: map[cluster.TopicPartition]string{},
 		truncated:   map[cluster.TopicPartition]int64{},
+		aborts:      map[cluster.TopicPartition]chan struct{}{},
 		lastStats:   make([]logstore.CleanStats, cfg.Threads),
 	}
 }
@@ -246,6 +250,7 @@ type toClean struct {
 	ratio   float64
 	logDir  string
 	running chan struct{}
+	abort   chan struct{} // closed to abort the pass
 }
 
 // grabFilthiest is Kafka's grabFilthiestCompactedLog: among the replicas
@@ -309,8 +314,15 @@ func (c *cleaner) grabFilthiest(now time.Time) *toClean {
 	if c.running[tp] != nil || c.paused[tp] > 0 || !c.m.replicaIs(tp, best.r) {
 		return nil // paused or replaced since the scan; the next one sees it
 	}
+	select {
+	case <-c.m.stop:
+		return nil // Close aborted the passes (abortAll, after m.stop): start none
+	default:
+	}
 	best.running = make(chan struct{})
 	c.running[tp] = best.running
+	best.abort = make(chan struct{})
+	c.aborts[tp] = best.abort
 	return best
 }
 
@@ -337,6 +349,7 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 		Map:                *om,
 		Codec:              recordcodec.Codecs{},
 		Throttler:          c.throttler,
+		Abort:              lc.abort,
 	})
 	return c.finishPass(id, lc, stats, err)
 }
@@ -353,6 +366,7 @@ func (c *cleaner) finishPass(id int, lc *toClean, stats logstore.CleanStats, err
 		delete(c.truncated, tp)
 	}
 	delete(c.running, tp)
+	delete(c.aborts, tp)
 	close(lc.running)
 	// Kafka's maybeTruncateCheckpoint: the records from a truncation
 	// point on were replaced and are dirty again, whatever the pass did.
@@ -432,16 +446,35 @@ func (c *cleaner) lowerCheckpointLocked(tp cluster.TopicPartition, trunc int64) 
 	return true
 }
 
-// pause keeps tp from being cleaned until resume, and waits for a pass of
-// it in progress (Kafka's abortAndPauseCleaning, but the pass runs to its
-// end or its own abort: Log.Clean has no cancellation).
+// pause keeps tp from being cleaned until resume, and aborts a pass of it
+// in progress and waits for it to end (Kafka's abortAndPauseCleaning): the
+// pass stops at its next batch or throttle wait with ErrCleanAborted.
 func (c *cleaner) pause(tp cluster.TopicPartition) {
 	c.mu.Lock()
 	c.paused[tp]++
+	c.abortLocked(tp)
 	ch := c.running[tp]
 	c.mu.Unlock()
 	if ch != nil {
 		<-ch
+	}
+}
+
+// abortLocked aborts tp's pass in progress, if any. Caller holds c.mu.
+func (c *cleaner) abortLocked(tp cluster.TopicPartition) {
+	if ch := c.aborts[tp]; ch != nil {
+		close(ch)
+		delete(c.aborts, tp)
+	}
+}
+
+// abortAll aborts every pass in progress (Close); the threads see the
+// Manager stopping and start no other.
+func (c *cleaner) abortAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for tp := range c.aborts {
+		c.abortLocked(tp)
 	}
 }
 

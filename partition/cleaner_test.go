@@ -607,3 +607,45 @@ func TestCleanerTruncationSurvivesStopReplica(t *testing.T) {
 		t.Fatalf("checkpoint %d after a truncation to %d and a restart of the replica, want <= %d", got, to, to)
 	}
 }
+
+// TestCleanerAbortsThrottledPass: a pass held to a very low I/O rate is
+// aborted promptly by StopReplica, and by Close, as Kafka's
+// abortAndPauseCleaning, instead of their waiting for the pass to end.
+func TestCleanerAbortsThrottledPass(t *testing.T) {
+	for _, stop := range []string{"StopReplica", "Close"} {
+		t.Run(stop, func(t *testing.T) {
+			clock := &fakeClock{t: time.Unix(100000, 0)}
+			cfg := compactConfig()
+			cfg.MinCleanableDirtyRatio = 0
+			m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock,
+				CleanerConfig{Enable: true, DedupeBufferSize: 1 << 20, IOMaxBytesPerSecond: 10, Backoff: time.Millisecond}, cfg)
+			produceKeyed(t, m, 0, 200, 5, 0, 1)
+			// Past the throttler's first 100 ms check interval, so that its
+			// first check sleeps off the pass's bytes at 10 B/s.
+			time.Sleep(150 * time.Millisecond)
+			m.Start()
+			waitFor(t, "a pass", func() bool {
+				m.cleaner.mu.Lock()
+				defer m.cleaner.mu.Unlock()
+				return m.cleaner.running[tp0] != nil
+			})
+			time.Sleep(100 * time.Millisecond) // into the throttle's sleep
+			done := make(chan error, 1)
+			go func() {
+				if stop == "Close" {
+					done <- m.Close()
+				} else {
+					done <- m.StopReplicas([]cluster.TopicPartition{tp0}, false)
+				}
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatalf("%s still waiting for a throttled clean pass after 3s", stop)
+			}
+		})
+	}
+}

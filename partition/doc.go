@@ -168,10 +168,11 @@
 // it into its own state, keyed by partition, at the next scan, at
 // StopReplica, or when a pass of the partition ends; a truncation during
 // a pass caps that pass's checkpoint at the truncation point, whichever
-// thread saw it. StopReplica pauses the
-// partition's cleaning and waits for a pass in progress, which runs to its
-// end (or its own abort: Log.Clean cannot be cancelled), before it closes
-// or deletes the log; Close likewise waits for the threads' passes to end.
+// thread saw it. StopReplica pauses the partition's cleaning, aborts a
+// pass in progress (Kafka's abortAndPauseCleaning: CleanConfig.Abort, seen
+// at the pass's next batch or throttle wait) and waits for it to end,
+// before it closes or deletes the log; Close likewise aborts the threads'
+// passes and waits for them.
 // Fetch and the HW do not depend on the cleaner: a cleaned log is read as
 // any other (logstore returns the next surviving batch inside a gap).
 //

@@ -815,7 +815,8 @@ func (m *Manager) Close() error {
 		m.goMu.Lock()
 		m.goClosed = true
 		m.goMu.Unlock()
-		m.wg.Wait() // the cleaner threads finish their passes
+		m.cleaner.abortAll()
+		m.wg.Wait() // the cleaner threads end, their passes aborted
 		m.cleaner.writeCheckpoints()
 		for _, r := range m.all() {
 			if err := r.log.Flush(); err != nil {
