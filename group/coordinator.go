@@ -344,6 +344,7 @@ func (c *Coordinator) load(p int32, token uint64) {
 	}
 	l := newLoader()
 	offset := int64(0)
+	parseBackoff := 100 * time.Millisecond
 	for offset < end {
 		if stale() {
 			return
@@ -366,8 +367,22 @@ func (c *Coordinator) load(p int32, token uint64) {
 			}
 		})
 		if perr != nil {
-			c.log.Error().Err(perr).Int32("partition", p).Int64("offset", offset).Msg("offsets partition unreadable past this point")
+			// Kafka fails the load on a batch it cannot read: never mark
+			// the partition loaded without the groups at and after it
+			// (their consumers would reset their offsets). Keep what was
+			// read whole and retry the failing batch, backing off.
+			c.log.Error().Err(perr).Int32("partition", p).Int64("offset", offset).Dur("retry_in", parseBackoff).
+				Msg("offsets partition unreadable at this point; load retrying")
+			if next > offset {
+				offset = next
+			}
+			if !c.sleep(parseBackoff) {
+				return
+			}
+			parseBackoff = min(2*parseBackoff, time.Second)
+			continue
 		}
+		parseBackoff = 100 * time.Millisecond
 		if next <= offset {
 			if res.HighWatermark >= end {
 				// Everything up to end is committed and there is no

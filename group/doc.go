@@ -19,8 +19,10 @@
 // by the high watermark) from the log start up to the log end offset the
 // replica had when it became leader; reading waits for the high watermark
 // to get there, so everything loaded is committed and nothing acknowledged
-// by the previous leader is missed. Meanwhile requests for its groups
-// answer ErrCoordinatorLoadInProgress. Resigning drops the partition's
+// by the previous leader is missed. A batch that does not decode or
+// inflate fails the load (as Kafka's): the loader retries it, backing off
+// up to 1s, and never marks the partition loaded without it. Meanwhile
+// requests for its groups answer ErrCoordinatorLoadInProgress. Resigning drops the partition's
 // groups and answers their waiting requests ErrNotCoordinator; so does
 // every request for a partition not led here. The coordinator does not
 // create the topic: protocol's FindCoordinator does, through Admin.

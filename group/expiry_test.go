@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -678,5 +679,64 @@ func TestCompactedLogReloadsLiveState(t *testing.T) {
 	c2.Tick()
 	if d, _ := c2.DescribeGroup("empty"); d.State != "Dead" {
 		t.Fatalf("empty group a retention after it emptied, across a reload: %+v", d)
+	}
+}
+
+// TestLoadFailsOnUnreadableBatch: a batch of the offsets partition that
+// cannot be parsed (here: it claims gzip but holds plain records, so it
+// fails to inflate) fails the load as Kafka's loader does, instead of
+// marking the partition loaded without the groups at and after it; the
+// loader retries, and once the batch reads it loads every group.
+func TestLoadFailsOnUnreadableBatch(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	log := newFakeLog()
+	tp := cluster.TopicPartition{Topic: Topic, Partition: 0}
+	var ids []string
+	for i := 0; len(ids) < 3; i++ {
+		if s := string(rune('a' + i)); PartitionFor(s, testPartitions) == 0 {
+			ids = append(ids, s)
+		}
+	}
+	off := offsetValue(Offset{Offset: 7, LeaderEpoch: -1, CommitTimestamp: 1, ExpireTimestamp: -1})
+	for _, id := range ids {
+		if _, err := log.Append(tp, buildBatch([]kv{{offsetKey(id, "t", 0), off}}, clock.Now()), -1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log.mu.Lock()
+	bad := log.batches[tp][1]
+	good := append([]byte(nil), bad...)
+	bad[22] |= 0x01 // attributes: gzip
+	log.mu.Unlock()
+
+	c := New(testCoordinatorConfig(t, log, clock, -1))
+	t.Cleanup(func() { c.Close() })
+	c.OnBecomeLeader(0, 1)
+	time.Sleep(300 * time.Millisecond)
+	for _, id := range ids {
+		if _, err := c.FetchOffsets(id, nil); !errors.Is(err, ErrCoordinatorLoadInProgress) {
+			t.Fatalf("fetch offsets of %s with an unreadable batch in the log: %v, want COORDINATOR_LOAD_IN_PROGRESS", id, err)
+		}
+	}
+	log.mu.Lock()
+	copy(bad, good)
+	log.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c.mu.Lock()
+		loaded := c.parts[0].loaded
+		c.mu.Unlock()
+		if loaded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not loaded within 5s of the batch becoming readable")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, id := range ids {
+		if offs := offsetsOf(t, c, id); offs[cluster.TopicPartition{Topic: "t", Partition: 0}].Offset != 7 {
+			t.Fatalf("offsets of %s after the retried load: %v", id, offs)
+		}
 	}
 }

@@ -153,7 +153,11 @@ const inflatedBatchMaxBytes = 100 << 20
 
 // parseBatches calls fn for every record of the whole v2 batches in b,
 // compressed or not, skipping control batches, and returns the offset
-// after the last batch (-1 if b holds none).
+// after the last batch (-1 if b holds none). On an error (a batch that does
+// not decode or inflate) it returns the offset after the last batch parsed
+// whole, so a caller re-reads the failing batch rather than skip its
+// records; fn may have seen some records of the failing batch, which
+// applying again in order leaves unchanged.
 func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, error) {
 	next := int64(-1)
 	for len(b) >= 12 {
@@ -166,11 +170,12 @@ func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, er
 			return next, fmt.Errorf("%w: batch: %v", errBadRecord, err)
 		}
 		b = b[12+size:]
-		next = rb.FirstOffset + int64(rb.LastOffsetDelta) + 1
 		if rb.Magic != 2 {
 			return next, fmt.Errorf("%w: magic %d", errBadRecord, rb.Magic)
 		}
+		end := rb.FirstOffset + int64(rb.LastOffsetDelta) + 1
 		if rb.Attributes&0x20 != 0 { // control batch
+			next = end
 			continue
 		}
 		recs := rb.Records
@@ -193,6 +198,7 @@ func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, er
 			recs = recs[n+int(l):]
 			fn(rb.FirstOffset+int64(r.OffsetDelta), r.Key, r.Value)
 		}
+		next = end
 	}
 	return next, nil
 }

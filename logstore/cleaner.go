@@ -85,6 +85,10 @@ type CleanConfig struct {
 	Codec Codec
 	// Throttler, if not nil, is told of every read and write.
 	Throttler Throttler
+	// Abort, if not nil, aborts the pass when closed (Kafka's
+	// abortAndPauseCleaning): Clean returns ErrCleanAborted at the next
+	// batch read or written, and a RateThrottler's wait ends at once.
+	Abort <-chan struct{}
 	// MaxInflatedBatchBytes bounds one compressed batch's inflated
 	// records; <= 0 means 64 MiB.
 	MaxInflatedBatchBytes int
@@ -337,9 +341,22 @@ func (p *cleanPass) abortedIf(gen int64, err error) error {
 	return err
 }
 
-func (p *cleanPass) throttle(n int64) {
+// throttle tells the throttler of n bytes read or written (a wait it
+// imposes ends early on Abort) and returns ErrCleanAborted once Abort is
+// closed.
+func (p *cleanPass) throttle(n int64) error {
 	if p.cfg.Throttler != nil && n > 0 {
-		p.cfg.Throttler.Throttle(n)
+		if rt, ok := p.cfg.Throttler.(*RateThrottler); ok && p.cfg.Abort != nil {
+			rt.throttle(n, p.cfg.Abort)
+		} else {
+			p.cfg.Throttler.Throttle(n)
+		}
+	}
+	select {
+	case <-p.cfg.Abort:
+		return fmt.Errorf("%w: aborted by the caller", ErrCleanAborted)
+	default:
+		return nil
 	}
 }
 
@@ -376,7 +393,9 @@ func (p *cleanPass) batches(sn segSnap, fn func(h *BatchHeader, raw []byte) (boo
 			return sn.s.corruptAt(pos, fmt.Errorf("CRC %#08x, computed %#08x", h.CRC, crc))
 		}
 		p.stats.BytesRead += int64(size)
-		p.throttle(int64(size))
+		if err := p.throttle(int64(size)); err != nil {
+			return err
+		}
 		pos += int64(size)
 		more, err := fn(&h, raw)
 		if err != nil || !more {
@@ -566,9 +585,9 @@ func (p *cleanPass) flushOut(f File, written *int64) error {
 	}
 	*written += int64(len(p.out))
 	p.stats.BytesWritten += int64(len(p.out))
-	p.throttle(int64(len(p.out)))
+	n := int64(len(p.out))
 	p.out = p.out[:0]
-	return nil
+	return p.throttle(n)
 }
 
 // filterBatch passes to emit what is kept of the batch raw: the batch

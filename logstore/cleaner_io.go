@@ -62,7 +62,11 @@ func (t *RateThrottler) SetRate(bytesPerSecond float64) {
 
 // Throttle implements Throttler. The sleep happens with the throttler's
 // lock held, so concurrent callers wait their turn, as in Kafka.
-func (t *RateThrottler) Throttle(bytes int64) {
+func (t *RateThrottler) Throttle(bytes int64) { t.throttle(bytes, nil) }
+
+// throttle is Throttle with a wait that ends early when abort (if not nil)
+// is closed.
+func (t *RateThrottler) throttle(bytes int64, abort <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.bytesPerSec <= 0 || math.IsInf(t.bytesPerSec, 1) {
@@ -76,7 +80,16 @@ func (t *RateThrottler) Throttle(bytes int64) {
 	}
 	want := time.Duration(float64(t.observed) / t.bytesPerSec * float64(time.Second))
 	if want > elapsed {
-		t.sleep(want - elapsed)
+		if abort == nil {
+			t.sleep(want - elapsed)
+		} else {
+			timer := time.NewTimer(want - elapsed)
+			select {
+			case <-timer.C:
+			case <-abort:
+				timer.Stop()
+			}
+		}
 		now = t.now()
 	}
 	t.periodStart, t.observed = now, 0

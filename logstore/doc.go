@@ -106,7 +106,9 @@
 //     at once. The rest of CleanStats feeds the metrics
 //     (cleaner-recopy-percent = BytesWritten/BytesRead of the rewrite,
 //     max-clean-time-secs = Elapsed). ErrCleanAborted (the log was
-//     truncated or retention ran meanwhile) is retried later; an error
+//     truncated or retention ran meanwhile, or the caller closed
+//     CleanConfig.Abort, checked at every batch read or written and
+//     ending a RateThrottler wait at once) is retried later; an error
 //     wrapping ErrStorage took the log offline; ErrCorrupt marks it
 //     uncleanable.
 //

@@ -72,9 +72,12 @@ func (m *OffsetMap) hash(key []byte) (uint64, uint64) {
 }
 
 // find returns the slot of key's hash, or the empty slot where it would go.
+// The probe starts at h2, not h1: h1's low bit is always set (it marks a
+// slot used), so on an even slot count h1 would start every probe on an
+// odd slot.
 func (m *OffsetMap) find(h1, h2 uint64) *offsetMapSlot {
 	n := uint64(len(m.slots))
-	for i := h1 % n; ; i = (i + 1) % n {
+	for i := h2 % n; ; i = (i + 1) % n {
 		s := &m.slots[i]
 		if s.h1 == 0 || (s.h1 == h1 && s.h2 == h2) {
 			return s

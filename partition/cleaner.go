@@ -101,7 +101,14 @@ type cleaner struct {
 	running     map[cluster.TopicPartition]chan struct{} // closed when the pass ends
 	paused      map[cluster.TopicPartition]int
 	uncleanable map[cluster.TopicPartition]string // -> log dir
-	lastStats   []logstore.CleanStats             // per thread
+	// truncated is, per partition being cleaned, the lowest offset its
+	// log was truncated to since the pass began: the pass's checkpoint
+	// goes no higher (the records from there on were replaced).
+	truncated map[cluster.TopicPartition]int64
+	// aborts holds, per partition being cleaned, the channel that aborts
+	// its pass (CleanConfig.Abort) until closed by abortLocked.
+	aborts      map[cluster.TopicPartition]chan struct{}
+	lastStats   []logstore.CleanStats // per thread
 	dirtiest    float64
 	dead        int
 	passes      int64
@@ -117,6 +124,8 @@ func newCleaner(m *Manager, cfg CleanerConfig) *cleaner {
 		running:     map[cluster.TopicPartition]chan struct{}{},
 		paused:      map[cluster.TopicPartition]int{},
 		uncleanable: map[cluster.TopicPartition]string{},
+		truncated:   map[cluster.TopicPartition]int64{},
+		aborts:      map[cluster.TopicPartition]chan struct{}{},
 		lastStats:   make([]logstore.CleanStats, cfg.Threads),
 	}
 }
@@ -241,6 +250,7 @@ type toClean struct {
 	ratio   float64
 	logDir  string
 	running chan struct{}
+	abort   chan struct{} // closed to abort the pass
 }
 
 // grabFilthiest is Kafka's grabFilthiestCompactedLog: among the replicas
@@ -261,22 +271,20 @@ func (c *cleaner) grabFilthiest(now time.Time) *toClean {
 		}
 		tp := r.tp
 		logDir := filepath.Dir(r.dir)
-		trunc := r.cleanTruncatedTo.Swap(math.MaxInt64)
 		c.mu.Lock()
-		o, ok := c.offsets[tp]
-		if !ok {
-			o = cleanerOffset{logDir: logDir, offset: -1} // from the log start
-		}
-		if trunc < o.offset {
-			// Kafka's maybeTruncateCheckpoint: records above a truncation
-			// point were replaced and are dirty again.
-			o.offset = trunc
-			c.offsets[tp] = o
-		}
 		skip := c.running[tp] != nil || c.paused[tp] > 0 || c.uncleanable[tp] != ""
 		c.mu.Unlock()
 		if skip {
+			// A running pass takes its partition's truncations when it
+			// ends (noteTruncation keeps them for it in any case).
 			continue
+		}
+		c.noteTruncation(r)
+		c.mu.Lock()
+		o, ok := c.offsets[tp]
+		c.mu.Unlock()
+		if !ok {
+			o = cleanerOffset{logDir: logDir, offset: -1} // from the log start
 		}
 		cr, err := r.log.Cleanable(o.offset, hw, nowMs, cfg.MinCompactionLagMs)
 		if err != nil {
@@ -306,8 +314,15 @@ func (c *cleaner) grabFilthiest(now time.Time) *toClean {
 	if c.running[tp] != nil || c.paused[tp] > 0 || !c.m.replicaIs(tp, best.r) {
 		return nil // paused or replaced since the scan; the next one sees it
 	}
+	select {
+	case <-c.m.stop:
+		return nil // Close aborted the passes (abortAll, after m.stop): start none
+	default:
+	}
 	best.running = make(chan struct{})
 	c.running[tp] = best.running
+	best.abort = make(chan struct{})
+	c.aborts[tp] = best.abort
 	return best
 }
 
@@ -324,7 +339,7 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 	if *om == nil {
 		*om = logstore.NewOffsetMap(c.cfg.DedupeBufferSize / int64(c.cfg.Threads))
 	}
-	r, tp := lc.r, lc.r.tp
+	r := lc.r
 	stats, err := r.log.Clean(logstore.CleanConfig{
 		FirstDirtyOffset:   lc.first,
 		UpperOffset:        lc.upper,
@@ -334,10 +349,28 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 		Map:                *om,
 		Codec:              recordcodec.Codecs{},
 		Throttler:          c.throttler,
+		Abort:              lc.abort,
 	})
+	return c.finishPass(id, lc, stats, err)
+}
+
+// finishPass records the outcome of thread id's pass lc: its checkpoint,
+// stats or uncleanable mark, and writes the checkpoint file. It reports
+// whether the pass completed.
+func (c *cleaner) finishPass(id int, lc *toClean, stats logstore.CleanStats, err error) bool {
+	r, tp := lc.r, lc.r.tp
+	trunc := r.cleanTruncatedTo.Swap(math.MaxInt64)
 	c.mu.Lock()
+	if t, ok := c.truncated[tp]; ok {
+		trunc = min(trunc, t)
+		delete(c.truncated, tp)
+	}
 	delete(c.running, tp)
+	delete(c.aborts, tp)
 	close(lc.running)
+	// Kafka's maybeTruncateCheckpoint: the records from a truncation
+	// point on were replaced and are dirty again, whatever the pass did.
+	c.lowerCheckpointLocked(tp, trunc)
 	// A pause (stop or deletion) waited for this pass: its checkpoint is
 	// the stopper's to keep or drop.
 	stillHere := c.paused[tp] == 0 && c.m.replicaIs(tp, r)
@@ -346,7 +379,7 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 		c.lastStats[id] = stats
 		c.passes++
 		if stillHere {
-			c.offsets[tp] = cleanerOffset{logDir: lc.logDir, offset: stats.EndOffset}
+			c.offsets[tp] = cleanerOffset{logDir: lc.logDir, offset: min(stats.EndOffset, trunc)}
 		}
 	case errors.Is(err, logstore.ErrCleanAborted), errors.Is(err, logstore.ErrClosed):
 		// The log was truncated, retention ran or it closed under the
@@ -376,16 +409,72 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 	}
 }
 
-// pause keeps tp from being cleaned until resume, and waits for a pass of
-// it in progress (Kafka's abortAndPauseCleaning, but the pass runs to its
-// end or its own abort: Log.Clean has no cancellation).
+// noteTruncation takes the truncation of r's log recorded since the
+// cleaner last looked (by truncateLocked, in r.cleanTruncatedTo) into the
+// cleaner's state, keyed by partition so that it outlives r: a partition
+// being cleaned keeps it for its pass's end (finishPass), any other has
+// its checkpoint lowered to it now and the checkpoint file rewritten.
+func (c *cleaner) noteTruncation(r *Replica) {
+	trunc := r.cleanTruncatedTo.Swap(math.MaxInt64)
+	if trunc == math.MaxInt64 {
+		return
+	}
+	c.mu.Lock()
+	if c.running[r.tp] != nil {
+		if t, ok := c.truncated[r.tp]; !ok || trunc < t {
+			c.truncated[r.tp] = trunc
+		}
+		c.mu.Unlock()
+		return
+	}
+	o, lowered := c.offsets[r.tp], c.lowerCheckpointLocked(r.tp, trunc)
+	c.mu.Unlock()
+	if lowered {
+		c.writeCheckpoints(o.logDir)
+	}
+}
+
+// lowerCheckpointLocked lowers tp's checkpoint, if it has one, to trunc;
+// it reports whether it did. Caller holds c.mu.
+func (c *cleaner) lowerCheckpointLocked(tp cluster.TopicPartition, trunc int64) bool {
+	o, ok := c.offsets[tp]
+	if !ok || trunc >= o.offset {
+		return false
+	}
+	o.offset = trunc
+	c.offsets[tp] = o
+	return true
+}
+
+// pause keeps tp from being cleaned until resume, and aborts a pass of it
+// in progress and waits for it to end (Kafka's abortAndPauseCleaning): the
+// pass stops at its next batch or throttle wait with ErrCleanAborted.
 func (c *cleaner) pause(tp cluster.TopicPartition) {
 	c.mu.Lock()
 	c.paused[tp]++
+	c.abortLocked(tp)
 	ch := c.running[tp]
 	c.mu.Unlock()
 	if ch != nil {
 		<-ch
+	}
+}
+
+// abortLocked aborts tp's pass in progress, if any. Caller holds c.mu.
+func (c *cleaner) abortLocked(tp cluster.TopicPartition) {
+	if ch := c.aborts[tp]; ch != nil {
+		close(ch)
+		delete(c.aborts, tp)
+	}
+}
+
+// abortAll aborts every pass in progress (Close); the threads see the
+// Manager stopping and start no other.
+func (c *cleaner) abortAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for tp := range c.aborts {
+		c.abortLocked(tp)
 	}
 }
 

@@ -529,3 +529,123 @@ func TestCleanerStopAndDeleteDuringPasses(t *testing.T) {
 		t.Fatalf("cleaner status %+v", st)
 	}
 }
+
+// TestCleanerTruncationDuringPassLowersItsCheckpoint: with two threads, a
+// scan by one (B) while the other (A) cleans the partition must not
+// consume a truncation of it into the old checkpoint that A's completed
+// pass then overwrites: the checkpoint after A's pass is at most the
+// truncation point, so the records appended again above it are dirty.
+func TestCleanerTruncationDuringPassLowersItsCheckpoint(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(100000, 0)}
+	cfg := compactConfig()
+	cfg.MinCleanableDirtyRatio = 0
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true, Threads: 2}, cfg)
+	produceKeyed(t, m, 0, 200, 5, 0, 1)
+	if n := cleanAll(t, m); n == 0 {
+		t.Fatal("no clean pass")
+	}
+	produceKeyed(t, m, 200, 100, 5, 0, 1)
+	a := m.cleaner.grabFilthiest(clock.Now()) // thread A's pass begins
+	if a == nil {
+		t.Fatal("nothing to clean")
+	}
+	end := m.cleaner.checkpoint(tp0)
+	r, err := m.get(tp0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	err = r.truncateLocked(end - 3)
+	r.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := r.log.LogEndOffset()
+	if b := m.cleaner.grabFilthiest(clock.Now()); b != nil { // thread B's scan
+		t.Fatalf("thread B picked %v, being cleaned by A", b.r.tp)
+	}
+	// A's pass completes, ending above the truncation point.
+	if !m.cleaner.finishPass(0, a, logstore.CleanStats{FirstDirtyOffset: a.first, EndOffset: a.upper}, nil) {
+		t.Fatal("pass not completed")
+	}
+	if got := m.cleaner.checkpoint(tp0); got > to {
+		t.Fatalf("checkpoint %d after a pass during which the log was truncated to %d, want <= %d", got, to, to)
+	}
+}
+
+// TestCleanerTruncationSurvivesStopReplica: a truncation the cleaner has
+// not looked at yet still lowers the checkpoint when the replica is
+// stopped (not deleted) before the next scan and opened again.
+func TestCleanerTruncationSurvivesStopReplica(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(100000, 0)}
+	cfg := compactConfig()
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true}, cfg)
+	produceKeyed(t, m, 0, 200, 5, 0, 1)
+	if n := cleanAll(t, m); n == 0 {
+		t.Fatal("no clean pass")
+	}
+	end := m.cleaner.checkpoint(tp0)
+	r, err := m.get(tp0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	err = r.truncateLocked(end - 3)
+	r.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := r.log.LogEndOffset()
+	if err := m.StopReplicas([]cluster.TopicPartition{tp0}, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ApplyPartitionStates([]PartitionState{leaderState(1, 1, []int32{1}, []int32{1}, cfg)}); err != nil {
+		t.Fatal(err)
+	}
+	m.cleaner.grabFilthiest(clock.Now())
+	if got := m.cleaner.checkpoint(tp0); got > to {
+		t.Fatalf("checkpoint %d after a truncation to %d and a restart of the replica, want <= %d", got, to, to)
+	}
+}
+
+// TestCleanerAbortsThrottledPass: a pass held to a very low I/O rate is
+// aborted promptly by StopReplica, and by Close, as Kafka's
+// abortAndPauseCleaning, instead of their waiting for the pass to end.
+func TestCleanerAbortsThrottledPass(t *testing.T) {
+	for _, stop := range []string{"StopReplica", "Close"} {
+		t.Run(stop, func(t *testing.T) {
+			clock := &fakeClock{t: time.Unix(100000, 0)}
+			cfg := compactConfig()
+			cfg.MinCleanableDirtyRatio = 0
+			m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock,
+				CleanerConfig{Enable: true, DedupeBufferSize: 1 << 20, IOMaxBytesPerSecond: 10, Backoff: time.Millisecond}, cfg)
+			produceKeyed(t, m, 0, 200, 5, 0, 1)
+			// Past the throttler's first 100 ms check interval, so that its
+			// first check sleeps off the pass's bytes at 10 B/s.
+			time.Sleep(150 * time.Millisecond)
+			m.Start()
+			waitFor(t, "a pass", func() bool {
+				m.cleaner.mu.Lock()
+				defer m.cleaner.mu.Unlock()
+				return m.cleaner.running[tp0] != nil
+			})
+			time.Sleep(100 * time.Millisecond) // into the throttle's sleep
+			done := make(chan error, 1)
+			go func() {
+				if stop == "Close" {
+					done <- m.Close()
+				} else {
+					done <- m.StopReplicas([]cluster.TopicPartition{tp0}, false)
+				}
+			}()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatalf("%s still waiting for a throttled clean pass after 3s", stop)
+			}
+		})
+	}
+}

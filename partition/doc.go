@@ -163,11 +163,16 @@
 // dropped), written after each pass and by Close, the entry removed when
 // the partition is deleted; with the cleaner disabled it is not written.
 // A follower's truncation lowers the checkpoint to the truncation point
-// at the next scan (Kafka's maybeTruncateCheckpoint), so records appended
-// again there count as dirty. StopReplica pauses the
-// partition's cleaning and waits for a pass in progress, which runs to its
-// end (or its own abort: Log.Clean cannot be cancelled), before it closes
-// or deletes the log; Close likewise waits for the threads' passes to end.
+// (Kafka's maybeTruncateCheckpoint), so records appended again there
+// count as dirty: the replica notes it (an atomic), and the cleaner takes
+// it into its own state, keyed by partition, at the next scan, at
+// StopReplica, or when a pass of the partition ends; a truncation during
+// a pass caps that pass's checkpoint at the truncation point, whichever
+// thread saw it. StopReplica pauses the partition's cleaning, aborts a
+// pass in progress (Kafka's abortAndPauseCleaning: CleanConfig.Abort, seen
+// at the pass's next batch or throttle wait) and waits for it to end,
+// before it closes or deletes the log; Close likewise aborts the threads'
+// passes and waits for them.
 // Fetch and the HW do not depend on the cleaner: a cleaned log is read as
 // any other (logstore returns the next surviving batch inside a gap).
 //

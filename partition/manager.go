@@ -657,6 +657,9 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	m.mu.RLock()
 	r := m.replicas[tp]
 	m.mu.RUnlock()
+	if r != nil && !remove {
+		m.cleaner.noteTruncation(r) // the checkpoint outlives r
+	}
 	if r == nil {
 		if !remove {
 			return nil
@@ -812,7 +815,8 @@ func (m *Manager) Close() error {
 		m.goMu.Lock()
 		m.goClosed = true
 		m.goMu.Unlock()
-		m.wg.Wait() // the cleaner threads finish their passes
+		m.cleaner.abortAll()
+		m.wg.Wait() // the cleaner threads end, their passes aborted
 		m.cleaner.writeCheckpoints()
 		for _, r := range m.all() {
 			if err := r.log.Flush(); err != nil {

@@ -89,8 +89,12 @@ func (r *Replica) offsetForTimestamp(ts int64) (offset, timestamp int64, found b
 // header), inflating a compressed one as a stream, and returns the offset
 // and timestamp of the first record at or above minOffset whose timestamp
 // is at least ts. In a LogAppendTime batch every record has the batch's
-// max timestamp, as Kafka's DefaultRecordBatch reports them.
+// max timestamp, as Kafka's DefaultRecordBatch reports them. A batch the
+// cleaner kept empty (NumRecords 0) holds no record to find.
 func firstRecordAtTimestamp(raw []byte, h logstore.BatchHeader, ts, minOffset int64) (offset, timestamp int64, found bool, err error) {
+	if h.NumRecords == 0 {
+		return -1, -1, false, nil
+	}
 	if h.TimestampType() == logstore.LogAppendTime {
 		if h.MaxTimestamp < ts || h.LastOffset() < minOffset {
 			return -1, -1, false, nil

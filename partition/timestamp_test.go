@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/logstore"
 )
 
 // timedBatch encodes a v2 batch (base offset 0, CreateTime) whose records
@@ -164,5 +165,18 @@ func TestListOffsetByTimestampDuringLogChange(t *testing.T) {
 					off, ts, err, tc.wantOffset, tc.wantTs)
 			}
 		})
+	}
+}
+
+// TestFirstRecordAtTimestampSkipsEmptyBatch: a batch the cleaner kept with
+// no records (it keeps an emptied batch's header for its producer state)
+// holds no record at any timestamp, even with the LogAppendTime attribute
+// and a max timestamp above the one asked for.
+func TestFirstRecordAtTimestampSkipsEmptyBatch(t *testing.T) {
+	h := logstore.BatchHeader{BaseOffset: 10, LastOffsetDelta: 4, Magic: 2, Attributes: 0x08,
+		FirstTimestamp: 500, MaxTimestamp: 1000, NumRecords: 0}
+	raw := make([]byte, logstore.BatchHeaderSize)
+	if o, ts, ok, err := firstRecordAtTimestamp(raw, h, 900, 0); ok || err != nil {
+		t.Fatalf("empty LogAppendTime batch: offset %d timestamp %d found %v err %v, want not found", o, ts, ok, err)
 	}
 }
