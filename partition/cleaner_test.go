@@ -463,6 +463,25 @@ func TestCleanerDisabledCleansNothing(t *testing.T) {
 	}
 }
 
+// truncateBelowCheckpoint truncates tp0 on m three offsets below its
+// cleaner checkpoint, as a follower does; it returns the checkpoint before
+// the truncation and the log end offset after it.
+func truncateBelowCheckpoint(t *testing.T, m *Manager) (end, to int64) {
+	t.Helper()
+	end = m.cleaner.checkpoint(tp0)
+	r, err := m.get(tp0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	err = r.truncateLocked(end - 3)
+	r.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return end, r.log.LogEndOffset()
+}
+
 func TestCleanerCheckpointFollowsTruncation(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(100000, 0)}
 	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true}, compactConfig())
@@ -470,20 +489,9 @@ func TestCleanerCheckpointFollowsTruncation(t *testing.T) {
 	if n := cleanAll(t, m); n == 0 {
 		t.Fatal("no clean pass")
 	}
-	end := m.cleaner.checkpoint(tp0)
-	r, err := m.get(tp0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Truncate below the checkpoint, as a follower does, and append again:
-	// the records from the truncation point on are dirty.
-	r.mu.Lock()
-	err = r.truncateLocked(end - 3)
-	r.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := r.log.LogEndOffset()
+	// Truncate below the checkpoint and append again: the records from the
+	// truncation point on are dirty.
+	end, to := truncateBelowCheckpoint(t, m)
 	if to >= end {
 		t.Fatalf("truncated to %d, not below the checkpoint %d", to, end)
 	}
@@ -555,18 +563,7 @@ func TestCleanerTruncationDuringPassLowersItsCheckpoint(t *testing.T) {
 	if a == nil {
 		t.Fatal("nothing to clean")
 	}
-	end := m.cleaner.checkpoint(tp0)
-	r, err := m.get(tp0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.mu.Lock()
-	err = r.truncateLocked(end - 3)
-	r.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := r.log.LogEndOffset()
+	_, to := truncateBelowCheckpoint(t, m)
 	if b := m.cleaner.grabFilthiest(clock.Now()); b != nil { // thread B's scan
 		t.Fatalf("thread B picked %v, being cleaned by A", b.r.tp)
 	}
@@ -590,18 +587,7 @@ func TestCleanerTruncationSurvivesStopReplica(t *testing.T) {
 	if n := cleanAll(t, m); n == 0 {
 		t.Fatal("no clean pass")
 	}
-	end := m.cleaner.checkpoint(tp0)
-	r, err := m.get(tp0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.mu.Lock()
-	err = r.truncateLocked(end - 3)
-	r.mu.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := r.log.LogEndOffset()
+	_, to := truncateBelowCheckpoint(t, m)
 	if err := m.StopReplicas([]cluster.TopicPartition{tp0}, false); err != nil {
 		t.Fatal(err)
 	}
