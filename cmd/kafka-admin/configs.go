@@ -57,7 +57,11 @@ func cmdConfigs(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return withAdmin(ctx, f.bootstrap, func(ctx context.Context, a *admin) error {
+	keys := []int16{32}
+	if !ca.describe {
+		keys = append(keys, 44)
+	}
+	return withAdmin(ctx, f.bootstrap, keys, func(ctx context.Context, a *admin) error {
 		if ca.describe {
 			return a.describeConfigs(ctx, out, ca)
 		}

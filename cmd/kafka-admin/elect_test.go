@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 func TestLeaderElectionArgs(t *testing.T) {
@@ -98,4 +100,20 @@ func containsPartition(ts []kmsg.ElectLeadersRequestTopic, p int32) bool {
 		}
 	}
 	return false
+}
+
+// A cluster that does not advertise ElectLeaders gets a clear error naming
+// the request, before any is sent.
+func TestUnservedAPIIsNamed(t *testing.T) {
+	vs := kversion.Stable()
+	vs.SetMaxKeyVersion(43, -1)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.MaxVersions(vs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	code, _, errOut := runAdmin(t, "leader-election", "--bootstrap-server", c.ListenAddrs()[0], "--election-type", "preferred", "--all-topic-partitions")
+	if code != 1 || !strings.Contains(errOut, "UNSUPPORTED_VERSION") || !strings.Contains(errOut, "the cluster does not serve ElectLeaders (API key 43)") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
 }

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const topUsage = `kafka-admin: operate a cluster with the subcommands of Kafka's tools.
@@ -173,8 +175,9 @@ func (f *flags) require(names ...string) error {
 // kgo client for requests kadm does not wrap (BROKER_LOGGER configs, an
 // unfiltered ListPartitionReassignments).
 type admin struct {
-	adm *kadm.Client
-	kcl *kgo.Client
+	adm   *kadm.Client
+	kcl   *kgo.Client
+	seeds []string
 }
 
 // requestTimeout bounds each subcommand's conversation with the cluster.
@@ -201,13 +204,14 @@ func connect(bootstrap string) (*admin, error) {
 	}
 	adm := kadm.NewClient(kcl)
 	adm.SetTimeoutMillis(30000)
-	return &admin{adm: adm, kcl: kcl}, nil
+	return &admin{adm: adm, kcl: kcl, seeds: seeds}, nil
 }
 
 func (a *admin) close() { a.kcl.Close() }
 
-// withAdmin connects, runs fn under requestTimeout, and closes.
-func withAdmin(ctx context.Context, bootstrap string, fn func(context.Context, *admin) error) error {
+// withAdmin connects, checks that the cluster serves the API keys the
+// action needs, runs fn under requestTimeout, and closes.
+func withAdmin(ctx context.Context, bootstrap string, keys []int16, fn func(context.Context, *admin) error) error {
 	a, err := connect(bootstrap)
 	if err != nil {
 		return err
@@ -215,5 +219,40 @@ func withAdmin(ctx context.Context, bootstrap string, fn func(context.Context, *
 	defer a.close()
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	if err := a.requireAPIs(ctx, keys); err != nil {
+		return err
+	}
 	return fn(ctx, a)
+}
+
+// requireAPIs fails with UNSUPPORTED_VERSION, naming the request, when no
+// broker advertises one of keys in ApiVersions: clearer than the client's
+// "broker is too old" once the request is sent.
+func (a *admin) requireAPIs(ctx context.Context, keys []int16) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	versions, err := a.adm.ApiVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("ApiVersions: %w", err)
+	}
+	for _, key := range keys {
+		served, answered := false, false
+		versions.Each(func(v kadm.BrokerApiVersions) {
+			if v.Err != nil {
+				return
+			}
+			answered = true
+			if _, ok := v.KeyMaxVersion(key); ok {
+				served = true
+			}
+		})
+		if !answered {
+			return fmt.Errorf("ApiVersions: no broker answered at %s", strings.Join(a.seeds, ","))
+		}
+		if !served {
+			return fmt.Errorf("%w: the cluster does not serve %s (API key %d)", kerr.UnsupportedVersion, kmsg.NameForKey(key), key)
+		}
+	}
+	return nil
 }

@@ -120,7 +120,17 @@ func cmdReassign(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	preserve := f.set["preserve-throttles"]
-	return withAdmin(ctx, f.bootstrap, func(ctx context.Context, a *admin) error {
+	keys := map[string][]int16{
+		"generate": {3},
+		"execute":  {45, 46},
+		"verify":   {46},
+		"cancel":   {45, 46},
+		"list":     {46},
+	}[action]
+	if action == "execute" && *throttle >= 0 || (action == "verify" || action == "cancel") && !preserve {
+		keys = append(keys, 44)
+	}
+	return withAdmin(ctx, f.bootstrap, keys, func(ctx context.Context, a *admin) error {
 		switch action {
 		case "generate":
 			s := *seed
