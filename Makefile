@@ -14,7 +14,7 @@ export PATH := $(PATH):/usr/local/go/bin
 	images compose-up compose-down demo compose-test
 
 help:
-	@echo "build      static bin/broker"
+	@echo "build      static bin/broker and bin/kafka-admin"
 	@echo "test       install deps, go vet, -race tests of all packages, then ./test/... (CI)"
 	@echo "test-race  -race tests of all packages but ./test/..."
 	@echo "unit       tests without ZooKeeper (-short, no TestZK*) and without ./test/..."
@@ -38,6 +38,7 @@ help:
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/broker ./cmd/broker
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/kafka-admin ./cmd/kafka-admin
 
 test:
 	@scripts/test.sh all

@@ -18,6 +18,20 @@
 #   scripts/cluster.sh pause ID      SIGSTOP one broker
 #   scripts/cluster.sh resume ID     SIGCONT one broker
 #   scripts/cluster.sh logs ID|zk [-f]   the last LOG_LINES lines of a log, or follow it
+#   scripts/cluster.sh add ID        start a new broker ID (not one of 0..BROKERS-1
+#                                    already set up) and wait until it has joined;
+#                                    it holds no replicas until a reassignment
+#                                    moves some onto it
+#   scripts/cluster.sh decommission ID   move every replica off broker ID onto the
+#                                    other registered brokers (bin/kafka-admin
+#                                    reassign-partitions --execute, then --verify
+#                                    until complete), then stop it. The plan and its
+#                                    rollback are kept in CLUSTER_DIR/decommission-ID*.json
+#   scripts/cluster.sh roll          rolling restart: one running broker at a time,
+#                                    the controller last, SIGTERM (controlled
+#                                    shutdown), wait for the exit, start it again,
+#                                    then wait until every broker's /metrics shows
+#                                    0 under-replicated partitions before the next
 #   scripts/cluster.sh clean         down, then remove CLUSTER_DIR
 #
 # Environment (defaults in brackets):
@@ -39,6 +53,10 @@
 #   READY_TIMEOUT [60]  seconds `up`/`start` wait for readiness
 #   STOP_TIMEOUT [30]   seconds `down`/`stop` wait before SIGKILL
 #   LOG_LINES [100]     lines shown by `logs`
+#   THROTTLE []         decommission: replication throttle in bytes/s for the move
+#                       (kafka-admin --throttle); empty means unthrottled
+#   MOVE_TIMEOUT [900]  decommission: seconds to wait for the reassignment
+#   URP_TIMEOUT [300]   roll: seconds to wait for 0 under-replicated partitions
 #
 # `up` records BROKERS, BASE_PORT, HTTP_BASE_PORT, ZK_PORT and ZK_CHROOT in CLUSTER_DIR/cluster.env,
 # so later commands on the same CLUSTER_DIR need not repeat them. Signals go only
@@ -86,13 +104,17 @@ ZK_PORT=$(setting ZK_PORT 2181)
 ZK_CHROOT=$(setting ZK_CHROOT '')
 BROKER_BIN=${BROKER_BIN:-}
 READY_TIMEOUT=${READY_TIMEOUT:-60}
+THROTTLE=${THROTTLE:-}
+MOVE_TIMEOUT=${MOVE_TIMEOUT:-900}
+URP_TIMEOUT=${URP_TIMEOUT:-300}
 STOP_TIMEOUT=${STOP_TIMEOUT:-30}
 LOG_LINES=${LOG_LINES:-100}
 BROKER_OVERRIDES=${BROKER_OVERRIDES:-}
 
-for v in BROKERS BASE_PORT HTTP_BASE_PORT ZK_PORT READY_TIMEOUT STOP_TIMEOUT LOG_LINES; do
+for v in BROKERS BASE_PORT HTTP_BASE_PORT ZK_PORT READY_TIMEOUT STOP_TIMEOUT LOG_LINES MOVE_TIMEOUT URP_TIMEOUT; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, not '${!v}'"
 done
+[[ -z $THROTTLE || $THROTTLE =~ ^[0-9]+$ ]] || die "THROTTLE must be bytes/s (a non-negative integer), not '$THROTTLE'"
 [[ -z $ZK_CHROOT || $ZK_CHROOT =~ ^(/[A-Za-z0-9._-]+)+$ ]] ||
 	die "ZK_CHROOT must look like /name or /a/b, not '$ZK_CHROOT'"
 
@@ -320,6 +342,16 @@ ensure_kzstat() {
 	KZSTAT=$ROOT/bin/kzstat
 	if needs_build "$KZSTAT"; then
 		(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o bin/kzstat ./cmd/kzstat) >/dev/null 2>&1 || return 1
+	fi
+}
+
+# ensure_admin: build bin/kafka-admin if stale, or fail.
+ensure_admin() {
+	KAFKA_ADMIN=$ROOT/bin/kafka-admin
+	if needs_build "$KAFKA_ADMIN"; then
+		say "build: bin/kafka-admin"
+		(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o bin/kafka-admin ./cmd/kafka-admin) ||
+			die "cannot build bin/kafka-admin"
 	fi
 }
 
@@ -625,6 +657,182 @@ cmd_status() {
 	done
 }
 
+# running_ids: the ids of this cluster's brokers whose process is alive.
+running_ids() {
+	local id
+	while read -r id; do
+		if broker_pid "$id" >/dev/null; then printf '%s\n' "$id"; fi
+	done < <(known_ids)
+}
+
+# live_bootstrap [EXCEPT]: host:port of every running broker but EXCEPT.
+live_bootstrap() {
+	local id out=''
+	while read -r id; do
+		[[ $id == "${1:-}" ]] && continue
+		out+=${out:+,}127.0.0.1:$(broker_port "$id")
+	done < <(running_ids)
+	[[ -n $out ]] || die "no broker of this cluster is running"
+	printf '%s' "$out"
+}
+
+# registered_ids: the broker ids registered in ZooKeeper, one a line.
+registered_ids() {
+	zk_batch "ls /brokers/ids" | section 0 | grep -E '^\[' | tr -d '[] ' | tr ',' '\n' | grep -E '^[0-9]+$' || true
+}
+
+# controller_id: the broker id in /controller, empty if none.
+controller_id() {
+	zk_batch "get /controller" | section 0 | grep -oE '"brokerid":-?[0-9]+' | cut -d: -f2 || true
+}
+
+cmd_add() {
+	local id=$1 entry
+	lock
+	zk_ruok || die "zookeeper does not answer at $ZK_ADDR: run scripts/cluster.sh up"
+	if broker_pid "$id" >/dev/null; then
+		die "broker $id is already running"
+	fi
+	if [[ " $(registered_ids | tr '\n' ' ') " == *" $id "* ]]; then
+		die "broker id $id is already registered in ZooKeeper by another process"
+	fi
+	if [[ -d $(broker_dir "$id")/data && -n $(ls -A "$(broker_dir "$id")/data" 2>/dev/null) ]]; then
+		die "broker $id has data in $(broker_dir "$id"): it is not new; use 'start $id' to restart it"
+	fi
+	ensure_binary
+	entry=$(launch_broker "$id")
+	wait_ready "$entry"
+	say "broker $id: joined; it holds no replicas until a reassignment moves some onto it:"
+	say "  bin/kafka-admin reassign-partitions --bootstrap-server $(live_bootstrap) --generate --topics-to-move-json-file topics.json --broker-list ..."
+}
+
+# decommission_plan ID REMAINING CURRENT: from CURRENT (a reassignment JSON of
+# every partition), a plan for the partitions that have a replica on ID, each
+# replacing ID in place (so the preference order is otherwise kept) by the
+# remaining broker outside its replica set that holds the fewest replicas so far.
+decommission_plan() {
+	jq -c --argjson id "$1" --argjson rem "$2" '
+		.partitions as $ps
+		| (reduce $ps[] as $p ({}; reduce $p.replicas[] as $r (.; .[$r | tostring] += 1))) as $load0
+		| reduce ($ps[] | select(.replicas | index($id))) as $p ({load: $load0, out: []};
+			.load as $l
+			| ([$rem[] | select(. as $b | $p.replicas | index($b) | not)]
+				| sort_by([($l[tostring] // 0), .]) | first) as $new
+			| if $new == null then error("no broker left to take \($p.topic)-\($p.partition): replicas \($p.replicas)") else . end
+			| .out += [$p | .replicas |= map(if . == $id then $new else . end) | .log_dirs = [.replicas[] | "any"]]
+			| .load[$new | tostring] += 1)
+		| {version: 1, partitions: .out}' <<<"$3"
+}
+
+cmd_decommission() {
+	local id=$1 bs out topics remaining current plan dir deadline verify
+	command -v jq >/dev/null 2>&1 || die "decommission needs jq (apt-get install jq)"
+	zk_ruok || die "zookeeper does not answer at $ZK_ADDR"
+	broker_pid "$id" >/dev/null || die "broker $id is not running"
+	ensure_admin
+	bs=$(live_bootstrap)
+	remaining=$(registered_ids | grep -vx "$id" | paste -sd, -)
+	[[ -n $remaining ]] || die "broker $id is the only registered broker: nowhere to move its replicas"
+	out=$(zk_batch "ls /brokers/topics")
+	topics=$(section 0 <<<"$out" | grep -E '^\[' | tr -d '[] ' | tr ',' '\n' | grep -v '^$' || true)
+	dir=$CLUSTER_DIR/decommission-$id
+	if [[ -n $topics ]]; then
+		jq -cn --arg t "$topics" '{version: 1, topics: [$t | split("\n")[] | select(. != "") | {topic: .}]}' >"$dir.topics.json"
+		# --generate's first section is the current assignment of every topic.
+		out=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --generate \
+			--topics-to-move-json-file "$dir.topics.json" --broker-list "$remaining") ||
+			die "kafka-admin --generate failed"
+		current=$(sed -n '2p' <<<"$out")
+		plan=$(decommission_plan "$id" "[$remaining]" "$current") || die "cannot plan the move off broker $id"
+	else
+		plan='{"version":1,"partitions":[]}'
+	fi
+	if [[ $(jq '.partitions | length' <<<"$plan") == 0 ]]; then
+		say "broker $id: holds no replica"
+	else
+		printf '%s\n' "$plan" >"$dir.json"
+		say "broker $id: moving $(jq '.partitions | length' <<<"$plan") partition(s) onto brokers $remaining (plan $dir.json)"
+		local -a throttle=()
+		[[ -z $THROTTLE ]] || throttle=(--throttle "$THROTTLE")
+		"$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --execute \
+			--reassignment-json-file "$dir.json" "${throttle[@]+"${throttle[@]}"}" | tee "$dir.execute.log" ||
+			die "kafka-admin --execute failed; see above"
+		sed -n '3p' "$dir.execute.log" >"$dir.rollback.json"
+		deadline=$((SECONDS + MOVE_TIMEOUT))
+		while :; do
+			verify=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --verify --reassignment-json-file "$dir.json") ||
+				die "kafka-admin --verify failed: $verify"
+			if ! grep -q 'is still in progress' <<<"$verify"; then break; fi
+			((SECONDS < deadline)) || die "the move off broker $id is not complete after ${MOVE_TIMEOUT}s; it goes on (kafka-admin reassign-partitions --list); broker $id left running"
+			sleep 2
+		done
+		say "$verify"
+		if grep -q 'rather than' <<<"$verify"; then
+			die "the reassignment ended but some replica sets differ from the plan (cancelled?); broker $id left running"
+		fi
+	fi
+	cmd_stop "$id"
+	say "broker $id: decommissioned; its data stays in $(broker_dir "$id") until 'clean'"
+}
+
+# urp ID: broker ID's UnderReplicatedPartitions from its /metrics; fails when
+# the broker does not answer.
+urp() {
+	curl -sf --max-time 5 "http://127.0.0.1:$(broker_http_port "$1")/metrics" |
+		awk '$1 == "kafka_server_replicamanager_underreplicatedpartitions" { print int($2); found = 1 } END { exit !found }'
+}
+
+# wait_no_urp: until every running broker answers /metrics with 0
+# under-replicated partitions, twice in a row, or fail after URP_TIMEOUT.
+wait_no_urp() {
+	local id n total ok=0 deadline=$((SECONDS + URP_TIMEOUT)) detail
+	while ((ok < 2)); do
+		total=0 detail=''
+		while read -r id; do
+			if n=$(urp "$id"); then
+				total=$((total + n))
+				detail+=" $id:$n"
+			else
+				total=$((total + 1))
+				detail+=" $id:?"
+			fi
+		done < <(running_ids)
+		if ((total == 0)); then
+			ok=$((ok + 1))
+		else
+			ok=0
+		fi
+		((ok >= 2)) && break
+		((SECONDS < deadline)) || die "under-replicated partitions still not 0 after ${URP_TIMEOUT}s (broker:count$detail)"
+		sleep 1
+	done
+	say "under-replicated partitions: 0 on every running broker"
+}
+
+cmd_roll() {
+	local id ctrl entry
+	local -a order=()
+	zk_ruok || die "zookeeper does not answer at $ZK_ADDR"
+	lock
+	ensure_binary
+	ctrl=$(controller_id)
+	while read -r id; do
+		[[ $id == "$ctrl" ]] || order+=("$id")
+	done < <(running_ids)
+	if [[ -n $ctrl ]] && broker_pid "$ctrl" >/dev/null; then order+=("$ctrl"); fi
+	((${#order[@]} > 0)) || die "no broker of this cluster is running"
+	say "roll: brokers ${order[*]} in this order (controller ${ctrl:-none} last)"
+	wait_no_urp
+	for id in "${order[@]}"; do
+		say "roll: broker $id"
+		stop_pids "$STOP_TIMEOUT" "broker $id:$(broker_pidfile "$id"):$(broker_props "$id")"
+		entry=$(launch_broker "$id")
+		wait_ready "$entry"
+		wait_no_urp
+	done
+	say "roll: done; controller now $(controller_id)"
+}
+
 cmd_logs() {
 	local which=$1 follow=${2:-} file
 	if [[ $which == zk || $which == zookeeper ]]; then
@@ -671,6 +879,9 @@ main() {
 	resume) check_id "${1:-}" && cmd_signal CONT "$1" ;;
 	logs) cmd_logs "${1:-}" "${2:-}" ;;
 	clean) cmd_clean ;;
+	add) check_id "${1:-}" && cmd_add "$1" ;;
+	decommission) check_id "${1:-}" && cmd_decommission "$1" ;;
+	roll) cmd_roll ;;
 	-h | --help | help) usage ;;
 	*)
 		usage >&2
