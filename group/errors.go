@@ -40,8 +40,12 @@ var (
 	ErrFencedInstanceID = errors.New("group: fenced instance id")
 	// ErrNonEmptyGroup: DeleteGroups of a group that still has members.
 	ErrNonEmptyGroup = errors.New("group: group is not empty")
-	// ErrGroupIDNotFound: DeleteGroups of a group that does not exist.
+	// ErrGroupIDNotFound: DeleteGroups or DeleteOffsets of a group that
+	// does not exist.
 	ErrGroupIDNotFound = errors.New("group: group id not found")
+	// ErrGroupSubscribedToTopic: DeleteOffsets of a partition of a topic
+	// the group's members subscribe to.
+	ErrGroupSubscribedToTopic = errors.New("group: group is subscribed to the topic")
 	// ErrOffsetMetadataTooLarge: a commit's metadata string is longer than
 	// offset.metadata.max.bytes (4096).
 	ErrOffsetMetadataTooLarge = errors.New("group: offset metadata too large")

@@ -41,26 +41,35 @@ func subscriptionTopics(meta []byte) ([]string, error) {
 	return topics, nil
 }
 
-// subscribedTopics is Kafka's GroupMetadata.computeSubscribedTopics: the
-// union of the members' subscriptions for a "consumer" group with members
-// and a protocol, or false when the coordinator cannot know them (another
-// protocol type, or metadata that does not parse). Caller holds
+// computeSubscribedTopics is Kafka's GroupMetadata.computeSubscribedTopics:
+// the union of the members' subscriptions for a "consumer" group with
+// members and a protocol, or nil when the coordinator cannot know them
+// (another protocol type, or metadata that does not parse). The group
+// keeps it in g.subscribed for its generation. Caller holds
 // Coordinator.mu.
-func (g *group) subscribedTopics() (map[string]bool, bool) {
+func (g *group) computeSubscribedTopics() map[string]bool {
 	if g.protocolType != consumerProtocolType || len(g.members) == 0 || g.protocol == "" {
-		return nil, false
+		return nil
 	}
 	out := map[string]bool{}
 	for _, m := range g.members {
 		topics, err := subscriptionTopics(m.metadataFor(g.protocol))
 		if err != nil {
-			return nil, false
+			return nil
 		}
 		for _, t := range topics {
 			out[t] = true
 		}
 	}
-	return out, true
+	return out
+}
+
+// isSubscribedToTopic is Kafka's GroupMetadata.isSubscribedToTopic: true
+// when the current generation's members subscribe to topic, and true too
+// when their subscriptions are unknown, to be safe. Caller holds
+// Coordinator.mu.
+func (g *group) isSubscribedToTopic(topic string) bool {
+	return g.subscribed == nil || g.subscribed[topic]
 }
 
 // expiredOffsets is Kafka's GroupMetadata.removeExpiredOffsets (2.1+,
@@ -85,11 +94,10 @@ func (g *group) expiredOffsets(now time.Time, retention time.Duration) []cluster
 		emptySince := g.stateTime.UnixMilli()
 		base = func(Offset) int64 { return emptySince }
 	case g.protocolType == consumerProtocolType && g.state == stateStable:
-		topics, ok := g.subscribedTopics()
-		if !ok {
+		if g.subscribed == nil {
 			return nil
 		}
-		subscribed = topics
+		subscribed = g.subscribed
 		base = func(o Offset) int64 { return o.CommitTimestamp }
 	case g.protocolType == "":
 		base = func(o Offset) int64 { return o.CommitTimestamp }

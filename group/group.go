@@ -137,6 +137,10 @@ type group struct {
 	// yet replicated (Kafka's pendingOffsetCommits): expiry keeps their
 	// offsets, and a group with any is not removed.
 	pendingCommits map[cluster.TopicPartition]int
+	// subscribed is Kafka's GroupMetadata.subscribedTopics: the topics
+	// the members of the current generation subscribe to, computed when
+	// the generation starts and at load; nil when unknown.
+	subscribed map[string]bool
 }
 
 func newGroup(id string, p int32, now time.Time) *group {
@@ -597,12 +601,14 @@ func (c *Coordinator) completeJoinLocked(g *group, now time.Time) {
 	g.generation++
 	if len(g.members) == 0 {
 		g.protocol, g.leader = "", ""
+		g.subscribed = nil
 		g.transition(stateEmpty, now)
 		c.log.Info().Str("group", g.id).Int32("generation", g.generation).Msg("group is empty")
 		c.writeAsyncLocked(g.partition, []kv{{groupKey(g.id), groupValue(g, now)}}, "empty group")
 		return
 	}
 	g.protocol = g.selectProtocol()
+	g.subscribed = g.computeSubscribedTopics()
 	if g.members[g.leader] == nil {
 		g.leader = g.memberOrder()[0]
 	}

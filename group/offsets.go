@@ -64,9 +64,11 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, req CommitRequest) (map
 	}
 	// The cache holds what the log holds: a commit of the same partition
 	// appended after this one and completed first stays (Kafka's
-	// onOffsetCommitAppend keeps the larger appendedBatchOffset).
+	// onOffsetCommitAppend keeps the larger appendedBatchOffset), and so
+	// does an OffsetDelete tombstone appended after it (DeleteOffsets
+	// leaves its position in appendedAt).
 	for tp, o := range written {
-		if _, ok := g.offsets[tp]; ok && g.appendedAt[tp] > appendedAt {
+		if at, ok := g.appendedAt[tp]; ok && at > appendedAt {
 			continue
 		}
 		g.offsets[tp] = o
@@ -412,6 +414,7 @@ func (l *loader) build(p int32, now time.Time) map[string]*group {
 				g.leader = g.memberOrder()[0]
 			}
 		}
+		g.subscribed = g.computeSubscribedTopics()
 		out[id] = g
 	}
 	for id, offs := range l.offsets {

@@ -66,9 +66,9 @@ const (
 //     FindCoordinator 0-4 (v4 batches keys; v6 is share groups), JoinGroup
 //     0-9 (MEMBER_ID_REQUIRED from v4), Heartbeat 0-4, LeaveGroup 0-5,
 //     SyncGroup 0-5, DescribeGroups 0-5, ListGroups 0-4 (v5 filters by
-//     group type), DeleteGroups 0-2. kafka-go's Reader needs
-//     FindCoordinator 0, JoinGroup 1-2, SyncGroup/Heartbeat/LeaveGroup 0,
-//     OffsetCommit 2 and OffsetFetch 1.
+//     group type), DeleteGroups 0-2, OffsetDelete 0 (the only version).
+//     kafka-go's Reader needs FindCoordinator 0, JoinGroup 1-2,
+//     SyncGroup/Heartbeat/LeaveGroup 0, OffsetCommit 2 and OffsetFetch 1.
 //   - The topic tools: DeleteRecords 0-2, AlterConfigs 0-1 (v2 only adds
 //     flexible encoding), DescribeLogDirs 0-2 (v3 adds a top-level error
 //     code, v4 dir sizes), CreatePartitions 0-3, IncrementalAlterConfigs
@@ -104,6 +104,7 @@ var supportedAPIs = []apiRange{
 	{key: 37, min: 0, max: 3, needs: needsPartitionAdmin}, // CreatePartitions
 	{key: 42, min: 0, max: 2, needs: needsGroups},         // DeleteGroups
 	{key: 44, min: 0, max: 1, needs: needsConfigAdmin},    // IncrementalAlterConfigs
+	{key: 47, min: 0, max: 0, needs: needsGroups},         // OffsetDelete
 	{key: 60, min: 0, max: 1},                             // DescribeCluster
 }
 
@@ -257,6 +258,8 @@ func (s *Server) handle(ctx context.Context, rc *reqContext, req kmsg.Request) (
 		return s.handleListGroups(ctx, rc, r)
 	case *kmsg.DeleteGroupsRequest:
 		return s.handleDeleteGroups(ctx, rc, r)
+	case *kmsg.OffsetDeleteRequest:
+		return s.handleOffsetDelete(ctx, rc, r)
 	}
 	// parseRequest only builds requests for keys in supportedAPIs, so this
 	// is a table without a handler: a programming error.

@@ -187,6 +187,9 @@ type Groups interface {
 	ListGroups() ([]group.GroupListing, error)
 	DescribeGroup(groupID string) (group.GroupDescription, error)
 	DeleteGroups(ctx context.Context, groupIDs []string) map[string]error
+	// DeleteOffsets deletes a group's committed offsets of tps
+	// (OffsetDelete): a group-level error, or one entry per partition.
+	DeleteOffsets(ctx context.Context, groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]error, error)
 }
 
 // OffsetsTopicConfig is how __consumer_offsets is created on first use.

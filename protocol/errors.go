@@ -37,6 +37,7 @@ var errorCodes = []struct {
 	{group.ErrFencedInstanceID, kerr.FencedInstanceID},
 	{group.ErrNonEmptyGroup, kerr.NonEmptyGroup},
 	{group.ErrGroupIDNotFound, kerr.GroupIDNotFound},
+	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
 	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
 	{group.ErrInvalidCommitOffsetSize, kerr.InvalidCommitOffsetSize},
 	{group.ErrRequestTimedOut, kerr.RequestTimedOut},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -53,41 +52,6 @@ func ValidateTopicName(name string) error {
 	return nil
 }
 
-// AssignReplicas is Kafka's rack-unaware replica assignment
-// (AdminUtils.assignReplicasToBrokersRackUnaware) for a new topic: brokers
-// are taken in ascending id order; partition p's first replica is
-// brokers[(p+startIndex) mod n] and its followers are spaced by a shift
-// that grows by one after each full round of n partitions. Callers choose
-// startIndex and shift at random in [0,n) (Kafka's default), or fix both
-// (Kafka's fixedStartIndex). It assumes 1 <= rf <= len(brokers) and
-// partitions >= 0.
-func AssignReplicas(brokers []int32, partitions int32, rf int16, startIndex, shift int) map[int32][]int32 {
-	return assignReplicasFrom(brokers, 0, partitions, rf, startIndex, shift)
-}
-
-// assignReplicasFrom is AssignReplicas for partitions numbered from
-// firstPartition (Kafka's startPartitionId, used when adding partitions):
-// the shift grows at each partition id divisible by n after the first.
-func assignReplicasFrom(brokers []int32, firstPartition, partitions int32, rf int16, startIndex, shift int) map[int32][]int32 {
-	sorted := slices.Clone(brokers)
-	slices.Sort(sorted)
-	n := len(sorted)
-	out := make(map[int32][]int32, partitions)
-	for p := int(firstPartition); p < int(firstPartition+partitions); p++ {
-		if p > 0 && p%n == 0 {
-			shift++
-		}
-		first := (p + startIndex) % n
-		replicas := make([]int32, 0, rf)
-		replicas = append(replicas, sorted[first])
-		for j := 0; j < int(rf)-1; j++ {
-			replicas = append(replicas, sorted[(first+1+(shift+j)%(n-1))%n])
-		}
-		out[int32(p)] = replicas
-	}
-	return out
-}
-
 // validateAssignment checks an explicit assignment as Kafka's CreateTopics
 // does: partitions 0..n-1, every list non-empty, of the same length,
 // without duplicates, on registered brokers.
@@ -131,7 +95,8 @@ func (s *Session) CreateTopic(ctx context.Context, spec TopicSpec) error {
 	if err := ValidateTopicName(spec.Name); err != nil {
 		return err
 	}
-	live := s.liveBrokerIDs()
+	brokers := s.liveBrokerRacks()
+	live := rackBrokerIDs(brokers)
 	assignment := spec.Assignment
 	if len(assignment) > 0 {
 		if err := validateAssignment(assignment, live); err != nil {
@@ -153,8 +118,12 @@ func (s *Session) CreateTopic(ctx context.Context, spec TopicSpec) error {
 		if err := checkAssignmentFits(spec.NumPartitions, int(spec.ReplicationFactor)); err != nil {
 			return err
 		}
-		n := len(live)
-		assignment = AssignReplicas(live, spec.NumPartitions, spec.ReplicationFactor, rand.IntN(n), rand.IntN(n))
+		// Kafka's default: a random start index and shift; rack-aware
+		// when every broker has a broker.rack.
+		var err error
+		if assignment, err = cluster.AssignReplicas(brokers, 0, spec.NumPartitions, spec.ReplicationFactor, -1, -1); err != nil {
+			return fmt.Errorf("create topic %s: %w", spec.Name, err)
+		}
 	}
 	if err := s.checkTopicAbsent(spec.Name); err != nil {
 		return err

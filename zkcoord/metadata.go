@@ -1,6 +1,7 @@
 package zkcoord
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"sort"
@@ -64,5 +65,31 @@ func (s *Session) liveBrokerIDs() []int32 {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	return ids
+}
+
+// liveBrokerRacks returns the registered brokers with their broker.rack
+// ("" for none), sorted by id: what replica assignment places replicas on.
+func (s *Session) liveBrokerRacks() []cluster.BrokerRack {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]cluster.BrokerRack, 0, len(s.brokers))
+	for id, b := range s.brokers {
+		br := cluster.BrokerRack{ID: id}
+		if b.Rack != nil {
+			br.Rack = *b.Rack
+		}
+		out = append(out, br)
+	}
+	slices.SortFunc(out, func(a, b cluster.BrokerRack) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// rackBrokerIDs returns the ids of brokers, in their order.
+func rackBrokerIDs(brokers []cluster.BrokerRack) []int32 {
+	ids := make([]int32, len(brokers))
+	for i, b := range brokers {
+		ids[i] = b.ID
+	}
 	return ids
 }

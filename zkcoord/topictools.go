@@ -71,7 +71,7 @@ func (s *Session) CreatePartitions(ctx context.Context, spec PartitionSpec) (map
 		if err != nil {
 			return nil, fmt.Errorf("create partitions of %s: %w", spec.Topic, err)
 		}
-		added, err := planPartitions(existing, spec, s.liveBrokerIDs())
+		added, err := planPartitions(existing, spec, s.liveBrokerRacks())
 		if err != nil {
 			return nil, err
 		}
@@ -93,8 +93,10 @@ func (s *Session) CreatePartitions(ctx context.Context, spec PartitionSpec) (map
 }
 
 // planPartitions checks spec against the existing assignment and the live
-// brokers and returns the assignment of the new partitions.
-func planPartitions(existing map[int32][]int32, spec PartitionSpec, live []int32) (map[int32][]int32, error) {
+// brokers (sorted by id, with their racks) and returns the assignment of
+// the new partitions.
+func planPartitions(existing map[int32][]int32, spec PartitionSpec, brokers []cluster.BrokerRack) (map[int32][]int32, error) {
+	live := rackBrokerIDs(brokers)
 	old := int32(len(existing))
 	switch {
 	case spec.Count < old:
@@ -140,11 +142,16 @@ func planPartitions(existing map[int32][]int32, spec PartitionSpec, live []int32
 		return nil, fmt.Errorf("%w: replication factor %d larger than the %d available brokers",
 			cluster.ErrInvalidReplicationFactor, rf, len(live))
 	}
-	// AdminZkClient.addPartitions: the start index is that of the first
-	// broker (in id order) at or above partition 0's first replica, and
-	// numbering continues at the old partition count.
+	// AdminZkClient.createNewPartitionsAssignment: the start index (and
+	// shift) is that of the first broker, in id order, at or above
+	// partition 0's first replica, and numbering continues at the old
+	// partition count; rack-aware when every broker has a rack.
 	startIndex := max(0, slices.IndexFunc(live, func(id int32) bool { return id >= p0[0] }))
-	return assignReplicasFrom(live, old, add, int16(rf), startIndex, startIndex), nil
+	added, err := cluster.AssignReplicas(brokers, old, add, int16(rf), startIndex, startIndex)
+	if err != nil {
+		return nil, fmt.Errorf("create partitions of %s: %w", spec.Topic, err)
+	}
+	return added, nil
 }
 
 // TopicConfigAlter computes a topic's new overrides from its current ones

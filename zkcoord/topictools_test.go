@@ -17,7 +17,7 @@ import (
 )
 
 func TestPlanPartitions(t *testing.T) {
-	live := []int32{1, 2, 3}
+	live := []cluster.BrokerRack{{ID: 1}, {ID: 2}, {ID: 3}}
 	existing := map[int32][]int32{0: {2, 3, 1}, 1: {3, 1, 2}, 2: {1, 2, 3}}
 	// Kafka's addPartitions: start index 1 (broker 2, partition 0's first
 	// replica), numbering from 3, shift 1 growing to 2 at partition 3.
@@ -29,10 +29,19 @@ func TestPlanPartitions(t *testing.T) {
 	if want := map[int32][]int32{3: {3, 2, 1}}; err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("explicit: %v %v, want %v", got, err, want)
 	}
+	// Rack-aware: brokers 1-6 in racks r1 r2 r3 r1 r2 r3 alternate as
+	// 1 2 3 4 5 6; start index 1 (broker 2), the followers' shift 1 times
+	// 3 racks.
+	racked := []cluster.BrokerRack{{ID: 1, Rack: "r1"}, {ID: 2, Rack: "r2"}, {ID: 3, Rack: "r3"},
+		{ID: 4, Rack: "r1"}, {ID: 5, Rack: "r2"}, {ID: 6, Rack: "r3"}}
+	got, err = planPartitions(existing, PartitionSpec{Topic: "t", Count: 5}, racked)
+	if want := map[int32][]int32{3: {5, 3, 4}, 4: {6, 4, 5}}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("rack aware: %v %v, want %v", got, err, want)
+	}
 	for _, c := range []struct {
 		name string
 		spec PartitionSpec
-		live []int32
+		live []cluster.BrokerRack
 		want error
 	}{
 		{"fewer", PartitionSpec{Count: 2}, live, cluster.ErrInvalidPartitions},
@@ -41,7 +50,8 @@ func TestPlanPartitions(t *testing.T) {
 		{"assignment rf", PartitionSpec{Count: 4, Assignment: [][]int32{{1, 2}}}, live, cluster.ErrInvalidReplicaAssignment},
 		{"assignment duplicate", PartitionSpec{Count: 4, Assignment: [][]int32{{1, 1, 2}}}, live, cluster.ErrInvalidReplicaAssignment},
 		{"assignment unknown broker", PartitionSpec{Count: 4, Assignment: [][]int32{{1, 2, 9}}}, live, cluster.ErrInvalidReplicaAssignment},
-		{"too few brokers", PartitionSpec{Count: 4}, []int32{1, 2}, cluster.ErrInvalidReplicationFactor},
+		{"too few brokers", PartitionSpec{Count: 4}, live[:2], cluster.ErrInvalidReplicationFactor},
+		{"some brokers without rack", PartitionSpec{Count: 4}, []cluster.BrokerRack{{ID: 1, Rack: "a"}, {ID: 2, Rack: "b"}, {ID: 3}}, cluster.ErrIncompleteRackInfo},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if _, err := planPartitions(existing, c.spec, c.live); !errors.Is(err, c.want) {
