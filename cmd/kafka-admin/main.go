@@ -251,8 +251,17 @@ func (a *admin) requireAPIs(ctx context.Context, keys []int16) error {
 			return fmt.Errorf("ApiVersions: no broker answered at %s", strings.Join(a.seeds, ","))
 		}
 		if !served {
-			return fmt.Errorf("%w: the cluster does not serve %s (API key %d)", kerr.UnsupportedVersion, kmsg.NameForKey(key), key)
+			return fmt.Errorf("%w: the cluster does not serve %s (API key %d)", kerr.UnsupportedVersion, apiName(key), key)
 		}
 	}
 	return nil
+}
+
+// apiName is the request's name in Kafka's protocol (kmsg says
+// AlterPartitionAssignments for AlterPartitionReassignments).
+func apiName(key int16) string {
+	if key == 45 {
+		return "AlterPartitionReassignments"
+	}
+	return kmsg.NameForKey(key)
 }

@@ -301,14 +301,14 @@ func (a *admin) generate(ctx context.Context, out io.Writer, topics []string, br
 // brokerRacks keeps the registered brokers named in list (others are
 // ignored, as Kafka does) with their racks. With rackAware, either every
 // such broker has a rack or none has.
-func brokerRacks(registered kadm.BrokerDetails, list []int32, rackAware bool) ([]brokerRack, error) {
-	var out []brokerRack
+func brokerRacks(registered kadm.BrokerDetails, list []int32, rackAware bool) ([]cluster.BrokerRack, error) {
+	var out []cluster.BrokerRack
 	racked := 0
 	for _, b := range registered {
 		if !slices.Contains(list, b.NodeID) {
 			continue
 		}
-		br := brokerRack{ID: b.NodeID}
+		br := cluster.BrokerRack{ID: b.NodeID}
 		if rackAware && b.Rack != nil {
 			br.Rack = *b.Rack
 			racked++
@@ -318,7 +318,7 @@ func brokerRacks(registered kadm.BrokerDetails, list []int32, rackAware bool) ([
 	if rackAware && racked != 0 && racked != len(out) {
 		return nil, errors.New("Not all brokers have rack information. Add --disable-rack-aware in command line to make replica assignment without rack information.")
 	}
-	slices.SortFunc(out, func(x, y brokerRack) int { return int(x.ID) - int(y.ID) })
+	slices.SortFunc(out, func(x, y cluster.BrokerRack) int { return int(x.ID) - int(y.ID) })
 	return out, nil
 }
 
@@ -326,7 +326,7 @@ func brokerRacks(registered kadm.BrokerDetails, list []int32, rackAware bool) ([
 // keeping its partition count and replication factor, as Kafka's
 // calculateAssignment does. Each topic gets its own random start index and
 // replica shift from rng, so a seeded rng gives the same plan.
-func proposeAssignment(current assignment, brokers []brokerRack, rng *rand.Rand) (assignment, error) {
+func proposeAssignment(current assignment, brokers []cluster.BrokerRack, rng *rand.Rand) (assignment, error) {
 	if len(brokers) == 0 {
 		return nil, fmt.Errorf("%w: none of the brokers in --broker-list is registered", kerr.InvalidReplicationFactor)
 	}

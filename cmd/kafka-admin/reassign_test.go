@@ -10,12 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/cluster"
 )
 
 // Kafka's AdminUtilsTest.testReplicaAssignment: 5 brokers, 10 partitions,
 // RF 3, start index 0 and shift 0.
 func TestAssignReplicasMatchesKafka(t *testing.T) {
-	brokers := []brokerRack{{ID: 0}, {ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
+	brokers := []cluster.BrokerRack{{ID: 0}, {ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
 	got, err := assignReplicas(brokers, 0, 10, 3, 0, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +42,7 @@ func TestProposeAssignmentIsSeededAndKeepsShape(t *testing.T) {
 		current[tp("foo", p)] = []int32{0, 1, 2}
 	}
 	current[tp("bar", 0)] = []int32{1, 2}
-	brokers := []brokerRack{{ID: 0}, {ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
+	brokers := []cluster.BrokerRack{{ID: 0}, {ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
 	a, err := proposeAssignment(current, brokers, rand.New(rand.NewPCG(7, 7)))
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +66,39 @@ func TestProposeAssignmentIsSeededAndKeepsShape(t *testing.T) {
 	}
 	if len(leaders) != 5 {
 		t.Errorf("foo's leaders %v do not spread over 5 brokers", leaders)
+	}
+}
+
+// --generate on 6 brokers in 3 racks (through cluster.AssignReplicas) puts
+// every partition's 3 replicas on 3 racks.
+func TestProposeAssignmentIsRackAware(t *testing.T) {
+	rack := func(s string) *string { return &s }
+	reg := kadm.BrokerDetails{
+		{NodeID: 0, Rack: rack("a")}, {NodeID: 1, Rack: rack("a")}, {NodeID: 2, Rack: rack("b")},
+		{NodeID: 3, Rack: rack("b")}, {NodeID: 4, Rack: rack("c")}, {NodeID: 5, Rack: rack("c")},
+	}
+	brokers, err := brokerRacks(reg, []int32{0, 1, 2, 3, 4, 5}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := assignment{}
+	for p := range int32(12) {
+		current[tp("foo", p)] = []int32{0, 1, 2}
+	}
+	for seed := range uint64(5) {
+		a, err := proposeAssignment(current, brokers, rand.New(rand.NewPCG(seed, seed)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, r := range a {
+			racks := map[string]bool{}
+			for _, id := range r {
+				racks[*reg[id].Rack] = true
+			}
+			if len(racks) != 3 {
+				t.Errorf("seed %d %s: replicas %v on racks %v, want 3 racks", seed, k, r, racks)
+			}
+		}
 	}
 }
 
