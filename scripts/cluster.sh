@@ -758,14 +758,21 @@ cmd_decommission() {
 			--reassignment-json-file "$dir.json" "${throttle[@]+"${throttle[@]}"}" | tee "$dir.execute.log" ||
 			die "kafka-admin --execute failed; see above"
 		sed -n '3p' "$dir.execute.log" >"$dir.rollback.json"
+		# Poll with --preserve-throttles; the last --verify, once all is done,
+		# clears the throttles (only needed when THROTTLE set them).
 		deadline=$((SECONDS + MOVE_TIMEOUT))
 		while :; do
-			verify=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --verify --reassignment-json-file "$dir.json") ||
+			verify=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --verify \
+				--reassignment-json-file "$dir.json" --preserve-throttles) ||
 				die "kafka-admin --verify failed: $verify"
 			if ! grep -q 'is still in progress' <<<"$verify"; then break; fi
 			((SECONDS < deadline)) || die "the move off broker $id is not complete after ${MOVE_TIMEOUT}s; it goes on (kafka-admin reassign-partitions --list); broker $id left running"
-			sleep 2
+			sleep 1
 		done
+		if [[ -n $THROTTLE ]]; then
+			verify=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --verify --reassignment-json-file "$dir.json") ||
+				die "kafka-admin --verify (clearing the throttles) failed: $verify"
+		fi
 		say "$verify"
 		if grep -q 'rather than' <<<"$verify"; then
 			die "the reassignment ended but some replica sets differ from the plan (cancelled?); broker $id left running"

@@ -185,23 +185,47 @@ func (a *admin) clearThrottles(ctx context.Context, out io.Writer, targets []pla
 }
 
 // alterConfigsError folds a request error and the per-resource errors of
-// an IncrementalAlterConfigs into one error naming the resources.
+// an IncrementalAlterConfigs into one error naming the resources, those
+// with the same error together.
 func alterConfigsError(kind string, resp kadm.AlterConfigsResponses, err error) error {
 	if err != nil {
 		return fmt.Errorf("IncrementalAlterConfigs: %w", err)
 	}
-	var lines []string
+	var order []string
+	names := make(map[string][]string)
+	var first error
 	for _, r := range resp {
-		if r.Err != nil {
-			e := r.Err
-			if r.ErrMessage != "" {
-				e = fmt.Errorf("%w (%s)", r.Err, r.ErrMessage)
-			}
-			lines = append(lines, fmt.Sprintf("%s %q: %v", kind, r.Name, e))
+		if r.Err == nil {
+			continue
 		}
+		e := r.Err
+		if r.ErrMessage != "" {
+			e = fmt.Errorf("%w (%s)", r.Err, r.ErrMessage)
+		}
+		if first == nil {
+			first = r.Err
+		}
+		if _, ok := names[e.Error()]; !ok {
+			order = append(order, e.Error())
+		}
+		names[e.Error()] = append(names[e.Error()], r.Name)
 	}
-	if len(lines) > 0 {
-		return fmt.Errorf("IncrementalAlterConfigs: %s", strings.Join(lines, "; "))
+	if first == nil {
+		return nil
 	}
-	return nil
+	lines := make([]string, len(order))
+	for i, msg := range order {
+		lines[i] = fmt.Sprintf("%s%s %s: %s", kind, plural(len(names[msg])), strings.Join(names[msg], ","), msg)
+	}
+	return &namedError{msg: "IncrementalAlterConfigs " + strings.Join(lines, "; "), err: first}
 }
+
+// namedError is a message that already names its Kafka error, which stays
+// reachable through errors.Is.
+type namedError struct {
+	msg string
+	err error
+}
+
+func (e *namedError) Error() string { return e.msg }
+func (e *namedError) Unwrap() error { return e.err }

@@ -1,8 +1,13 @@
 package main
 
 import (
-	"github.com/kafkazk/broker/cluster"
+	"errors"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkazk/broker/cluster"
 )
 
 // The throttle values are Kafka's byte for byte: leader = every current
@@ -68,5 +73,23 @@ func TestProposedMovesKeepOngoingSources(t *testing.T) {
 	}
 	if _, err := proposedMoves(nil, plan, assignment{}); err == nil {
 		t.Fatal("a partition without replicas was accepted")
+	}
+}
+
+// Per-resource errors are grouped by error and keep their Kafka error.
+func TestAlterConfigsErrorGroupsResources(t *testing.T) {
+	resp := kadm.AlterConfigsResponses{
+		{Name: "0", Err: kerr.InvalidRequest, ErrMessage: "not supported"},
+		{Name: "1"},
+		{Name: "2", Err: kerr.InvalidRequest, ErrMessage: "not supported"},
+		{Name: "3", Err: kerr.InvalidConfig},
+	}
+	err := alterConfigsError("broker", resp, nil)
+	want := "IncrementalAlterConfigs brokers 0,2: " + kerr.InvalidRequest.Error() + " (not supported); broker 3: " + kerr.InvalidConfig.Error()
+	if err == nil || err.Error() != want || !errors.Is(err, kerr.InvalidRequest) {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+	if err := alterConfigsError("topic", kadm.AlterConfigsResponses{{Name: "t"}}, nil); err != nil {
+		t.Fatalf("no error: %v", err)
 	}
 }
