@@ -426,14 +426,17 @@ func (l BrokerConfigLayers) brokerEntry(name string, perBroker bool) BrokerConfi
 // CheckBrokerConfigUpdate is Kafka's DynamicBrokerConfig.validateConfigs
 // for the whole new content of /config/brokers/<id> or <default>: keys
 // that need a restart are refused ("Cannot update these configs
-// dynamically: Set(...)"), then every known key's value must parse as its
-// type and meet its lower bound, with ConfigDef's messages naming the key.
-// Keys not in the table are accepted and kept, as Kafka keeps custom
-// broker configs. Errors are *BrokerConfigError.
+// dynamically: Set(...)"), then every value must parse as its key's type
+// and meet its lower bound, with ConfigDef's messages naming the key.
+// Kafka also keeps keys it does not know ("custom" configs, for plugins);
+// this broker has no plugin to read them, and some are Kafka's own
+// security keys it does not serve (sasl.jaas.config, whose dynamic update
+// was CVE-2023-25194's way in), so a key not in the table is refused with
+// the same message. Errors are *BrokerConfigError.
 func CheckBrokerConfigUpdate(props map[string]string) error {
 	var static []string
 	for name := range props {
-		if k, ok := brokerKeys[name]; ok && !k.Dynamic() {
+		if k, ok := brokerKeys[name]; !ok || !k.Dynamic() {
 			static = append(static, name)
 		}
 	}
@@ -447,11 +450,7 @@ func CheckBrokerConfigUpdate(props map[string]string) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		k, ok := brokerKeys[name]
-		if !ok {
-			continue
-		}
-		if err := k.parse(props[name]); err != nil {
+		if err := brokerKeys[name].parse(props[name]); err != nil {
 			return err
 		}
 	}

@@ -159,7 +159,8 @@ func TestCheckBrokerConfigUpdate(t *testing.T) {
 		msg   string // "" accepted
 	}{
 		{map[string]string{"log.retention.ms": "1000", "max.connections": "10"}, ""},
-		{map[string]string{"some.plugin.key": "anything"}, ""},
+		{map[string]string{"sasl.jaas.config": "com.sun.security.auth.module.JndiLoginModule required;"},
+			"Cannot update these configs dynamically: Set(sasl.jaas.config)"},
 		{map[string]string{"log.retention.hours": "1", "log.dirs": "/x", "log.retention.ms": "5"},
 			"Cannot update these configs dynamically: Set(log.dirs, log.retention.hours)"},
 		{map[string]string{"log.retention.ms": "abc"}, "Invalid value abc for configuration log.retention.ms: Not a number of type LONG"},

@@ -81,6 +81,11 @@ type Config struct {
 	// RequestObserver, when set, is told of every dispatched request
 	// (request counts and latency per API key).
 	RequestObserver RequestObserver
+	// BrokerConfigs and BrokerLoggers, when set, serve the BROKER and
+	// BROKER_LOGGER resources of DescribeConfigs, AlterConfigs and
+	// IncrementalAlterConfigs (broker_configs.go).
+	BrokerConfigs BrokerConfigs
+	BrokerLoggers BrokerLoggers
 
 	// Log is the server's logger; the zero value discards.
 	Log zerolog.Logger
