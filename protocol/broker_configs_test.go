@@ -379,3 +379,38 @@ func TestBrokerLoggerConfigs(t *testing.T) {
 		t.Errorf("AlterConfigs BROKER_LOGGER: %+v", r)
 	}
 }
+
+// TestSetConnectionLimits: raising max.connections lets a waiting
+// connection in at once, and max.connections.per.ip changes for new
+// connections, without a restart.
+func TestSetConnectionLimits(t *testing.T) {
+	b := startBroker(t, func(c *Config) { c.MaxConnections = 1; c.MaxConnectionsPerIP = 1; c.InterBrokerListener = "REPLICATION" })
+	first := b.dial(t)
+	first.roundTrip(apiVersions())
+	waiting := b.dial(t)
+	waiting.send(apiVersions())
+	waiting.c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	var one [1]byte
+	if _, err := waiting.c.Read(one[:]); err == nil {
+		t.Fatal("a connection beyond max.connections was served")
+	}
+	// max.connections 3 lets it be accepted, where max.connections.per.ip
+	// 1 closes it; then per ip 3 serves new ones.
+	b.srv.SetConnectionLimits(3, 1)
+	waiting.expectClosed()
+	b.srv.SetConnectionLimits(3, 3)
+	second := b.dial(t)
+	second.roundTrip(apiVersions())
+	third := b.dial(t)
+	third.roundTrip(apiVersions())
+	first.roundTrip(apiVersions())
+	// Lowering applies to new connections only: the open ones stay.
+	b.srv.SetConnectionLimits(1, 1)
+	late := b.dial(t)
+	late.send(apiVersions())
+	late.c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := late.c.Read(one[:]); err == nil {
+		t.Fatal("a connection beyond the lowered max.connections was served")
+	}
+	second.roundTrip(apiVersions())
+}
