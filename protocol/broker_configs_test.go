@@ -384,7 +384,11 @@ func TestBrokerLoggerConfigs(t *testing.T) {
 // connection in at once, and max.connections.per.ip changes for new
 // connections, without a restart.
 func TestSetConnectionLimits(t *testing.T) {
-	b := startBroker(t, func(c *Config) { c.MaxConnections = 1; c.MaxConnectionsPerIP = 1; c.InterBrokerListener = "REPLICATION" })
+	b := startBroker(t, func(c *Config) {
+		c.MaxConnections = 1
+		c.MaxConnectionsPerIP = 1
+		c.InterBrokerListener = "REPLICATION"
+	})
 	first := b.dial(t)
 	first.roundTrip(apiVersions())
 	waiting := b.dial(t)
