@@ -271,6 +271,9 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	}
 	dyn.onCleaner = replicas.ReconfigureCleaner
 	dyn.onConnectionLimits = srv.SetConnectionLimits
+	// dyn.ReplicationThrottles (func(leaderRate, followerRate int64)) is
+	// where the replication throttle's rate setter goes (issue 15 item
+	// 2): start calls it once below, and again on every change.
 	dynCtx, stopDyn := context.WithCancel(ctx)
 	dynDone := make(chan struct{})
 	go func() { defer close(dynDone); dyn.start(dynCtx) }()
