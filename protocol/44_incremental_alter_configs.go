@@ -72,9 +72,7 @@ type configChange func(current map[string]string) (map[string]string, error)
 func (s *Server) alterTopicResource(ctx context.Context, rc *reqContext, typ kmsg.ConfigResourceType, name string, validateOnly bool,
 	build func() (configChange, error)) (int16, error) {
 	switch typ {
-	case kmsg.ConfigResourceTypeTopic:
-	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
-		return kerr.InvalidRequest.Code, errBrokerConfigs
+	case kmsg.ConfigResourceTypeTopic: // broker resources: broker_configs.go
 	default:
 		return kerr.InvalidRequest.Code, fmt.Errorf("unsupported resource type %d", typ)
 	}

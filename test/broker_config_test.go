@@ -7,7 +7,9 @@ package test
 // DYNAMIC_DEFAULT_BROKER_CONFIG) and synonyms in Kafka's order; a change
 // of the cluster default log.retention.ms through kadm makes both brokers
 // delete old segments without a restart (the log start offset moves, the
-// topic's retention.ms is reported from the new source); an alteration of
+// topic's retention.ms is reported from the new source), and one of
+// message.max.bytes refuses a larger batch, then takes it again once
+// deleted; an alteration of
 // a key that needs a restart is refused with INVALID_REQUEST and Kafka's
 // message, and leaves /config/brokers untouched; a BROKER_LOGGER level
 // changes what a broker logs.
@@ -395,6 +397,33 @@ func TestBrokerConfig(t *testing.T) {
 				t.Errorf("topic retention.ms: %s from %v, synonyms %+v", cfg.MaybeValue(), cfg.Source, cfg.Synonyms)
 			}
 		}
+	})
+
+	t.Run("message.max.bytes", func(t *testing.T) {
+		const topic = "dyn-max-bytes"
+		createTopic(t, c, topic, 1, 2, nil, nil)
+		prod := c.Client(kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(0),
+			kgo.ProducerBatchCompression(kgo.NoCompression())) // the batch stays over the limit
+		big := &kgo.Record{Value: bytes.Repeat([]byte("m"), 3000)}
+		if err := prod.ProduceSync(ctx, big).FirstErr(); err != nil {
+			t.Fatalf("3000-byte record under the default message.max.bytes: %v", err)
+		}
+		if resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("message.max.bytes", "2000")}); err != nil || resp[0].Err != nil {
+			t.Fatalf("alter message.max.bytes: %v %+v", err, resp)
+		}
+		eventually(t, 15*time.Second, func() error {
+			err := prod.ProduceSync(ctx, &kgo.Record{Value: bytes.Repeat([]byte("m"), 3000)}).FirstErr()
+			if !errors.Is(err, kerr.MessageTooLarge) {
+				return fmt.Errorf("3000-byte record with message.max.bytes=2000: %v, want MESSAGE_TOO_LARGE", err)
+			}
+			return nil
+		})
+		if resp, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "message.max.bytes"}}); err != nil || resp[0].Err != nil {
+			t.Fatalf("delete message.max.bytes: %v %+v", err, resp)
+		}
+		eventually(t, 15*time.Second, func() error {
+			return prod.ProduceSync(ctx, &kgo.Record{Value: bytes.Repeat([]byte("m"), 3000)}).FirstErr()
+		})
 	})
 
 	t.Run("refused", func(t *testing.T) {

@@ -70,6 +70,9 @@ func newLogger() (zerolog.Logger, *logLevels) {
 		}
 	}
 	zerolog.TimeFieldFormat = time.RFC3339Nano
+	// The levels filter every event (per logger, changeable at run time);
+	// zerolog's global level must not hide TRACE from them.
+	zerolog.SetGlobalLevel(zerolog.TraceLevel)
 	levels := newLogLevels(level)
 	return levels.root(zerolog.New(os.Stderr).With().Timestamp().Logger()), levels
 }
