@@ -46,6 +46,12 @@ func NewOffsetMap(budgetBytes int64) *OffsetMap {
 	return m
 }
 
+// OffsetMapBytes is the Bytes of NewOffsetMap(budgetBytes), without
+// allocating it (the cleaner compares it to reuse a map).
+func OffsetMapBytes(budgetBytes int64) int64 {
+	return max(budgetBytes/offsetMapSlotBytes, 2) * offsetMapSlotBytes
+}
+
 // Bytes is the memory the slots take.
 func (m *OffsetMap) Bytes() int64 { return int64(len(m.slots)) * offsetMapSlotBytes }
 

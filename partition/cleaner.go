@@ -89,7 +89,9 @@ type cleanerOffset struct {
 // never while calling into a Replica or a Log. cleaner.fileMu serializes
 // the checkpoint file writes and is taken before cleaner.mu.
 type cleaner struct {
-	m         *Manager
+	m *Manager
+	// cfg.Enable is fixed at construction; the rest may change through
+	// Manager.ReconfigureCleaner and is read under mu (config).
 	cfg       CleanerConfig
 	throttler *logstore.RateThrottler
 	log       zerolog.Logger
@@ -113,6 +115,11 @@ type cleaner struct {
 	dead        int
 	passes      int64
 	threadsLive int
+	started     bool         // start ran: ReconfigureCleaner starts added threads
+	threadIDs   map[int]bool // ids of the running threads
+	// reconfigured is closed and replaced by ReconfigureCleaner, to wake
+	// the threads sleeping their backoff.
+	reconfigured chan struct{}
 }
 
 func newCleaner(m *Manager, cfg CleanerConfig) *cleaner {
@@ -127,6 +134,9 @@ func newCleaner(m *Manager, cfg CleanerConfig) *cleaner {
 		truncated:   map[cluster.TopicPartition]int64{},
 		aborts:      map[cluster.TopicPartition]chan struct{}{},
 		lastStats:   make([]logstore.CleanStats, cfg.Threads),
+		threadIDs:   map[int]bool{},
+
+		reconfigured: make(chan struct{}),
 	}
 }
 
@@ -189,8 +199,66 @@ func (c *cleaner) start() {
 	if !c.cfg.Enable {
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.started = true
+	c.startThreadsLocked()
+}
+
+// startThreadsLocked starts the threads of ids below cfg.Threads that
+// are not running. Caller holds c.mu.
+func (c *cleaner) startThreadsLocked() {
 	for id := range c.cfg.Threads {
-		c.m.goFunc(func() { c.thread(id) })
+		if c.threadIDs[id] {
+			continue
+		}
+		c.threadIDs[id] = true
+		if !c.m.goFunc(func() { c.thread(id) }) {
+			delete(c.threadIDs, id)
+		}
+	}
+}
+
+// config returns the cleaner's current configuration and the channel
+// closed at its next change.
+func (c *cleaner) config() (CleanerConfig, <-chan struct{}) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cfg, c.reconfigured
+}
+
+// ReconfigureCleaner applies new log.cleaner.* settings without a
+// restart, as Kafka's LogCleaner.reconfigure (for log.cleaner.threads,
+// .dedupe.buffer.size, .io.buffer.size, .io.buffer.load.factor,
+// .io.max.bytes.per.second and .backoff.ms): the I/O limit applies to the
+// bytes that follow, a thread sleeps the new backoff from its next sleep,
+// takes the new share of the dedupe buffer at its next pass, and the
+// thread count grows at once or shrinks as threads beyond it finish their
+// pass. Enable (log.cleaner.enable) is not dynamic and is kept. With the
+// cleaner disabled only the settings are recorded.
+func (m *Manager) ReconfigureCleaner(cfg CleanerConfig) {
+	c := m.cleaner
+	cfg = cfg.withDefaults()
+	c.throttler.SetRate(cfg.IOMaxBytesPerSecond)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg.Enable = c.cfg.Enable
+	if cfg == c.cfg {
+		return
+	}
+	// Field by field: Enable is read without c.mu.
+	c.cfg.Threads, c.cfg.DedupeBufferSize = cfg.Threads, cfg.DedupeBufferSize
+	c.cfg.IOMaxBytesPerSecond, c.cfg.Backoff = cfg.IOMaxBytesPerSecond, cfg.Backoff
+	close(c.reconfigured)
+	c.reconfigured = make(chan struct{})
+	for len(c.lastStats) < cfg.Threads {
+		c.lastStats = append(c.lastStats, logstore.CleanStats{})
+	}
+	c.log.Info().Int("threads", cfg.Threads).Int64("dedupe_buffer_size", cfg.DedupeBufferSize).
+		Float64("io_max_bytes_per_second", cfg.IOMaxBytesPerSecond).Dur("backoff", cfg.Backoff).
+		Msg("log cleaner reconfigured")
+	if c.cfg.Enable && c.started {
+		c.startThreadsLocked()
 	}
 }
 
@@ -205,6 +273,7 @@ func (c *cleaner) thread(id int) {
 	defer func() {
 		rec := recover()
 		c.mu.Lock()
+		delete(c.threadIDs, id)
 		c.threadsLive--
 		if rec != nil {
 			c.dead++
@@ -224,19 +293,27 @@ func (c *cleaner) thread(id int) {
 			return
 		default:
 		}
+		cfg, reconfigured := c.config()
+		if id >= cfg.Threads {
+			c.mu.Lock()
+			c.lastStats[id] = logstore.CleanStats{} // a thread reconfigured away
+			c.mu.Unlock()
+			return
+		}
 		if c.cleanOnce(id, &om) {
 			continue
 		}
 		if backoff == nil {
-			backoff = time.NewTimer(c.cfg.Backoff)
+			backoff = time.NewTimer(cfg.Backoff)
 			defer backoff.Stop()
 		} else {
-			backoff.Reset(c.cfg.Backoff)
+			backoff.Reset(cfg.Backoff)
 		}
 		select {
 		case <-c.m.stop:
 			return
 		case <-backoff.C:
+		case <-reconfigured:
 		}
 	}
 }
@@ -336,8 +413,9 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 	if lc == nil {
 		return false
 	}
-	if *om == nil {
-		*om = logstore.NewOffsetMap(c.cfg.DedupeBufferSize / int64(c.cfg.Threads))
+	cfg, _ := c.config()
+	if share := cfg.DedupeBufferSize / int64(cfg.Threads); *om == nil || (*om).Bytes() != logstore.OffsetMapBytes(share) {
+		*om = logstore.NewOffsetMap(share)
 	}
 	r := lc.r
 	stats, err := r.log.Clean(logstore.CleanConfig{

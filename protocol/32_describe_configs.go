@@ -16,10 +16,8 @@ package protocol
 //     documentation is null. Nothing is sensitive or read-only.
 //   - An unknown topic is UNKNOWN_TOPIC_OR_PARTITION; an empty name
 //     INVALID_TOPIC_EXCEPTION.
-//   - Broker and broker-logger resources (4, 8) are not served: they
-//     answer INVALID_REQUEST with a message saying so, rather than an
-//     empty list that would look like "no settings". Other types are
-//     INVALID_REQUEST as in Kafka.
+//   - Broker and broker-logger resources (4, 8): see broker_configs.go.
+//     Other types are INVALID_REQUEST as in Kafka.
 
 import (
 	"context"
@@ -87,7 +85,12 @@ func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *k
 				rr.Configs = append(rr.Configs, c)
 			}
 		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
-			fail(kerr.InvalidRequest.Code, errors.New("describing broker configs is not supported by this broker"))
+			configs, err := s.describeBrokerResource(req, r)
+			if err != nil {
+				fail(s.brokerConfigCode(rc, err), err)
+				break
+			}
+			rr.Configs = configs
 		default:
 			fail(kerr.InvalidRequest.Code, errors.New("unsupported resource type"))
 		}

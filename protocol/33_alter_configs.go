@@ -9,8 +9,9 @@ package protocol
 //     an unknown key or bad value, INVALID_REQUEST for a null value or a
 //     key named twice, UNKNOWN_TOPIC_OR_PARTITION for an unknown topic.
 //     Served only when Config.Admin implements ConfigAdmin.
-//   - Broker and broker-logger resources answer INVALID_REQUEST with a
-//     message; other types INVALID_REQUEST.
+//   - Broker resources replace /config/brokers/<id> or <default>
+//     (broker_configs.go); broker-logger resources are INVALID_REQUEST,
+//     as in Kafka; other types INVALID_REQUEST.
 
 import (
 	"context"
@@ -27,6 +28,13 @@ func (s *Server) handleAlterConfigs(ctx context.Context, rc *reqContext, req *km
 	for _, r := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		if r.ResourceType == kmsg.ConfigResourceTypeBroker || r.ResourceType == kmsg.ConfigResourceTypeBrokerLogger {
+			if err := s.alterBrokerReplace(actx, r, req.ValidateOnly); err != nil {
+				rr.ErrorCode, rr.ErrorMessage = s.brokerConfigCode(rc, err), errorMessage(err)
+			}
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		code, err := s.alterTopicResource(actx, rc, r.ResourceType, r.ResourceName, req.ValidateOnly,
 			func() (configChange, error) { return replacedConfigs(r.Configs) })
 		rr.ErrorCode, rr.ErrorMessage = code, errorMessage(err)

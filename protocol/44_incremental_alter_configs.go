@@ -18,9 +18,8 @@ package protocol
 //     it; a key named twice in one resource is INVALID_REQUEST; an unknown
 //     topic UNKNOWN_TOPIC_OR_PARTITION. A resource's ops apply all or none.
 //   - ValidateOnly checks without writing.
-//   - Broker and broker-logger resources (4, 8) answer INVALID_REQUEST
-//     with a message: this broker has no dynamic broker configs. Other
-//     types are INVALID_REQUEST as in Kafka.
+//   - Broker and broker-logger resources (4, 8): see broker_configs.go.
+//     Other types are INVALID_REQUEST as in Kafka.
 
 import (
 	"context"
@@ -35,7 +34,8 @@ import (
 	"github.com/kafkazk/broker/cluster"
 )
 
-// errBrokerConfigs answers alterations of broker and broker-logger resources.
+// errBrokerConfigs answers alterations of broker resources on a server
+// without Config.BrokerConfigs.
 var errBrokerConfigs = errors.New("altering broker configs is not supported by this broker: set them in server.properties")
 
 func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, rc *reqContext, req *kmsg.IncrementalAlterConfigsRequest) (kmsg.Response, error) {
@@ -46,6 +46,13 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, rc *reqConte
 	for _, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		if r.ResourceType == kmsg.ConfigResourceTypeBroker || r.ResourceType == kmsg.ConfigResourceTypeBrokerLogger {
+			if err := s.alterBrokerIncremental(actx, r, req.ValidateOnly); err != nil {
+				rr.ErrorCode, rr.ErrorMessage = s.brokerConfigCode(rc, err), errorMessage(err)
+			}
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		code, err := s.alterTopicResource(actx, rc, r.ResourceType, r.ResourceName, req.ValidateOnly,
 			func() (configChange, error) { return s.incrementalOps(r.ResourceName, r.Configs) })
 		rr.ErrorCode, rr.ErrorMessage = code, errorMessage(err)
@@ -65,9 +72,7 @@ type configChange func(current map[string]string) (map[string]string, error)
 func (s *Server) alterTopicResource(ctx context.Context, rc *reqContext, typ kmsg.ConfigResourceType, name string, validateOnly bool,
 	build func() (configChange, error)) (int16, error) {
 	switch typ {
-	case kmsg.ConfigResourceTypeTopic:
-	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
-		return kerr.InvalidRequest.Code, errBrokerConfigs
+	case kmsg.ConfigResourceTypeTopic: // broker resources: broker_configs.go
 	default:
 		return kerr.InvalidRequest.Code, fmt.Errorf("unsupported resource type %d", typ)
 	}

@@ -81,6 +81,11 @@ type Config struct {
 	// RequestObserver, when set, is told of every dispatched request
 	// (request counts and latency per API key).
 	RequestObserver RequestObserver
+	// BrokerConfigs and BrokerLoggers, when set, serve the BROKER and
+	// BROKER_LOGGER resources of DescribeConfigs, AlterConfigs and
+	// IncrementalAlterConfigs (broker_configs.go).
+	BrokerConfigs BrokerConfigs
+	BrokerLoggers BrokerLoggers
 
 	// Log is the server's logger; the zero value discards.
 	Log zerolog.Logger
@@ -247,15 +252,14 @@ func (s *Server) Serve(l net.Listener, listenerName string) error {
 // waitForSlot blocks while MaxConnections connections are open, unless
 // listener is the inter-broker listener; false means the server closed.
 func (s *Server) waitForSlot(listener string) bool {
-	limit := s.cfg.MaxConnections
-	if limit <= 0 || listener == s.cfg.InterBrokerListener {
+	if listener == s.cfg.InterBrokerListener {
 		return true
 	}
 	for {
 		s.mu.Lock()
-		n, wake := len(s.conns), s.connClosed
+		n, wake, limit := len(s.conns), s.connClosed, s.cfg.MaxConnections
 		s.mu.Unlock()
-		if n < limit {
+		if limit <= 0 || n < limit {
 			return true
 		}
 		select {
@@ -264,6 +268,19 @@ func (s *Server) waitForSlot(listener string) bool {
 			return false
 		}
 	}
+}
+
+// SetConnectionLimits changes max.connections and max.connections.per.ip
+// (zero or negative: unbounded) without a restart, as Kafka's
+// SocketServer.reconfigure: new connections are checked against the new
+// limits, listeners waiting for a slot look again, and connections already
+// open stay open.
+func (s *Server) SetConnectionLimits(maxConnections, maxConnectionsPerIP int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.MaxConnections, s.cfg.MaxConnectionsPerIP = maxConnections, maxConnectionsPerIP
+	close(s.connClosed)
+	s.connClosed = make(chan struct{})
 }
 
 // removeConn forgets c and wakes listeners waiting for a slot.

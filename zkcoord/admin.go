@@ -230,7 +230,9 @@ func checkAssignmentFits(partitions int32, rf int) error {
 // wrapping cluster.ErrInvalidConfig that names the key.
 func (s *Session) validateTopicConfig(topic string, overrides map[string]string) error {
 	defaults := cluster.DefaultLogConfig()
-	if s.cfg.TopicDefaults != nil {
+	if d := s.topicDefaults.Load(); d != nil {
+		defaults = *d
+	} else if s.cfg.TopicDefaults != nil {
 		defaults = *s.cfg.TopicDefaults
 	}
 	if _, err := defaults.WithOverrides(overrides); err != nil {

@@ -14,6 +14,8 @@
 //	.../partitions/<p>/state  P  {"controller_epoch":C,"leader":L,"version":1,"leader_epoch":E,"isr":[...]}
 //	/config/topics/<t>        P  {"version":1,"config":{"min.insync.replicas":"2"}}
 //	/config/changes/config_change_<seq>  PS  {"version":2,"entity_path":"topics/<t>"}
+//	/config/brokers/<id>, /config/brokers/<default>  P  {"version":1,"config":{"log.retention.ms":"1000"}}
+//	                             (notified as {"version":2,"entity_path":"brokers/<id>"}; brokerconfig.go)
 //	/admin/delete_topics/<t>  P  empty
 //	/isr_change_notification/isr_change_<seq>  PS  {"version":1,"partitions":[{"topic":"t","partition":0}]}
 //	/cluster/id               P  {"version":"1","id":"<22-char base64url uuid>"}
@@ -130,7 +132,9 @@
 // 2.5 s checks and a 5 s blackout).
 //
 // Brokers read topic configs through a data watch on each
-// /config/topics/<t>, not from the /config/changes notifications; they
+// /config/topics/<t>, and their dynamic broker configs through one on
+// /config/brokers/<id> and <default>, not from the /config/changes
+// notifications (written for Kafka's brokers and tools); they
 // only purge those, as Kafka's ZkNodeChangeNotificationListener does:
 // every broker, at startup, after a new session and whenever a
 // notification is added, deletes the ones created more than 15 minutes

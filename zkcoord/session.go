@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -66,6 +67,11 @@ type Config struct {
 	// broker can apply the new overrides to its live replicas. It must
 	// not block.
 	OnTopicConfigChange func(topic string)
+	// OnBrokerConfigChange, if set, is called from the session goroutine
+	// after /config/brokers/<BrokerID> or /config/brokers/<default>
+	// (entity cluster.BrokerDefaultEntity) was read with a new content,
+	// the first read included; BrokerConfig returns it. It must not block.
+	OnBrokerConfigChange func(entity string)
 	// Log receives the session's logs; the zero value discards them.
 	Log zerolog.Logger
 
@@ -140,6 +146,14 @@ type Session struct {
 	brokers         map[int32]cluster.Broker
 	topics          map[string]*topicEntry
 	ctrl            *controller // the running controller, nil unless controller; set by the session goroutine
+
+	// brokerConfigs are the dynamic broker configs by entity (this
+	// broker's id and <default>); guarded by mu, written by the session
+	// goroutine (brokerconfig.go).
+	brokerConfigs map[string]map[string]string
+	// topicDefaults, once set by SetTopicDefaults, replaces
+	// Config.TopicDefaults (dynamic broker configs changed them).
+	topicDefaults atomic.Pointer[cluster.LogConfig]
 }
 
 // Connect opens a ZooKeeper session for cfg, creates the chroot and the
@@ -505,6 +519,9 @@ func (s *Session) resync() {
 	}
 	if err := s.refreshConfigChanges(); err != nil {
 		s.markDirty("purge config changes", err)
+	}
+	if err := s.refreshBrokerConfigs(); err != nil {
+		s.markDirty("read broker configs", err)
 	}
 	if err := s.refreshIsrChanges(); err != nil {
 		s.markDirty("read isr changes", err)

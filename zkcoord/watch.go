@@ -30,6 +30,7 @@ const (
 	wDeleteTopics                       // children of /admin/delete_topics
 	wIsrChanges                         // children of /isr_change_notification (controller only)
 	wConfigChanges                      // children of /config/changes
+	wBrokerConfig                       // /config/brokers/<entity>; the entity is in watchKey.topic
 )
 
 type watchKey struct {
@@ -168,6 +169,8 @@ func (s *Session) handleFire(f watchFire) {
 		err = s.refreshIsrChanges()
 	case wConfigChanges:
 		err = s.refreshConfigChanges()
+	case wBrokerConfig:
+		err = s.refreshBrokerConfig(f.key.topic)
 	}
 	if err != nil {
 		s.markDirty("refresh "+s.zk.rel(f.ev.Path), err)

@@ -17,6 +17,7 @@ import (
 type admin struct {
 	session       *zkcoord.Session
 	defaults      cluster.LogConfig
+	dyn           *dynamicConfig    // when set, its topic defaults and layers replace defaults and static
 	static        map[string]string // server.properties, for DescribeConfigs' sources
 	deleteEnabled bool
 }
@@ -39,6 +40,13 @@ func (a *admin) TopicConfig(name string) ([]cluster.ConfigEntry, error) {
 	overrides, ok := a.session.TopicConfig(name)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", cluster.ErrUnknownTopic, name)
+	}
+	if a.dyn != nil {
+		cfg, err := a.dyn.logDefaults().WithOverrides(overrides)
+		if err != nil {
+			return nil, err
+		}
+		return cfg.EntriesWithBrokerLayers(overrides, a.dyn.brokerLayers()), nil
 	}
 	cfg, err := a.defaults.WithOverrides(overrides)
 	if err != nil {

@@ -103,91 +103,18 @@ var topicDefaultKeys = []struct{ broker, topic string }{
 	{"log.message.timestamp.before.max.ms", "message.timestamp.before.max.ms"},
 	{"log.message.timestamp.after.max.ms", "message.timestamp.after.max.ms"},
 	{"log.message.downconversion.enable", "message.downconversion.enable"},
+	{"compression.type", "compression.type"},
+	{"compression.gzip.level", "compression.gzip.level"},
+	{"compression.lz4.level", "compression.lz4.level"},
+	{"compression.zstd.level", "compression.zstd.level"},
+	{"log.local.retention.ms", "local.retention.ms"},
+	{"log.local.retention.bytes", "local.retention.bytes"},
 }
 
-// keyDefaults lists every accepted key with Kafka's default; "" means unset.
-var keyDefaults = map[string]string{
-	"broker.id":                                     "-1",
-	"broker.rack":                                   "",
-	"listeners":                                     "PLAINTEXT://:9092",
-	"advertised.listeners":                          "",
-	"listener.security.protocol.map":                "PLAINTEXT:PLAINTEXT",
-	"inter.broker.listener.name":                    "",
-	"zookeeper.connect":                             "",
-	"zookeeper.session.timeout.ms":                  "18000",
-	"zookeeper.connection.timeout.ms":               "",
-	"log.dirs":                                      "",
-	"log.dir":                                       "/tmp/kafka-logs",
-	"num.partitions":                                "1",
-	"default.replication.factor":                    "1",
-	"auto.create.topics.enable":                     "true",
-	"delete.topic.enable":                           "true",
-	"message.max.bytes":                             "1048588",
-	"socket.request.max.bytes":                      "104857600",
-	"connections.max.idle.ms":                       "600000",
-	"queued.max.request.bytes":                      "104857600", // Kafka: -1 (unbounded); README "Connection limits"
-	"max.connections":                               "2147483647",
-	"max.connections.per.ip":                        "2147483647",
-	"log.segment.bytes":                             "1073741824",
-	"log.roll.ms":                                   "",
-	"log.roll.hours":                                "168",
-	"log.retention.ms":                              "",
-	"log.retention.minutes":                         "",
-	"log.retention.hours":                           "168",
-	"log.retention.bytes":                           "-1",
-	"log.retention.check.interval.ms":               "300000",
-	"log.flush.interval.messages":                   strconv.FormatInt(math.MaxInt64, 10),
-	"log.flush.interval.ms":                         "",
-	"log.flush.offset.checkpoint.interval.ms":       "60000",
-	"log.index.interval.bytes":                      "4096",
-	"log.message.timestamp.type":                    "CreateTime",
-	"replica.high.watermark.checkpoint.interval.ms": "5000",
-	"min.insync.replicas":                           "1",
-	"replica.lag.time.max.ms":                       "30000",
-	"unclean.leader.election.enable":                "false",
-	"replica.fetch.max.bytes":                       "1048576",
-	"replica.fetch.wait.max.ms":                     "500",
-	"replica.fetch.min.bytes":                       "1",
-	"controlled.shutdown.enable":                    "true",
-	"auto.leader.rebalance.enable":                  "true",
-	"offsets.topic.replication.factor":              "3",
-	"offsets.topic.num.partitions":                  "50",
-	"offsets.topic.segment.bytes":                   "104857600",
-	"offsets.retention.minutes":                     "10080",
-	"offsets.retention.check.interval.ms":           "600000",
-	"offsets.topic.compression.codec":               "0",
-	"offsets.commit.timeout.ms":                     "5000",
-	"group.initial.rebalance.delay.ms":              "3000",
-	"group.min.session.timeout.ms":                  "6000",
-	"group.max.session.timeout.ms":                  "1800000",
-	// The log cleaner (Kafka's CleanerConfig).
-	"log.cleaner.enable":                      "true",
-	"log.cleaner.threads":                     "1",
-	"log.cleaner.io.max.bytes.per.second":     "1.7976931348623157E308", // Double.MAX_VALUE
-	"log.cleaner.dedupe.buffer.size":          "134217728",
-	"log.cleaner.io.buffer.size":              "524288",
-	"log.cleaner.io.buffer.load.factor":       "0.9",
-	"log.cleaner.backoff.ms":                  "15000",
-	"log.cleaner.min.cleanable.ratio":         "0.5",
-	"log.cleaner.delete.retention.ms":         "86400000",
-	"log.cleaner.min.compaction.lag.ms":       "0",
-	"log.cleaner.max.compaction.lag.ms":       strconv.FormatInt(math.MaxInt64, 10),
-	"log.cleanup.policy":                      "delete",
-	"log.index.size.max.bytes":                "10485760",
-	"log.roll.jitter.ms":                      "",
-	"log.roll.jitter.hours":                   "0",
-	"log.segment.delete.delay.ms":             "60000",
-	"log.preallocate":                         "false",
-	"log.message.format.version":              "3.0-IV1",
-	"log.message.timestamp.difference.max.ms": strconv.FormatInt(math.MaxInt64, 10),
-	"log.message.timestamp.before.max.ms":     strconv.FormatInt(math.MaxInt64, 10),
-	"log.message.timestamp.after.max.ms":      strconv.FormatInt(math.MaxInt64, 10),
-	"log.message.downconversion.enable":       "true",
-	// Not a Kafka key (Kafka exports JMX): host:port of this broker's
-	// HTTP listener for /metrics (Prometheus), /v1/partitions (JSON) and
-	// the status page at /. Unset: no HTTP listener.
-	"http.listener": "",
-}
+// keyDefaults lists every key server.properties may set with Kafka's
+// default ("" means unset): cluster's broker key table, the one list of
+// broker keys (DescribeConfigs and dynamic updates read it too).
+var keyDefaults = cluster.StaticBrokerKeyDefaults()
 
 // ConfigError names the key and what is wrong with it.
 type ConfigError struct {
@@ -347,6 +274,7 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	}
 	d.RetentionBytes = p.int("log.retention.bytes", -1, math.MaxInt64)
 	d.FlushMessages = p.int("log.flush.interval.messages", 1, math.MaxInt64)
+	d.FlushMs = p.int("log.flush.scheduler.interval.ms", 0, math.MaxInt64)
 	if p.str("log.flush.interval.ms") != "" {
 		d.FlushMs = p.int("log.flush.interval.ms", 0, math.MaxInt64)
 	}

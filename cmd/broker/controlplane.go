@@ -19,6 +19,7 @@ import (
 type controlPlane struct {
 	brokerID int32
 	defaults cluster.LogConfig
+	dyn      *dynamicConfig // when set, its topic defaults replace defaults
 	session  *zkcoord.Session
 	replicas *partition.Manager
 	meta     *protocol.MetadataCache
@@ -30,10 +31,14 @@ type controlPlane struct {
 // the topic's overrides from /config/topics.
 func (c *controlPlane) topicConfig(topic string) cluster.LogConfig {
 	overrides, _ := c.session.TopicConfig(topic)
-	cfg, err := c.defaults.WithOverrides(overrides)
+	defaults := c.defaults
+	if c.dyn != nil {
+		defaults = c.dyn.logDefaults()
+	}
+	cfg, err := defaults.WithOverrides(overrides)
 	if err != nil {
 		c.log.Error().Err(err).Str("topic", topic).Msg("topic config invalid; using broker defaults")
-		return c.defaults
+		return defaults
 	}
 	return cfg
 }

@@ -60,7 +60,9 @@ func loadConfig(args []string) (*Config, error) {
 	return BuildConfig(props)
 }
 
-func newLogger() zerolog.Logger {
+// newLogger is the root logger, at BROKER_LOG_LEVEL (info by default),
+// with the log levels that BROKER_LOGGER resources change at run time.
+func newLogger() (zerolog.Logger, *logLevels) {
 	level := zerolog.InfoLevel
 	if v := os.Getenv("BROKER_LOG_LEVEL"); v != "" {
 		if l, err := zerolog.ParseLevel(v); err == nil {
@@ -68,7 +70,11 @@ func newLogger() zerolog.Logger {
 		}
 	}
 	zerolog.TimeFieldFormat = time.RFC3339Nano
-	return zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()
+	// The levels filter every event (per logger, changeable at run time);
+	// zerolog's global level must not hide TRACE from them.
+	zerolog.SetGlobalLevel(zerolog.TraceLevel)
+	levels := newLogLevels(level)
+	return levels.root(zerolog.New(os.Stderr).With().Timestamp().Logger()), levels
 }
 
 func run(args []string) int {
@@ -78,10 +84,11 @@ func run(args []string) int {
 		usage()
 		return 2
 	}
-	log := newLogger().With().Int32("broker_id", cfg.BrokerID).Logger()
+	root, levels := newLogger()
+	log := root.With().Int32("broker_id", cfg.BrokerID).Logger()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := serve(ctx, cfg, log); err != nil {
+	if err := serve(ctx, cfg, log, levels); err != nil {
 		log.Error().Err(err).Msg("broker failed")
 		fmt.Fprintf(os.Stderr, "broker: %v\n", err)
 		return 1
@@ -91,7 +98,7 @@ func run(args []string) int {
 }
 
 // serve starts every component in order and runs until ctx ends.
-func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
+func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLevels) error {
 	log.Info().Str("zookeeper.connect", cfg.ZooKeeperConnect).Strs("log.dirs", cfg.LogDirs).
 		Interface("listeners", cfg.Listeners).Msg("starting")
 
@@ -148,13 +155,16 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 			return session.Broker(id)
 		},
 		RequestTimeout: 30 * time.Second,
-		Log:            log.With().Str("component", "client").Logger(),
+		Log:            levels.component(log, "client"),
 	})
 	defer client.Close()
 
 	// Topic config changes read by the session reach live replicas
 	// through configs (started once the replicas exist).
-	configs := newConfigPusher(log.With().Str("component", "topicconfig").Logger())
+	configs := newConfigPusher(levels.component(log, "topicconfig"))
+	// Dynamic broker configs (/config/brokers/<id> and <default>): read
+	// right after Connect, before the components they configure start.
+	dyn := newDynamicConfig(cfg, levels.component(log, "dynamicconfig"))
 	connectCtx, cancel := context.WithTimeout(ctx, cfg.ZooKeeperConnectionTimeout)
 	session, err = zkcoord.Connect(connectCtx, zkcoord.Config{
 		Connect:               cfg.ZooKeeperConnect,
@@ -168,14 +178,17 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		TopicDefaults:         &cfg.LogDefaults,
 		AutoLeaderRebalance:   cfg.AutoLeaderRebalanceEnable,
 		OnTopicConfigChange:   configs.changed,
+		OnBrokerConfigChange:  dyn.changed,
 		Metrics:               ctrlMetrics,
-		Log:                   log.With().Str("component", "zkcoord").Logger(),
+		Log:                   levels.component(log, "zkcoord"),
 	})
 	cancel()
 	if err != nil {
 		return err // zkcoord names the servers
 	}
 	defer session.Close()
+	cfg = dyn.attach(session) // server.properties with the dynamic layers applied
+	session.SetTopicDefaults(cfg.LogDefaults)
 
 	replicas, err := partition.NewManager(partition.Config{
 		BrokerID:                        cfg.BrokerID,
@@ -190,7 +203,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		LeaderClient:                    client,
 		StateWriter:                     session,
 		Metrics:                         partMetrics,
-		Log:                             log.With().Str("component", "replicas").Logger(),
+		Log:                             levels.component(log, "replicas"),
 		Cleaner:                         cleanerConfig(cfg),
 	})
 	if err != nil {
@@ -206,12 +219,12 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	pushDone := make(chan struct{})
 	go func() {
 		defer close(pushDone)
-		effective := (&controlPlane{defaults: cfg.LogDefaults, session: session, log: log}).topicConfig
+		effective := (&controlPlane{defaults: cfg.LogDefaults, dyn: dyn, session: session, log: log}).topicConfig
 		configs.run(pushCtx, effective, replicas)
 	}()
 	defer func() { stopPush(); <-pushDone }() // before the replicas close
 
-	groups := newCoordinator(cfg, replicas, group.Config{Logger: log.With().Str("component", "group").Logger()})
+	groups := newCoordinator(cfg, replicas, group.Config{Logger: levels.component(log, "group")})
 	groups.Start()
 	defer groups.Close()
 
@@ -229,17 +242,19 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
 		Replicas:                 replicas,
 		Metadata:                 meta,
-		Admin:                    &admin{session: session, defaults: cfg.LogDefaults, static: cfg.StaticProps, deleteEnabled: cfg.DeleteTopicEnable},
+		Admin:                    &admin{session: session, defaults: cfg.LogDefaults, dyn: dyn, static: cfg.StaticProps, deleteEnabled: cfg.DeleteTopicEnable},
 		ProducerIDs:              session.ProducerIDs(),
-		ControlPlane: &controlPlane{brokerID: cfg.BrokerID, defaults: cfg.LogDefaults, session: session,
-			replicas: replicas, meta: meta, groups: groups, log: log.With().Str("component", "controlplane").Logger()},
+		ControlPlane: &controlPlane{brokerID: cfg.BrokerID, defaults: cfg.LogDefaults, dyn: dyn, session: session,
+			replicas: replicas, meta: meta, groups: groups, log: levels.component(log, "controlplane")},
 		Groups: groups,
 		OffsetsTopic: protocol.OffsetsTopicConfig{Partitions: cfg.OffsetsTopicNumPartitions,
 			ReplicationFactor: cfg.OffsetsTopicReplicationFactor, SegmentBytes: cfg.OffsetsTopicSegmentBytes},
 		LeaderEpochs:    replicas,
 		BrokerEpoch:     session.BrokerEpoch,
 		RequestObserver: reqObserver,
-		Log:             log.With().Str("component", "protocol").Logger(),
+		BrokerConfigs:   dyn,
+		BrokerLoggers:   levels,
+		Log:             levels.component(log, "protocol"),
 	})
 	serveErr := make(chan error, len(listeners))
 	for i, ln := range listeners {
@@ -249,6 +264,23 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	}
 	listeners = nil // the server owns them now
 	defer func() { _ = srv.Close() }()
+
+	// Dynamic broker config changes from now on, without a restart.
+	dyn.onLogDefaults = func(d cluster.LogConfig) {
+		session.SetTopicDefaults(d)
+		for _, t := range hostedTopics(replicas) {
+			configs.changed(t) // every partition without the override gets the new default
+		}
+	}
+	dyn.onCleaner = replicas.ReconfigureCleaner
+	dyn.onConnectionLimits = srv.SetConnectionLimits
+	// dyn.ReplicationThrottles (func(leaderRate, followerRate int64)) is
+	// where the replication throttle's rate setter goes (issue 15 item
+	// 2): start calls it once below, and again on every change.
+	dynCtx, stopDyn := context.WithCancel(ctx)
+	dynDone := make(chan struct{})
+	go func() { defer close(dynDone); dyn.start(dynCtx) }()
+	defer func() { stopDyn(); <-dynDone }()
 	if obs != nil {
 		obs.SetSources(observe.Sources{Partitions: replicas, Controller: session, Groups: groups,
 			ProduceWaits: replicas.PendingProduceWaits, Cleaner: replicas})
@@ -347,4 +379,17 @@ func cleanerConfig(c *Config) partition.CleanerConfig {
 		IOMaxBytesPerSecond: c.LogCleanerIOMaxBytesPerSecond,
 		Backoff:             c.LogCleanerBackoff,
 	}
+}
+
+// hostedTopics lists the topics with a replica on this broker.
+func hostedTopics(replicas *partition.Manager) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, tp := range replicas.Hosted() {
+		if !seen[tp.Topic] {
+			seen[tp.Topic] = true
+			out = append(out, tp.Topic)
+		}
+	}
+	return out
 }
