@@ -72,7 +72,9 @@ func (c *fakeCluster) ElectLeaders(_ context.Context, typ cluster.ElectionType, 
 
 var _ ClusterControl = (*fakeCluster)(nil)
 
-func tpOf(t string, p int32) cluster.TopicPartition { return cluster.TopicPartition{Topic: t, Partition: p} }
+func tpOf(t string, p int32) cluster.TopicPartition {
+	return cluster.TopicPartition{Topic: t, Partition: p}
+}
 
 // TestAlterPartitionReassignmentsKadm: kadm's request reaches the
 // controller with targets and cancels (null replicas) told apart, and
