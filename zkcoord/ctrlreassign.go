@@ -208,14 +208,14 @@ func (c *controller) alterReassignments(reqs map[cluster.TopicPartition][]int32)
 		started = append(started, tp)
 		out[tp] = nil
 	}
-	if len(started) > 0 {
-		if err := c.removeFromLegacy(func(tp cluster.TopicPartition, _ []int32) bool { return slices.Contains(started, tp) }); err != nil {
-			if err := c.stepError(err); err != nil && (errors.Is(err, ErrNotController) || zkSessionLost(err)) {
-				return nil, ErrNotController
-			}
-		}
+	for _, tp := range started {
+		c.work.legacyDrop[tp] = true
 	}
-	if err := c.reassignPartitions(); err != nil && (errors.Is(err, ErrNotController) || zkSessionLost(err) || c.fenced) {
+	err := c.dropFromLegacy()
+	if err == nil {
+		err = c.reassignPartitions()
+	}
+	if err != nil && (errors.Is(err, ErrNotController) || zkSessionLost(err) || c.fenced) {
 		return nil, fmt.Errorf("reassign partitions: %w: %w", ErrNotController, err)
 	}
 	return out, nil
@@ -517,6 +517,19 @@ func (c *controller) legacyRemoval(drop func(cluster.TopicPartition, []int32) bo
 	}
 }
 
+// dropFromLegacy takes the partitions of c.work.legacyDrop (reassigned
+// through the API since) out of /admin/reassign_partitions.
+func (c *controller) dropFromLegacy() error {
+	if len(c.work.legacyDrop) == 0 {
+		return nil
+	}
+	if err := c.removeFromLegacy(func(tp cluster.TopicPartition, _ []int32) bool { return c.work.legacyDrop[tp] }); err != nil {
+		return err
+	}
+	clear(c.work.legacyDrop)
+	return nil
+}
+
 // removeFromLegacy takes the partitions drop selects out of
 // /admin/reassign_partitions (Kafka's maybeRemoveFromZkReassignment).
 func (c *controller) removeFromLegacy(drop func(cluster.TopicPartition, []int32) bool) error {
@@ -560,6 +573,9 @@ func (c *controller) onLegacyReassignment() error {
 	failed := map[cluster.TopicPartition]bool{}
 	for _, tp := range slices.SortedFunc(maps.Keys(m), compareTP) {
 		target := m[tp]
+		if c.work.legacyDrop[tp] {
+			continue // an API reassignment replaced it; it leaves the znode
+		}
 		if r, ok := c.reassigning[tp]; ok && slices.Equal(r.target(), target) {
 			r.legacy = true
 			continue
