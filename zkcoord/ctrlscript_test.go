@@ -1316,12 +1316,20 @@ func (h *ctrlHarness) adminCall(cmd string, args []string) error {
 			h.settle()
 			continue
 		}
+		retry := false
 		for _, tp := range slices.SortedFunc(maps.Keys(res), compareTP) {
 			code := "NONE"
 			if e := res[tp]; e != nil {
 				code = adminErrName(e)
+				// ZooKeeper failed under the request (UNKNOWN_SERVER_ERROR
+				// to a client): the client asks again.
+				retry = retry || strings.HasPrefix(code, "error: ")
 			}
 			h.printf("result %s/%d %s", tp.Topic, tp.Partition, code)
+		}
+		if retry {
+			h.settle()
+			continue
 		}
 		for _, r := range list {
 			h.printf("reassigning %s/%d replicas=%s adding=%s removing=%s", r.TopicPartition.Topic, r.TopicPartition.Partition,
