@@ -77,6 +77,10 @@ func TestZKReassignAndElect(t *testing.T) {
 		}
 	}
 	eventually(t, 10*time.Second, topicIs(`{"version":2,"partitions":{"0":[2,3,1]},"adding_replicas":{"0":[3]},"removing_replicas":{"0":[1]}}`))
+	// Kafka refuses to add partitions while one is being reassigned.
+	if _, err := other.CreatePartitions(ctx, PartitionSpec{Topic: "mv", Count: 2}); !errors.Is(err, cluster.ErrReassignmentInProgress) {
+		t.Fatalf("create partitions during a reassignment: %v", err)
+	}
 	list, err := ctrl.ListPartitionReassignments(ctx, nil)
 	if err != nil || len(list) != 1 || !slices.Equal(list[0].Replicas, []int32{2, 3, 1}) || !slices.Equal(list[0].AddingReplicas, []int32{3}) {
 		t.Fatalf("list: %+v %v", list, err)
