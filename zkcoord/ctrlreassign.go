@@ -147,10 +147,6 @@ func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32
 	if target == nil && !c.beingReassigned(tp) {
 		return fmt.Errorf("%w: %s-%d", cluster.ErrNoReassignmentInProgress, tp.Topic, tp.Partition)
 	}
-	current := c.replicas(tp)
-	if r, ok := c.reassigning[tp]; ok {
-		current = r.replicas
-	}
 	origin := c.currentOrigin(tp)
 	if target == nil {
 		target = origin
@@ -158,13 +154,12 @@ func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32
 	rs, adding, removing := reassignTo(origin, target)
 	old := c.reassigning[tp]
 	r := &reassignment{replicas: rs, adding: adding, removing: removing, legacy: legacy, base: -1}
+	// Kafka's U3: replicas of the context's RS (the last one written and
+	// announced) that the new RS drops, and those an earlier request
+	// still had to stop.
+	r.unneeded = without(c.replicas(tp), rs)
 	if old != nil {
-		r.unneeded = old.unneeded
-		if old.written || !slices.Equal(old.replicas, rs) {
-			r.unneeded = append(r.unneeded, without(current, rs)...)
-		}
-	} else {
-		r.unneeded = without(current, rs)
+		r.unneeded = append(r.unneeded, old.unneeded...)
 	}
 	r.unneeded = without(slices.Compact(slices.Sorted(slices.Values(r.unneeded))), rs)
 	r.written = old == nil && slices.Equal(c.replicas(tp), rs) && slices.Equal(c.adding[tp], adding) &&
@@ -320,7 +315,7 @@ func (c *controller) reassignUpdate(tp cluster.TopicPartition, r *reassignment) 
 			r.base = c.states[tp].LeaderEpoch
 		}
 		unneeded, electable := r.unneeded, c.electableIDs()
-		st, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
+		_, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 			if !hasAny(st.Isr, unneeded) && !slices.Contains(unneeded, st.Leader) {
 				return st, false
 			}
@@ -345,7 +340,6 @@ func (c *controller) reassignUpdate(tp cluster.TopicPartition, r *reassignment) 
 		if ch {
 			c.announce([]cluster.TopicPartition{tp}, false)
 		}
-		_ = st
 	}
 	if err := c.writeAssignment(tp, r.replicas, r.adding, r.removing, false); err != nil {
 		return err
