@@ -300,3 +300,22 @@ func TestLeaderAndIsrReassignmentFields(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterControlAdvertised: ElectLeaders 0-2 and the reassignment keys
+// at 0 are served only when Admin implements ClusterControl.
+func TestClusterControlAdvertised(t *testing.T) {
+	type adminOnly struct{ Admin }
+	c := newFakeCluster(newFakeReplicas())
+	for _, tc := range []struct {
+		admin Admin
+		want  bool
+	}{{c, true}, {adminOnly{c}, false}} {
+		apis := servedAPIs(&Config{Admin: tc.admin})
+		for _, k := range []struct{ key, max int16 }{{43, 2}, {45, 0}, {46, 0}} {
+			lo, hi, ok := findVersions(apis, k.key)
+			if ok != tc.want || (ok && (lo != 0 || hi != k.max)) {
+				t.Errorf("admin %T: key %d served %t %d-%d, want %t 0-%d", tc.admin, k.key, ok, lo, hi, tc.want, k.max)
+			}
+		}
+	}
+}
