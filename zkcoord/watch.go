@@ -21,16 +21,18 @@ import (
 type watchKind uint8
 
 const (
-	wBrokerIDs     watchKind = iota + 1 // children of /brokers/ids
-	wBroker                             // /brokers/ids/<id>
-	wController                         // /controller
-	wTopics                             // children of /brokers/topics
-	wTopic                              // /brokers/topics/<t>
-	wConfig                             // /config/topics/<t>
-	wDeleteTopics                       // children of /admin/delete_topics
-	wIsrChanges                         // children of /isr_change_notification (controller only)
-	wConfigChanges                      // children of /config/changes
-	wBrokerConfig                       // /config/brokers/<entity>; the entity is in watchKey.topic
+	wBrokerIDs          watchKind = iota + 1 // children of /brokers/ids
+	wBroker                                  // /brokers/ids/<id>
+	wController                              // /controller
+	wTopics                                  // children of /brokers/topics
+	wTopic                                   // /brokers/topics/<t>
+	wConfig                                  // /config/topics/<t>
+	wDeleteTopics                            // children of /admin/delete_topics
+	wIsrChanges                              // children of /isr_change_notification (controller only)
+	wConfigChanges                           // children of /config/changes
+	wReassignPartitions                      // /admin/reassign_partitions (controller only)
+	wPreferredElection                       // /admin/preferred_replica_election (controller only)
+	wBrokerConfig                            // /config/brokers/<entity>; the entity is in watchKey.topic
 )
 
 type watchKey struct {
@@ -171,6 +173,8 @@ func (s *Session) handleFire(f watchFire) {
 		err = s.refreshConfigChanges()
 	case wBrokerConfig:
 		err = s.refreshBrokerConfig(f.key.topic)
+	case wReassignPartitions, wPreferredElection:
+		err = s.refreshAdminRequests(f.key.kind)
 	}
 	if err != nil {
 		s.markDirty("refresh "+s.zk.rel(f.ev.Path), err)
