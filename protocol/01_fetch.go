@@ -174,3 +174,5 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 	}
 	return resp, total, throttled, failed
 }
+
+var _ ReplicationQuota = (*partition.Manager)(nil)
