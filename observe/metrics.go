@@ -41,6 +41,9 @@ type ReplicationQuotas interface {
 	// ReplicationByteRates is the throttled bytes per second over the
 	// quota window, sent as leader and fetched as follower.
 	ReplicationByteRates() (leader, follower float64)
+	// ReplicationQuotas is leader.replication.throttled.rate and
+	// follower.replication.throttled.rate, math.MaxInt64 when unlimited.
+	ReplicationQuotas() (leaderRate, followerRate int64)
 }
 
 // Cleaner is the log cleaner's figures; partition.Manager implements it.

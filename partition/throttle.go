@@ -185,6 +185,12 @@ func (m *Manager) SetReplicationQuotas(leaderRate, followerRate int64) {
 		Int64("follower_replication_throttled_rate", quotaBound(followerRate)).Msg("replication quotas set")
 }
 
+// ReplicationQuotas returns the leader and follower bounds in bytes per
+// second, math.MaxInt64 when unlimited.
+func (m *Manager) ReplicationQuotas() (leaderRate, followerRate int64) {
+	return m.leaderQuota.bound.Load(), m.followerQuota.bound.Load()
+}
+
 // RecordLeaderReplication counts n bytes sent to a follower for
 // partitions that read as ReadResult.Throttled against the leader quota.
 // The Fetch handler calls it once per response with the throttled

@@ -334,7 +334,16 @@ func TestLeaderThrottleSparesISR(t *testing.T) {
 		}
 		return res
 	}
+	for _, st := range m.PartitionStatus() {
+		if st.LeaderThrottled != (st.TopicPartition == tp0) || st.FollowerThrottled || st.SizeBytes <= 0 {
+			t.Fatalf("status of %s: leader throttled %v, follower throttled %v, size %d",
+				st.TopicPartition, st.LeaderThrottled, st.FollowerThrottled, st.SizeBytes)
+		}
+	}
 	m.SetReplicationQuotas(1000, 0)
+	if l, f := m.ReplicationQuotas(); l != 1000 || f != math.MaxInt64 {
+		t.Fatalf("quotas %d, %d after SetReplicationQuotas(1000, 0)", l, f)
+	}
 	if res := read(tp0, 2); len(res.Records) == 0 || !res.Throttled {
 		t.Fatalf("under quota: %d bytes, throttled %v; want records of a throttled read", len(res.Records), res.Throttled)
 	}
