@@ -127,6 +127,9 @@ func (h *ctrlHarness) LeaderAndIsr(_ context.Context, to cluster.Broker, req clu
 		if pa.IsNew {
 			isNew = " new"
 		}
+		if len(pa.AddingReplicas)+len(pa.RemovingReplicas) > 0 {
+			isNew += fmt.Sprintf(" adding=%s removing=%s", ints(pa.AddingReplicas), ints(pa.RemovingReplicas))
+		}
 		s := pa.LeaderAndIsr
 		h.printf("   %s/%d leader=%d leader_epoch=%d isr=%s zk_version=%d replicas=%s%s", pa.TopicPartition.Topic, pa.TopicPartition.Partition,
 			s.Leader, s.LeaderEpoch, ints(s.Isr), s.ZkVersion, ints(pa.Replicas), isNew)
@@ -483,6 +486,36 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 	case "dump":
 		h.dump()
 		return strings.Join(*h.lines, "\n"), nil
+	case "reassign", "cancel", "leaders", "list":
+		if err := h.adminCall(f[0], args); err != nil {
+			return "", err
+		}
+		return strings.Join(*h.lines, "\n"), h.checkSilentAfterFence()
+	case "legacy":
+		// legacy T/P=R,R ...: a 2.x tool writes /admin/reassign_partitions.
+		m := map[cluster.TopicPartition][]int32{}
+		for _, a := range args {
+			k, v, _ := strings.Cut(a, "=")
+			tp, err := parseTP(k)
+			if err != nil {
+				return "", err
+			}
+			if m[tp], err = parseInts(v); err != nil {
+				return "", err
+			}
+		}
+		h.store.put(reassignPartitionsPath, encodeLegacyReassignment(m), 0)
+	case "preferred":
+		// preferred T/P ...: a 2.x tool writes /admin/preferred_replica_election.
+		var tps []cluster.TopicPartition
+		for _, a := range args {
+			tp, err := parseTP(a)
+			if err != nil {
+				return "", err
+			}
+			tps = append(tps, tp)
+		}
+		h.store.put(preferredReplicaElectionPath, encodePreferredElection(tps), 0)
 	default:
 		return "", fmt.Errorf("unknown command %q", f[0])
 	}
@@ -624,11 +657,36 @@ func (h *ctrlHarness) snapshot(full bool) []string {
 					p, st.Leader, st.LeaderEpoch, ints(st.Isr), st.ControllerEpoch, st.ZkVersion)
 			}
 			out = append(out, line)
-		case parent(p) == topicsPath, parent(p) == deleteTopicsRootPath, parent(p) == isrChangeNotificationPath:
+		case parent(p) == topicsPath:
+			out = append(out, p+h.assignmentNote(p[len(topicsPath)+1:], n.data))
+		case parent(p) == deleteTopicsRootPath, parent(p) == isrChangeNotificationPath:
 			out = append(out, p)
+		case p == reassignPartitionsPath, p == preferredReplicaElectionPath:
+			out = append(out, fmt.Sprintf("%s %s", p, n.data))
 		}
 	}
 	return out
+}
+
+// assignmentNote shows a topic znode's assignment when it is not the one
+// the script created (a reassignment changed it), with its adding and
+// removing replicas.
+func (h *ctrlHarness) assignmentNote(t string, data []byte) string {
+	a, err := decodeTopicAssignmentFull(t, data)
+	if err != nil {
+		return " " + err.Error()
+	}
+	if maps.EqualFunc(a.Replicas, h.topics[t], slices.Equal[[]int32]) && len(a.Adding)+len(a.Removing) == 0 {
+		return ""
+	}
+	show := func(m map[int32][]int32) string {
+		var s []string
+		for _, p := range slices.Sorted(maps.Keys(m)) {
+			s = append(s, fmt.Sprintf("%d:%s", p, ints(m[p])))
+		}
+		return strings.Join(s, ";")
+	}
+	return fmt.Sprintf(" replicas=%s adding=%s removing=%s", show(a.Replicas), show(a.Adding), show(a.Removing))
 }
 
 // ---- the end-state checks ----
@@ -655,6 +713,9 @@ func (h *ctrlHarness) checkBrokersTold() error {
 	lastLAI := map[key]cluster.LeaderAndIsr{}
 	lastUM := map[key]cluster.LeaderAndIsr{}
 	stopped := map[key]bool{}
+	// hosted: whether the last request about a partition to a broker
+	// told it to host a replica (LeaderAndIsr) rather than delete it.
+	hosted := map[key]bool{}
 	maxEpoch := map[int32]int32{} // a broker refuses an older controller's requests
 	for _, s := range h.sent {
 		if live[s.to.ID] != s.to.Epoch {
@@ -677,6 +738,7 @@ func (h *ctrlHarness) checkBrokersTold() error {
 		case s.lai != nil:
 			for _, pa := range s.lai.Partitions {
 				lastLAI[key{s.to.ID, pa.TopicPartition}] = pa.LeaderAndIsr
+				hosted[key{s.to.ID, pa.TopicPartition}] = true
 			}
 		case s.um != nil:
 			lastLive[s.to.ID] = s.um.LiveBrokers
@@ -686,6 +748,7 @@ func (h *ctrlHarness) checkBrokersTold() error {
 		case s.stp != nil && s.stp.DeletePartitions:
 			for _, tp := range s.stp.Partitions {
 				stopped[key{s.to.ID, tp}] = true
+				hosted[key{s.to.ID, tp}] = false
 			}
 		}
 	}
@@ -751,6 +814,20 @@ func (h *ctrlHarness) checkBrokersTold() error {
 						id, t, p, lai.Isr, lai.ZkVersion, st.Isr, n.stat.Version))
 				}
 			}
+		}
+	}
+	// A replica a reassignment removed was told to delete itself, if its
+	// broker was ever told to host it.
+	for k, host := range hosted {
+		if !host || m.nodes[topicPath(k.tp.Topic)] == nil {
+			continue
+		}
+		a, err := decodeTopicAssignment(k.tp.Topic, m.nodes[topicPath(k.tp.Topic)].data)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(a[k.tp.Partition], k.to) {
+			errs = append(errs, fmt.Sprintf("broker %d: %s/%d was reassigned away from it without StopReplica(delete)", k.to, k.tp.Topic, k.tp.Partition))
 		}
 	}
 	// Deleted topics: their live replicas were told to delete them, and
@@ -930,7 +1007,15 @@ func TestControllerScriptFaults(t *testing.T) {
 					// A leader changed an ISR: the end differs from
 					// the fault-free one; the same znodes must exist,
 					// and brokers must have been told what they hold.
+					// A reassignment may not complete (its target left
+					// the ISR): its legacy znode entry may remain, if
+					// the topic znode still shows it reassigning.
 					got, exp = pathsOnly(got), pathsOnly(want)
+					if err := h.checkLegacyPending(); err != nil {
+						t.Errorf("%s at call %d: %v", kind, i, err)
+					}
+					got = slices.DeleteFunc(got, func(p string) bool { return p == reassignPartitionsPath })
+					exp = slices.DeleteFunc(exp, func(p string) bool { return p == reassignPartitionsPath })
 				}
 				if !slices.Equal(got, exp) {
 					t.Errorf("%s at call %d: znodes differ\n--- got\n%s\n--- want\n%s", kind, i, strings.Join(got, "\n"), strings.Join(exp, "\n"))
@@ -943,6 +1028,35 @@ func TestControllerScriptFaults(t *testing.T) {
 		}
 		t.Logf("%d controller calls of the fault-free run, each with %d fault kinds (a fault past the last call of a run with more calls is not injected)", calls, len(kinds))
 	})
+}
+
+// checkLegacyPending checks that every partition left in
+// /admin/reassign_partitions is still being reassigned to its replicas in
+// its topic znode.
+func (h *ctrlHarness) checkLegacyPending() error {
+	n := h.store.nodes[reassignPartitionsPath]
+	if n == nil {
+		return nil
+	}
+	m, err := decodeLegacyReassignment(n.data)
+	if err != nil {
+		return err
+	}
+	for tp, target := range m {
+		tn := h.store.nodes[topicPath(tp.Topic)]
+		if tn == nil {
+			return fmt.Errorf("%s lists %v for a topic that does not exist", reassignPartitionsPath, tp)
+		}
+		a, err := decodeTopicAssignmentFull(tp.Topic, tn.data)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(without(a.Replicas[tp.Partition], a.Removing[tp.Partition]), target) || len(a.Adding[tp.Partition])+len(a.Removing[tp.Partition]) == 0 {
+			return fmt.Errorf("%s lists %v -> %v, topic znode has replicas %v adding %v removing %v", reassignPartitionsPath, tp, target,
+				a.Replicas[tp.Partition], a.Adding[tp.Partition], a.Removing[tp.Partition])
+		}
+	}
+	return nil
 }
 
 // pathsOnly keeps the znode paths of snapshot lines.
@@ -1127,4 +1241,124 @@ func (f *fenceSpy) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		f.mark()
 	}
 	return res, err
+}
+
+// adminCall runs an admin request on the controller, as a client would:
+// retried against the current controller while it answers NOT_CONTROLLER
+// (kadm refreshes the controller and retries).
+//
+//	reassign T/P R,R,... [T/P R,R,...]  AlterPartitionReassignments
+//	cancel T/P ...                      AlterPartitionReassignments, null replicas
+//	list [T/P ...]                      ListPartitionReassignments (none: all)
+//	leaders preferred|unclean [T/P ...] ElectLeaders (none: all partitions)
+func (h *ctrlHarness) adminCall(cmd string, args []string) error {
+	var tps []cluster.TopicPartition
+	reqs := map[cluster.TopicPartition][]int32{}
+	typ := cluster.ElectPreferred
+	if cmd == "leaders" {
+		if len(args) == 0 {
+			return fmt.Errorf("leaders preferred|unclean [T/P ...]")
+		}
+		if args[0] == "unclean" {
+			typ = cluster.ElectUnclean
+		}
+		args = args[1:]
+	}
+	for i := 0; i < len(args); i++ {
+		tp, err := parseTP(args[i])
+		if err != nil {
+			return err
+		}
+		tps = append(tps, tp)
+		if cmd == "reassign" {
+			if i+1 >= len(args) {
+				return fmt.Errorf("reassign T/P R,R,...")
+			}
+			i++
+			r, err := parseInts(args[i])
+			if err != nil {
+				return err
+			}
+			if r == nil {
+				r = []int32{}
+			}
+			reqs[tp] = r
+		} else {
+			reqs[tp] = nil
+		}
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		c := h.ctrl
+		if c == nil {
+			h.printf("%s: no controller", cmd)
+			return nil
+		}
+		var res map[cluster.TopicPartition]error
+		var list []cluster.PartitionReassignment
+		var err error
+		switch cmd {
+		case "reassign", "cancel":
+			res, err = c.alterReassignments(reqs)
+		case "list":
+			if len(tps) == 0 {
+				tps = nil
+			}
+			list, err = c.listReassignments(tps)
+		case "leaders":
+			if len(tps) == 0 {
+				tps = nil
+			}
+			res, err = c.electLeaders(typ, tps)
+		}
+		c.afterEvent(c.now())
+		if err != nil {
+			h.printf("%s error: %v", cmd, err)
+			h.settle()
+			continue
+		}
+		retry := false
+		for _, tp := range slices.SortedFunc(maps.Keys(res), compareTP) {
+			code := "NONE"
+			if e := res[tp]; e != nil {
+				code = adminErrName(e)
+				// ZooKeeper failed under the request (UNKNOWN_SERVER_ERROR
+				// to a client): the client asks again.
+				retry = retry || strings.HasPrefix(code, "error: ")
+			}
+			h.printf("result %s/%d %s", tp.Topic, tp.Partition, code)
+		}
+		if retry {
+			h.settle()
+			continue
+		}
+		for _, r := range list {
+			h.printf("reassigning %s/%d replicas=%s adding=%s removing=%s", r.TopicPartition.Topic, r.TopicPartition.Partition,
+				ints(r.Replicas), ints(r.AddingReplicas), ints(r.RemovingReplicas))
+		}
+		h.settle()
+		return nil
+	}
+	h.t.Fatalf("%s never succeeded", cmd)
+	return nil
+}
+
+// adminErrName is the Kafka error name of a controller operation's error.
+func adminErrName(err error) string {
+	for _, x := range []struct {
+		err  error
+		name string
+	}{
+		{cluster.ErrUnknownTopic, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{cluster.ErrInvalidReplicaAssignment, "INVALID_REPLICA_ASSIGNMENT"},
+		{cluster.ErrNoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS"},
+		{cluster.ErrElectionNotNeeded, "ELECTION_NOT_NEEDED"},
+		{cluster.ErrPreferredLeaderNotAvailable, "PREFERRED_LEADER_NOT_AVAILABLE"},
+		{cluster.ErrEligibleLeadersNotAvailable, "ELIGIBLE_LEADERS_NOT_AVAILABLE"},
+		{cluster.ErrTopicBeingDeleted, "INVALID_TOPIC_EXCEPTION"},
+	} {
+		if errors.Is(err, x.err) {
+			return x.name
+		}
+	}
+	return "error: " + err.Error()
 }
