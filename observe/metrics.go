@@ -35,6 +35,19 @@ type Groups interface {
 	FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error)
 }
 
+var _ partition.ReassignmentMetrics = (*Observer)(nil)
+
+// ReplicationQuotas is the replication throttles' measured rates;
+// partition.Manager implements it.
+type ReplicationQuotas interface {
+	// ReplicationByteRates is the throttled bytes per second over the
+	// quota window, sent as leader and fetched as follower.
+	ReplicationByteRates() (leader, follower float64)
+	// ReplicationQuotas is leader.replication.throttled.rate and
+	// follower.replication.throttled.rate, math.MaxInt64 when unlimited.
+	ReplicationQuotas() (leaderRate, followerRate int64)
+}
+
 // Cleaner is the log cleaner's figures; partition.Manager implements it.
 type Cleaner interface {
 	CleanerStatus() partition.CleanerStatus
@@ -65,6 +78,8 @@ type Sources struct {
 	ProduceWaits func() int64
 	// Cleaner, if set, gives the log cleaner gauges.
 	Cleaner Cleaner
+	// Quotas, if set, gives the replication throttle byte rates.
+	Quotas ReplicationQuotas
 }
 
 // Observer holds the broker's Prometheus registry. It implements
@@ -80,6 +95,7 @@ type Observer struct {
 	unclean                prometheus.Counter
 	bytesIn, messagesIn    *prometheus.CounterVec
 	bytesOut, replBytesOut *prometheus.CounterVec
+	reassIn, reassOut      prometheus.Counter
 	requests               *prometheus.CounterVec
 	requestTime            *prometheus.HistogramVec
 	inFlight               *prometheus.GaugeVec
@@ -107,6 +123,8 @@ const (
 	mMessagesIn        = "kafka_server_brokertopicmetrics_messagesin_total"
 	mBytesOut          = "kafka_server_brokertopicmetrics_bytesout_total"
 	mReplBytesOut      = "kafka_server_brokertopicmetrics_replicationbytesout_total"
+	mReassignIn        = "kafka_server_brokertopicmetrics_reassignmentbytesin_total"
+	mReassignOut       = "kafka_server_brokertopicmetrics_reassignmentbytesout_total"
 	mRequests          = "kafka_network_requestmetrics_requests_total"
 	mRequestTime       = "kafka_network_requestmetrics_totaltimems"
 	mInFlight          = "kafka_network_requestmetrics_requestsinflight"
@@ -127,6 +145,11 @@ const (
 	mMaxCleanTime    = "kafka_log_logcleaner_max_clean_time_secs"
 	mMaxBufferUtil   = "kafka_log_logcleaner_max_buffer_utilization_percent"
 	mDeadThreads     = "kafka_log_logcleaner_deadthreadcount"
+	// kafka.server:type=LeaderReplication,name=byte-rate and
+	// kafka.server:type=FollowerReplication,name=byte-rate, the
+	// ReplicationQuotaManager sensors of KIP-73.
+	mLeaderReplRate   = "kafka_server_leaderreplication_byte_rate"
+	mFollowerReplRate = "kafka_server_followerreplication_byte_rate"
 )
 
 // fetchKey is the Fetch API key.
@@ -158,6 +181,10 @@ func New(cfg Config) *Observer {
 		Help: "Bytes returned to consumers' fetches (BytesOutPerSec)."}, []string{"topic"})
 	o.replBytesOut = prometheus.NewCounterVec(prometheus.CounterOpts{Name: mReplBytesOut,
 		Help: "Bytes returned to followers' fetches (ReplicationBytesOutPerSec)."}, []string{"topic"})
+	o.reassIn = prometheus.NewCounter(prometheus.CounterOpts{Name: mReassignIn,
+		Help: "Bytes appended here as a follower a reassignment is adding (ReassignmentBytesInPerSec, KIP-573)."})
+	o.reassOut = prometheus.NewCounter(prometheus.CounterOpts{Name: mReassignOut,
+		Help: "Bytes returned to followers a reassignment is adding (ReassignmentBytesOutPerSec, KIP-573)."})
 	o.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: mRequests,
 		Help: "Requests handled, by API (RequestsPerSec)."}, []string{"request"})
 	o.requestTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: mRequestTime,
@@ -167,7 +194,7 @@ func New(cfg Config) *Observer {
 		Help: "Requests being handled now, by API. This broker has no shared request queue (each connection handles its own requests), so this stands in for RequestQueueSize."},
 		[]string{"request"})
 	o.reg.MustRegister(o.shrinks, o.expands, o.elections, o.unclean, o.bytesIn, o.messagesIn, o.bytesOut,
-		o.replBytesOut, o.requests, o.requestTime, o.inFlight, statusCollector{o},
+		o.replBytesOut, o.reassIn, o.reassOut, o.requests, o.requestTime, o.inFlight, statusCollector{o},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return o
 }
@@ -201,6 +228,15 @@ func (o *Observer) BytesOut(topic string, bytes int64, replication bool) {
 		o.replBytesOut.WithLabelValues(topic).Add(float64(bytes))
 	} else {
 		o.bytesOut.WithLabelValues(topic).Add(float64(bytes))
+	}
+}
+
+// ReassignmentBytes implements partition.ReassignmentMetrics.
+func (o *Observer) ReassignmentBytes(bytes int64, in bool) {
+	if in {
+		o.reassIn.Add(float64(bytes))
+	} else {
+		o.reassOut.Add(float64(bytes))
 	}
 }
 
@@ -275,10 +311,17 @@ var (
 	dGroupLag        = prometheus.NewDesc(mGroupLag, "For groups coordinated here: the HW of this broker's replica of the partition minus the group's committed offset (kafka_exporter's kafka_consumergroup_lag); partitions with no replica here are left out.", []string{"consumergroup", "topic", "partition"}, nil)
 )
 
+// The replication throttles' gauges.
+var (
+	dLeaderReplRate   = prometheus.NewDesc(mLeaderReplRate, "Bytes per second sent to followers of leader-throttled replicas (leader.replication.throttled.replicas), over the quota window of 11 samples of 1 s (LeaderReplication byte-rate).", nil, nil)
+	dFollowerReplRate = prometheus.NewDesc(mFollowerReplRate, "Bytes per second fetched for follower-throttled replicas (follower.replication.throttled.replicas), over the quota window of 11 samples of 1 s (FollowerReplication byte-rate).", nil, nil)
+)
+
 func (statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dUnderReplicated, dPartitionCount, dLeaderCount, dActive, dOffline,
 		dPurgatory, dFetcherLag, dPartUnder, dPartIsr, dPartReplicas, dLogEnd, dLogStart, dGroupLag,
-		dMaxDirty, dUncleanable, dRecopy, dMaxCleanTime, dMaxBufferUtil, dDeadThreads} {
+		dMaxDirty, dUncleanable, dRecopy, dMaxCleanTime, dMaxBufferUtil, dDeadThreads,
+		dLeaderReplRate, dFollowerReplRate} {
 		ch <- d
 	}
 }
@@ -329,6 +372,11 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dPurgatory, float64(o.fetchesInFlight.Load()), "Fetch")
 	if o.cfg.Sources.Groups != nil {
 		o.collectGroupLag(hws, gauge)
+	}
+	if o.cfg.Sources.Quotas != nil {
+		l, f := o.cfg.Sources.Quotas.ReplicationByteRates()
+		gauge(dLeaderReplRate, l)
+		gauge(dFollowerReplRate, f)
 	}
 	if o.cfg.Sources.Cleaner != nil {
 		cs := o.cfg.Sources.Cleaner.CleanerStatus()

@@ -63,6 +63,12 @@ type ReplicaStatus struct {
 	// cleanableRatio).
 	Compacted  bool
 	DirtyRatio float64
+	// LeaderThrottled and FollowerThrottled say whether the topic's
+	// leader.replication.throttled.replicas and
+	// follower.replication.throttled.replicas name this replica (KIP-73).
+	LeaderThrottled, FollowerThrottled bool
+	// SizeBytes is the log's size on disk (Kafka's Log Size).
+	SizeBytes int64
 }
 
 // status snapshots the replica.
@@ -75,6 +81,7 @@ func (r *Replica) status() ReplicaStatus {
 		AddingReplicas: slices.Clone(r.adding), RemovingReplicas: slices.Clone(r.removing),
 		LogEndOffset: r.log.LogEndOffset(), HighWatermark: r.hw, LogStartOffset: r.log.LogStartOffset(),
 		LeaderHighWatermark: -1,
+		LeaderThrottled:     r.leaderThrottled, FollowerThrottled: r.followerThrottled, SizeBytes: r.log.Size(),
 	}
 	if r.isLeaderLocked() {
 		st.Role = RoleLeader

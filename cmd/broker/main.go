@@ -274,16 +274,17 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	}
 	dyn.onCleaner = replicas.ReconfigureCleaner
 	dyn.onConnectionLimits = srv.SetConnectionLimits
-	// dyn.ReplicationThrottles (func(leaderRate, followerRate int64)) is
-	// where the replication throttle's rate setter goes (issue 15 item
-	// 2): start calls it once below, and again on every change.
+	// leader.replication.throttled.rate and follower.replication.throttled.rate
+	// come from /config/brokers/<id> only, as Kafka's BrokerConfigHandler
+	// reads them: start applies them once, then on every change.
+	dyn.ReplicationThrottles = replicas.SetReplicationQuotas
 	dynCtx, stopDyn := context.WithCancel(ctx)
 	dynDone := make(chan struct{})
 	go func() { defer close(dynDone); dyn.start(dynCtx) }()
 	defer func() { stopDyn(); <-dynDone }()
 	if obs != nil {
 		obs.SetSources(observe.Sources{Partitions: replicas, Controller: session, Groups: groups,
-			ProduceWaits: replicas.PendingProduceWaits, Cleaner: replicas})
+			ProduceWaits: replicas.PendingProduceWaits, Cleaner: replicas, Quotas: replicas})
 		httpSrv := obs.Serve(httpLn)
 		log.Info().Str("addr", httpLn.Addr().String()).Msg("serving http: /metrics, /v1/partitions, /")
 		httpLn = nil // the server owns it now
