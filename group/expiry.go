@@ -42,13 +42,19 @@ func subscriptionTopics(meta []byte) ([]string, error) {
 }
 
 // computeSubscribedTopics is Kafka's GroupMetadata.computeSubscribedTopics:
-// the union of the members' subscriptions for a "consumer" group with
-// members and a protocol, or nil when the coordinator cannot know them
-// (another protocol type, or metadata that does not parse). The group
-// keeps it in g.subscribed for its generation. Caller holds
-// Coordinator.mu.
+// for a "consumer" group, none (an empty set) without members and the
+// union of the members' subscriptions with members and a protocol; nil
+// when the coordinator cannot know them (another protocol type, no
+// protocol, or metadata that does not parse). The group keeps it in
+// g.subscribed for its generation. Caller holds Coordinator.mu.
 func (g *group) computeSubscribedTopics() map[string]bool {
-	if g.protocolType != consumerProtocolType || len(g.members) == 0 || g.protocol == "" {
+	if g.protocolType != consumerProtocolType {
+		return nil
+	}
+	if len(g.members) == 0 {
+		return map[string]bool{}
+	}
+	if g.protocol == "" {
 		return nil
 	}
 	out := map[string]bool{}

@@ -601,7 +601,7 @@ func (c *Coordinator) completeJoinLocked(g *group, now time.Time) {
 	g.generation++
 	if len(g.members) == 0 {
 		g.protocol, g.leader = "", ""
-		g.subscribed = nil
+		g.subscribed = g.computeSubscribedTopics()
 		g.transition(stateEmpty, now)
 		c.log.Info().Str("group", g.id).Int32("generation", g.generation).Msg("group is empty")
 		c.writeAsyncLocked(g.partition, []kv{{groupKey(g.id), groupValue(g, now)}}, "empty group")

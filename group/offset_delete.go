@@ -70,21 +70,29 @@ func (c *Coordinator) deleteOffsetsLocked(groupID string, tps []cluster.TopicPar
 	if len(eligible) == 0 {
 		return out, nil, nil
 	}
+	// A partition counts as present with an offset in the cache or a
+	// commit appended and not yet replicated (its first one, say): that
+	// commit is in the log before the tombstone, which must follow it
+	// (Kafka's removeOffsets drops pending commits too).
 	var present []cluster.TopicPartition
 	for _, tp := range eligible {
 		out[tp] = nil
-		if _, ok := g.offsets[tp]; ok {
+		if _, ok := g.offsets[tp]; ok || g.pendingCommits[tp] > 0 {
 			present = append(present, tp)
 		}
 	}
 	present = dedupeTPs(present)
 	type saved struct {
-		o  Offset
-		at int64
+		o                Offset
+		at               int64
+		hasOffset, hasAt bool
 	}
 	removed := make(map[cluster.TopicPartition]saved, len(present))
 	for _, tp := range present {
-		removed[tp] = saved{g.offsets[tp], g.appendedAt[tp]}
+		var sv saved
+		sv.o, sv.hasOffset = g.offsets[tp]
+		sv.at, sv.hasAt = g.appendedAt[tp]
+		removed[tp] = sv
 	}
 	stateTime := g.stateTime
 	records := c.tombstonesLocked(g, present)
@@ -102,7 +110,12 @@ func (c *Coordinator) deleteOffsetsLocked(groupID string, tps []cluster.TopicPar
 	if appendedAt < 0 {
 		// Nothing reached the log: the cache keeps what the log has.
 		for tp, sv := range removed {
-			g.offsets[tp], g.appendedAt[tp] = sv.o, sv.at
+			if sv.hasOffset {
+				g.offsets[tp] = sv.o
+			}
+			if sv.hasAt {
+				g.appendedAt[tp] = sv.at
+			}
 		}
 		if dropped {
 			g.state, g.stateTime = stateEmpty, stateTime
@@ -111,9 +124,9 @@ func (c *Coordinator) deleteOffsetsLocked(groupID string, tps []cluster.TopicPar
 		return nil, nil, wait(context.Background())
 	}
 	// A commit of one of these partitions appended before the tombstones
-	// and replicated after them must not bring its offset back into the
-	// cache (Kafka's removeOffsets drops the pending commit): it compares
-	// its own position with this one.
+	// and replicated after them, the first one included, must not bring
+	// its offset back into the cache (Kafka's removeOffsets drops the
+	// pending commit): it compares its own position with this one.
 	for _, tp := range present {
 		if g.pendingCommits[tp] > 0 {
 			g.appendedAt[tp] = appendedAt

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func deleteOffsets(t *testing.T, c *Coordinator, groupID string, tps ...cluster.TopicPartition) map[cluster.TopicPartition]error {
@@ -279,5 +280,132 @@ func TestDeleteOffsetsWriteFails(t *testing.T) {
 	}
 	if l, _ := c.ListGroups(); len(l) != 0 {
 		t.Fatalf("groups after the delete: %v", l)
+	}
+}
+
+// TestDeleteOffsetsFirstCommitInFlight: a delete of a partition whose
+// only commit is appended and not yet replicated counts it as present: it
+// writes a tombstone after the commit, so neither the cache once the
+// commit completes nor a reload of the log has the offset.
+func TestDeleteOffsetsFirstCommitInFlight(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	log := newFakeLog()
+	c := newTestCoordinator(t, log, clock, -1)
+	tp := cluster.TopicPartition{Topic: "t", Partition: 0}
+	other := cluster.TopicPartition{Topic: "u", Partition: 0}
+	commit(t, c, CommitRequest{Group: "s", Generation: -1, Retention: -1,
+		Offsets: map[cluster.TopicPartition]CommitOffset{other: {Offset: 1}}})
+	p := c.PartitionFor("s")
+	open := log.gate(log.end(p))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CommitOffsets(context.Background(), CommitRequest{Group: "s", Generation: -1, Retention: -1,
+			Offsets: map[cluster.TopicPartition]CommitOffset{tp: {Offset: 2}}})
+		done <- err
+	}()
+	waitFor(t, func() bool { return pendingCommits(c, "s") > 0 })
+	from := log.end(p)
+	deleted := make(chan map[cluster.TopicPartition]error, 1)
+	go func() {
+		out, err := c.DeleteOffsets(context.Background(), "s", []cluster.TopicPartition{tp})
+		if err != nil {
+			t.Errorf("delete: %v", err)
+		}
+		deleted <- out
+	}()
+	waitFor(t, func() bool { return log.end(p) > from })
+	open()
+	if err := recv(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, deleted); got[tp] != nil {
+		t.Fatalf("delete: %v", got)
+	}
+	if tomb := tombstonesAfter(log.records(t, p), from); len(tomb) != 1 || !bytes.Equal(tomb[0], offsetKey("s", "t", 0)) {
+		t.Fatalf("tombstones %x, want t-0's offset key", tomb)
+	}
+	if offs := offsetsOf(t, c, "s"); len(offs) != 1 || offs[other].Offset != 1 {
+		t.Fatalf("offsets after the first commit completed behind the delete: %v", offs)
+	}
+	c2 := newTestCoordinator(t, log, clock, -1)
+	if offs := offsetsOf(t, c2, "s"); len(offs) != 1 || offs[other].Offset != 1 {
+		t.Fatalf("offsets after reload: %v", offs)
+	}
+}
+
+// TestDeleteOffsetsEmptyGroupRejoining: a "consumer" group that became
+// Empty in a past generation subscribes to nothing (Kafka's
+// computeSubscribedTopics for a consumer group without members), so while
+// a new member's join waits for the rebalance it may still delete the
+// offsets of any topic, whether it became Empty in this coordinator or
+// was loaded Empty; once the join completes, the new generation's topics
+// are refused again.
+func TestDeleteOffsetsEmptyGroupRejoining(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	log := newFakeLog()
+	c := newTestCoordinator(t, log, clock, time.Minute)
+	t0 := cluster.TopicPartition{Topic: "t", Partition: 0}
+	t1 := cluster.TopicPartition{Topic: "t", Partition: 1}
+	u0 := cluster.TopicPartition{Topic: "u", Partition: 0}
+	meta := kmsg.NewConsumerMemberMetadata()
+	meta.Topics = []string{"t"}
+	req := joinReq("g", "")
+	req.Protocols = []Protocol{{Name: "range", Metadata: meta.AppendTo(nil)}}
+	state := func(c *Coordinator) string { d, _ := c.DescribeGroup("g"); return d.State }
+	// joinWaiting starts a join of an Empty group: it waits out the
+	// initial rebalance delay.
+	joinWaiting := func(c *Coordinator) <-chan joinOutcome {
+		ch := joinAsync(c, req)
+		waitFor(t, func() bool { return state(c) == "PreparingRebalance" })
+		return ch
+	}
+	completeJoin := func(c *Coordinator, ch <-chan joinOutcome) JoinResult {
+		clock.Advance(req.RebalanceTimeout + time.Second)
+		c.Tick()
+		j := recv(t, ch)
+		if j.err != nil {
+			t.Fatalf("join: %v", j.err)
+		}
+		return j.res
+	}
+
+	j := completeJoin(c, joinWaiting(c))
+	if s := recv(t, syncAsync(t, c, SyncRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID,
+		Assignments: map[string][]byte{j.MemberID: {}}})); s.err != nil {
+		t.Fatalf("sync: %v", s.err)
+	}
+	commit(t, c, CommitRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID, Retention: -1,
+		Offsets: map[cluster.TopicPartition]CommitOffset{t0: {Offset: 1}, t1: {Offset: 2}, u0: {Offset: 3}}})
+	if errs, _ := c.LeaveGroup("g", []LeaveMember{{MemberID: j.MemberID}}); errs[0] != nil {
+		t.Fatalf("leave: %v", errs)
+	}
+	if s := state(c); s != "Empty" {
+		t.Fatalf("group after its last member left: %s", s)
+	}
+
+	// Loaded Empty, then joined (first, while c has not written more).
+	c2 := newTestCoordinator(t, log, clock, time.Minute)
+	joinWaiting(c2)
+	if got := deleteOffsets(t, c2, "g", t1); got[t1] != nil {
+		t.Fatalf("loaded Empty group with a member joining: delete t-1: %v", got)
+	}
+	if offs := offsetsOf(t, c2, "g"); len(offs) != 2 {
+		t.Fatalf("offsets in the second coordinator after deleting t-1: %v", offs)
+	}
+
+	// Became Empty here, then joined.
+	joining := joinWaiting(c)
+	if got := deleteOffsets(t, c, "g", t0); got[t0] != nil {
+		t.Fatalf("Empty group with a member joining: delete t-0: %v", got)
+	}
+	if offs := offsetsOf(t, c, "g"); len(offs) != 2 || offs[u0].Offset != 3 {
+		t.Fatalf("offsets after deleting t-0: %v", offs)
+	}
+	completeJoin(c, joining)
+	if s := state(c); s != "CompletingRebalance" {
+		t.Fatalf("group after the join: %s", s)
+	}
+	if got := deleteOffsets(t, c, "g", t1, u0); !errors.Is(got[t1], ErrGroupSubscribedToTopic) || got[u0] != nil {
+		t.Fatalf("new generation subscribed to t: %v", got)
 	}
 }
