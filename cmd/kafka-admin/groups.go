@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
 )
@@ -81,8 +84,9 @@ func parseTopicArgs(args []string) ([]cluster.TopicPartition, []string, error) {
 }
 
 // deleteOffsets sends OffsetDelete for the partitions and prints Kafka's
-// report: a summary line, then TOPIC PARTITION STATUS per partition. Any
-// error fails the command (Kafka's tool exits 0 here; scripts want to know).
+// report: a summary line (Kafka's printError, with its blank line before
+// "Error:"), then TOPIC PARTITION STATUS per partition. Any error fails
+// the command (Kafka's tool exits 0 here; scripts want to know).
 func (a *admin) deleteOffsets(ctx context.Context, out io.Writer, group string, args []string, named []cluster.TopicPartition, whole []string) error {
 	results := make(map[cluster.TopicPartition]error)
 	set := make(kadm.TopicsSet)
@@ -109,43 +113,66 @@ func (a *admin) deleteOffsets(ctx context.Context, out io.Writer, group string, 
 			}
 		}
 	}
+	// Kafka's tool sends the request even with no partition left (only
+	// unknown topics named): the group's own error still shows.
 	var top error
-	if len(set) > 0 {
+	if len(set) == 0 {
+		req := kmsg.NewPtrOffsetDeleteRequest()
+		req.Group = group
+		resp, err := req.RequestWith(ctx, a.kcl)
+		if err == nil {
+			err = kerr.ErrorForCode(resp.ErrorCode)
+		}
+		top = err
+	} else {
 		resp, err := a.adm.DeleteOffsets(ctx, group, set)
 		top = err
 		set.Each(func(t string, p int32) {
 			tp := cluster.TopicPartition{Topic: t, Partition: p}
-			switch {
-			case err != nil:
+			if err != nil {
 				results[tp] = err
-			case resp[t] == nil:
+			} else if e, ok := resp[t][p]; ok {
+				results[tp] = e
+			} else {
+				// Not in the answer: not attempted.
 				results[tp] = kerr.UnknownTopicOrPartition
-			default:
-				results[tp] = resp[t][p]
 			}
 		})
 	}
-	var failed bool
+	// kadm returns the group's error only; Kafka's
+	// DeleteConsumerGroupOffsetsResult.all fails with a partition's error
+	// when any failed, and the tool's first line says so.
+	groupErr := top
+	rows := sortedGroupRows(results)
+	if top == nil {
+		for _, tp := range rows {
+			if err := results[tp]; err != nil && tp.Partition >= 0 {
+				top = err
+				break
+			}
+		}
+	}
 	var summary string
 	switch {
 	case top == nil:
 		summary = fmt.Sprintf("Request succeed for deleting offsets with topic %s group %s", strings.Join(args, ", "), group)
 	case isErr(top, kerr.InvalidGroupID):
-		summary = fmt.Sprintf("Error: '%s' is not valid.", group)
+		summary = fmt.Sprintf("\nError: '%s' is not valid.", group)
 	case isErr(top, kerr.GroupIDNotFound):
-		summary = fmt.Sprintf("Error: '%s' does not exist.", group)
+		summary = fmt.Sprintf("\nError: '%s' does not exist.", group)
 	case isErr(top, kerr.GroupAuthorizationFailed):
-		summary = fmt.Sprintf("Error: Access to '%s' is not authorized.", group)
+		summary = fmt.Sprintf("\nError: Access to '%s' is not authorized.", group)
 	case isErr(top, kerr.NonEmptyGroup):
-		summary = fmt.Sprintf("Error: Deleting offsets of a consumer group '%s' is forbidden if the group is not empty.", group)
+		summary = fmt.Sprintf("\nError: Deleting offsets of a consumer group '%s' is forbidden if the group is not empty.", group)
 	case isErr(top, kerr.GroupSubscribedToTopic), isErr(top, kerr.TopicAuthorizationFailed), isErr(top, kerr.UnknownTopicOrPartition):
-		summary = "Error: Encounter some partition level error, see the follow-up details:"
+		summary = "\nError: Encounter some partition level error, see the follow-up details:"
 	default:
-		summary = fmt.Sprintf("Error: Encounter some unknown error: %v", top)
+		summary = fmt.Sprintf("\nError: Encounter some unknown error: %v", top)
 	}
 	fmt.Fprintln(out, summary)
 	fmt.Fprintf(out, "\n%-30s %-15s %-15s", "TOPIC", "PARTITION", "STATUS")
-	for _, tp := range sortedPartitions(results) {
+	var failed bool
+	for _, tp := range rows {
 		part, status := "Not Provided", "Successful"
 		if tp.Partition >= 0 {
 			part = strconv.Itoa(int(tp.Partition))
@@ -157,13 +184,28 @@ func (a *admin) deleteOffsets(ctx context.Context, out io.Writer, group string, 
 		fmt.Fprintf(out, "\n%-30s %-15s %-15s", tp.Topic, part, status)
 	}
 	fmt.Fprintln(out)
-	if top != nil {
-		return fmt.Errorf("OffsetDelete group %s: %w", group, top)
+	if groupErr != nil {
+		return fmt.Errorf("OffsetDelete group %s: %w", group, groupErr)
 	}
 	if failed {
 		return errors.New("OffsetDelete: some partitions failed, see above")
 	}
 	return nil
+}
+
+// sortedGroupRows orders the partitions as ConsumerGroupCommand prints
+// them: by topic name and partition number written together as one
+// string (so t-10 before t-2, and a topic's "Not Provided" row, -1, first).
+func sortedGroupRows(m map[cluster.TopicPartition]error) []cluster.TopicPartition {
+	tps := make([]cluster.TopicPartition, 0, len(m))
+	for tp := range m {
+		tps = append(tps, tp)
+	}
+	key := func(tp cluster.TopicPartition) string { return tp.Topic + strconv.Itoa(int(tp.Partition)) }
+	slices.SortFunc(tps, func(a, b cluster.TopicPartition) int {
+		return cmp.Or(strings.Compare(key(a), key(b)), compareTP(a, b))
+	})
+	return tps
 }
 
 // isErr reports whether err is the Kafka error want.

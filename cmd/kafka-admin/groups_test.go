@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func TestParseTopicArgs(t *testing.T) {
@@ -65,11 +67,56 @@ func TestDeleteOffsets(t *testing.T) {
 	}
 
 	code, out, errOut = runAdmin(t, "consumer-groups", "--bootstrap-server", fc.bootstrap, "--delete-offsets", "--group", "nobody", "--topic", "foo")
-	if code != 1 || !strings.HasPrefix(out, "Error: 'nobody' does not exist.\n") || !strings.Contains(errOut, "GROUP_ID_NOT_FOUND") {
+	if code != 1 || !strings.HasPrefix(out, "\nError: 'nobody' does not exist.\n") || !strings.Contains(errOut, "GROUP_ID_NOT_FOUND") {
 		t.Fatalf("unknown group: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, _, errOut = runAdmin(t, "consumer-groups", "--bootstrap-server", fc.bootstrap, "--delete-offsets", "--group", "g")
 	if code != 2 || !strings.Contains(errOut, "--topic") {
 		t.Fatalf("no topic: exit %d %s", code, errOut)
+	}
+}
+
+// Partition-level failures: kadm returns no error for the group, yet the
+// first line is Kafka's partition-level error line, not the success line;
+// rows are sorted as ConsumerGroupCommand sorts them (topic and partition
+// as one string); an unknown topic is a "Not Provided" row; a missing
+// group named with only unknown topics is still reported as missing.
+func TestDeleteOffsetsPartitionErrors(t *testing.T) {
+	fc := newFakeCluster(t, "foo")
+	fc.answer(47, func(req kmsg.Request) kmsg.Response {
+		r := req.(*kmsg.OffsetDeleteRequest)
+		resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		if r.Group != "g" {
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
+			return resp
+		}
+		for _, rt := range r.Topics {
+			st := kmsg.NewOffsetDeleteResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				sp.Partition = rp.Partition
+				if rt.Topic == "foo" && rp.Partition == 2 {
+					sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+				}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp
+	})
+	code, out, _ := runAdmin(t, "consumer-groups", "--bootstrap-server", fc.bootstrap, "--delete-offsets", "--group", "g",
+		"--topic", "foo:10,2", "--topic", "nope")
+	want := "\nError: Encounter some partition level error, see the follow-up details:\n\n" +
+		"TOPIC                          PARTITION       STATUS         \n" +
+		"foo                            10              Successful     \n" +
+		"foo                            2               Error: :" + kerr.GroupSubscribedToTopic.Error() + "\n" +
+		"nope                           Not Provided    Error: :" + kerr.UnknownTopicOrPartition.Error() + "\n"
+	if code != 1 || out != want {
+		t.Fatalf("exit %d\n%q\nwant\n%q", code, out, want)
+	}
+	code, out, errOut := runAdmin(t, "consumer-groups", "--bootstrap-server", fc.bootstrap, "--delete-offsets", "--group", "nobody", "--topic", "nope")
+	if code != 1 || !strings.HasPrefix(out, "\nError: 'nobody' does not exist.\n") || !strings.Contains(errOut, "GROUP_ID_NOT_FOUND") {
+		t.Fatalf("unknown group, unknown topic: exit %d\n%q\n%s", code, out, errOut)
 	}
 }
