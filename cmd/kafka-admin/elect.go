@@ -144,7 +144,7 @@ func parseElectionJSON(data []byte) ([]cluster.TopicPartition, error) {
 func (a *admin) electLeaders(ctx context.Context, out io.Writer, how electionType, tps []cluster.TopicPartition) error {
 	req := kmsg.NewPtrElectLeadersRequest()
 	req.ElectionType = int8(how)
-	req.TimeoutMillis = 30000
+	req.TimeoutMillis = a.timeoutMillis
 	if tps != nil {
 		idx := make(map[string]int)
 		for _, tp := range tps {

@@ -178,6 +178,8 @@ type admin struct {
 	adm   *kadm.Client
 	kcl   *kgo.Client
 	seeds []string
+	// timeoutMillis is the TimeoutMillis of the requests that carry one.
+	timeoutMillis int32
 }
 
 // requestTimeout bounds each subcommand's conversation with the cluster.
@@ -204,7 +206,15 @@ func connect(bootstrap string) (*admin, error) {
 	}
 	adm := kadm.NewClient(kcl)
 	adm.SetTimeoutMillis(30000)
-	return &admin{adm: adm, kcl: kcl, seeds: seeds}, nil
+	return &admin{adm: adm, kcl: kcl, seeds: seeds, timeoutMillis: 30000}, nil
+}
+
+// withDeadline bounds the rest of the conversation by d (a --timeout) and
+// makes it the TimeoutMillis of the requests that carry one.
+func (a *admin) withDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	a.timeoutMillis = int32(d.Milliseconds())
+	a.adm.SetTimeoutMillis(a.timeoutMillis)
+	return context.WithTimeout(ctx, d)
 }
 
 func (a *admin) close() { a.kcl.Close() }

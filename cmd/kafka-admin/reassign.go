@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -22,9 +23,9 @@ const reassignAbout = `This tool helps to move topic partitions between replicas
 
 Actions (exactly one):
   --generate  --topics-to-move-json-file F --broker-list "1,2,3" [--disable-rack-aware] [--seed N]
-  --execute   --reassignment-json-file F [--throttle B/s] [--additional]
+  --execute   --reassignment-json-file F [--throttle B/s] [--additional] [--timeout ms]
   --verify    --reassignment-json-file F [--preserve-throttles]
-  --cancel    --reassignment-json-file F [--preserve-throttles]
+  --cancel    --reassignment-json-file F [--preserve-throttles] [--timeout ms]
   --list`
 
 const cannotExecuteMessage = "Cannot execute because there is an existing partition assignment.  " +
@@ -58,6 +59,7 @@ func cmdReassign(ctx context.Context, args []string, out io.Writer) error {
 	throttle := f.Int64("throttle", -1, "The movement of partitions between brokers will be throttled to this value (bytes/sec). Resubmit the current reassignment with --additional to change it.")
 	f.Bool("additional", false, "Execute this reassignment in addition to any other ongoing ones. Also used to change the throttle of an ongoing reassignment.")
 	f.Bool("preserve-throttles", false, "Do not modify broker or topic throttles.")
+	timeout := f.Int64("timeout", 10000, "The maximum time in ms to wait for log directory replica assignment to begin (--execute, --cancel). When given, it is also the deadline of the command's requests, which otherwise get 60 s in all and 30 s each.")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -69,14 +71,19 @@ func cmdReassign(ctx context.Context, args []string, out io.Writer) error {
 	case "generate":
 		err = firstErr(f.require("topics-to-move-json-file", "broker-list"), f.permit(action, "topics-to-move-json-file", "broker-list", "disable-rack-aware", "seed"))
 	case "execute":
-		err = firstErr(f.require("reassignment-json-file"), f.permit(action, "reassignment-json-file", "throttle", "additional"))
+		err = firstErr(f.require("reassignment-json-file"), f.permit(action, "reassignment-json-file", "throttle", "additional", "timeout"))
 		if err == nil && f.set["throttle"] && *throttle < 0 {
 			err = usageErrorf("--throttle must be a rate in bytes/sec >= 0, not %d", *throttle)
 		}
-	case "verify", "cancel":
+	case "verify":
 		err = firstErr(f.require("reassignment-json-file"), f.permit(action, "reassignment-json-file", "preserve-throttles"))
+	case "cancel":
+		err = firstErr(f.require("reassignment-json-file"), f.permit(action, "reassignment-json-file", "preserve-throttles", "timeout"))
 	case "list":
 		err = f.permit(action)
+	}
+	if err == nil && f.set["timeout"] && (*timeout <= 0 || *timeout > math.MaxInt32) {
+		err = usageErrorf("--timeout must be a time in ms > 0, not %d", *timeout)
 	}
 	if err != nil {
 		return err
@@ -131,6 +138,11 @@ func cmdReassign(ctx context.Context, args []string, out io.Writer) error {
 		keys = append(keys, 44)
 	}
 	return withAdmin(ctx, f.bootstrap, keys, func(ctx context.Context, a *admin) error {
+		if f.set["timeout"] {
+			var cancel context.CancelFunc
+			ctx, cancel = a.withDeadline(ctx, time.Duration(*timeout)*time.Millisecond)
+			defer cancel()
+		}
 		switch action {
 		case "generate":
 			s := *seed
@@ -173,7 +185,7 @@ type reassignment struct {
 // partitions when tps is nil.
 func (a *admin) listReassignments(ctx context.Context, tps []cluster.TopicPartition) (map[cluster.TopicPartition]reassignment, error) {
 	req := kmsg.NewPtrListPartitionReassignmentsRequest()
-	req.TimeoutMillis = 30000
+	req.TimeoutMillis = a.timeoutMillis
 	if tps != nil {
 		byTopic := make(map[string][]int32)
 		for _, tp := range tps {
@@ -262,7 +274,7 @@ func (a *admin) partitionAssignment(ctx context.Context, tps []cluster.TopicPart
 	}
 	out := make(assignment)
 	var missing []string
-	for _, tp := range tps {
+	for _, tp := range slices.SortedFunc(slices.Values(tps), compareTP) {
 		pd, ok := md.Topics[tp.Topic].Partitions[tp.Partition]
 		if !ok || md.Topics[tp.Topic].Err != nil {
 			missing = append(missing, tp.String())
@@ -271,7 +283,6 @@ func (a *admin) partitionAssignment(ctx context.Context, tps []cluster.TopicPart
 		out[tp] = slices.Clone(pd.Replicas)
 	}
 	if len(missing) > 0 {
-		slices.Sort(missing)
 		return nil, md, fmt.Errorf("%w: Unable to find partition: %s", kerr.UnknownTopicOrPartition, strings.Join(missing, ", "))
 	}
 	return out, md, nil
@@ -519,6 +530,9 @@ func (a *admin) verify(ctx context.Context, out io.Writer, targets []planEntry, 
 		}
 	}
 	fmt.Fprintln(out, formatStates(reassignmentStates(targets, ongoing, current)))
+	// Kafka's verifyReplicaMoves prints the log-dir moves next, one line
+	// each; with every log dir "any" there are none, and the line is blank.
+	fmt.Fprintln(out)
 	if len(ongoing) > 0 || preserve {
 		return len(ongoing) == 0, nil
 	}
@@ -563,6 +577,9 @@ func (a *admin) cancel(ctx context.Context, out io.Writer, targets []planEntry, 
 	} else {
 		fmt.Fprintln(out, "None of the specified partition reassignments are active.")
 	}
+	// Kafka's log-dir moves of the plan: every log dir is "any", so none.
+	// (Kafka prints this line without its newline.)
+	fmt.Fprintln(out, "None of the specified partition moves are active.")
 	if preserve {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -262,8 +263,8 @@ func TestExecuteRefusals(t *testing.T) {
 	if code, errOut := run(`{"partitions":[{"topic":"foo","partition":0,"replicas":[0,9]}]}`); code != 1 || !strings.Contains(errOut, "Unknown broker id 9") {
 		t.Errorf("unknown broker: exit %d %s", code, errOut)
 	}
-	if code, errOut := run(`{"partitions":[{"topic":"foo","partition":7,"replicas":[0]},{"topic":"nope","partition":0,"replicas":[0]}]}`); code != 1 ||
-		!strings.Contains(errOut, "Unable to find partition: foo-7, nope-0") {
+	if code, errOut := run(`{"partitions":[{"topic":"nope","partition":0,"replicas":[0]},{"topic":"foo","partition":10,"replicas":[0]},{"topic":"foo","partition":7,"replicas":[0]}]}`); code != 1 ||
+		!strings.Contains(errOut, "Unable to find partition: foo-7, foo-10, nope-0") {
 		t.Errorf("unknown partition: exit %d %s", code, errOut)
 	}
 	// The broker refuses one partition: its error name is shown.
@@ -352,7 +353,8 @@ func TestVerifyClearsThrottlesOnlyWhenDone(t *testing.T) {
 	_, out := verify()
 	want := "Status of partition reassignment:\n" +
 		"Reassignment of partition foo-0 is completed.\n" +
-		"Reassignment of partition foo-1 is still in progress.\n"
+		"Reassignment of partition foo-1 is still in progress.\n" +
+		"\n" // Kafka's empty log-dir section
 	if out != want {
 		t.Fatalf("in progress:\n%s\nwant:\n%s", out, want)
 	}
@@ -368,7 +370,7 @@ func TestVerifyClearsThrottlesOnlyWhenDone(t *testing.T) {
 
 	_, out = verify()
 	// kfake did not move foo-1, so its replicas are not the target.
-	wantTail := fmt.Sprintf("There is no active reassignment of partition foo-1, but replica set is %s rather than %s.\n"+
+	wantTail := fmt.Sprintf("There is no active reassignment of partition foo-1, but replica set is %s rather than %s.\n\n"+
 		"Clearing broker-level throttles on brokers 0,1,2\n"+
 		"Clearing topic-level throttles on topic foo\n", joinInts(cur[tp("foo", 1)], ","), joinInts(target, ","))
 	if !strings.HasSuffix(out, wantTail) {
@@ -422,7 +424,8 @@ func TestCancelAndList(t *testing.T) {
 	}
 
 	code, out, errOut = runAdmin(t, "reassign-partitions", "--bootstrap-server", fc.bootstrap, "--cancel", "--reassignment-json-file", plan)
-	if code != 0 || !strings.HasPrefix(out, "Successfully cancelled partition reassignment for: foo-0\n") ||
+	if code != 0 || !strings.HasPrefix(out, "Successfully cancelled partition reassignment for: foo-0\n"+
+		"None of the specified partition moves are active.\n") ||
 		!strings.Contains(out, "Clearing topic-level throttles on topic foo") {
 		t.Fatalf("cancel: exit %d %s\n%s", code, errOut, out)
 	}
@@ -435,7 +438,61 @@ func TestCancelAndList(t *testing.T) {
 		t.Fatalf("cancel request %+v, want foo-0 with null replicas", ps)
 	}
 
+	// Nothing to cancel: Kafka's two lines.
+	fc.answer(46, listAnswer(nil))
+	code, out, errOut = runAdmin(t, "reassign-partitions", "--bootstrap-server", fc.bootstrap, "--cancel", "--reassignment-json-file", plan, "--preserve-throttles")
+	if want := "None of the specified partition reassignments are active.\nNone of the specified partition moves are active.\n"; code != 0 || out != want {
+		t.Fatalf("cancel with nothing active: exit %d %s\n%q\nwant %q", code, errOut, out, want)
+	}
+	if len(fc.requests(45)) != 1 {
+		t.Fatalf("%d AlterPartitionReassignments after cancelling nothing", len(fc.requests(45)))
+	}
+
 	if got := formatReassignments(nil); got != "No partition reassignments found." {
 		t.Fatalf("empty list: %q", got)
+	}
+}
+
+// --timeout is accepted with --execute and --cancel, as Kafka's tool does,
+// and bounds their requests: the TimeoutMillis they carry and the time the
+// command waits for an answer.
+func TestReassignTimeout(t *testing.T) {
+	fc := newFakeCluster(t, "foo")
+	plan := writeFile(t, "plan.json", `{"version":1,"partitions":[{"topic":"foo","partition":0,"replicas":[0,1]}]}`)
+	fc.answer(46, listAnswer(nil))
+	code, _, errOut := runAdmin(t, "reassign-partitions", "--bootstrap-server", fc.bootstrap, "--cancel", "--reassignment-json-file", plan,
+		"--preserve-throttles", "--timeout", "4321")
+	if code != 0 {
+		t.Fatalf("cancel --timeout: exit %d %s", code, errOut)
+	}
+	reqs := fc.requests(46)
+	if len(reqs) != 1 || reqs[0].(*kmsg.ListPartitionReassignmentsRequest).TimeoutMillis != 4321 {
+		t.Fatalf("ListPartitionReassignments with --timeout 4321: %+v", reqs)
+	}
+
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	fc.answer(45, func(req kmsg.Request) kmsg.Response {
+		<-release // never answers while the command waits
+		return req.(*kmsg.AlterPartitionAssignmentsRequest).ResponseKind()
+	})
+	start := time.Now()
+	code, _, errOut = runAdmin(t, "reassign-partitions", "--bootstrap-server", fc.bootstrap, "--execute", "--reassignment-json-file", plan, "--timeout", "500")
+	if took := time.Since(start); code != 1 || took > 5*time.Second || !strings.Contains(errOut, "deadline exceeded") {
+		t.Fatalf("execute --timeout 500 against a cluster that does not answer: exit %d after %v: %s", code, took, errOut)
+	}
+	if reqs := fc.requests(45); len(reqs) == 0 || reqs[0].(*kmsg.AlterPartitionAssignmentsRequest).TimeoutMillis != 500 {
+		t.Fatalf("AlterPartitionReassignments with --timeout 500: %+v", reqs)
+	}
+
+	for _, args := range [][]string{
+		{"--verify", "--reassignment-json-file", plan, "--timeout", "10"},
+		{"--list", "--timeout", "10"},
+		{"--execute", "--reassignment-json-file", plan, "--timeout", "0"},
+	} {
+		code, _, errOut := runAdmin(t, append([]string{"reassign-partitions", "--bootstrap-server", fc.bootstrap}, args...)...)
+		if code != 2 || !strings.Contains(errOut, "timeout") {
+			t.Errorf("%v: exit %d %s, want a usage error", args, code, errOut)
+		}
 	}
 }
