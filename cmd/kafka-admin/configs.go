@@ -154,6 +154,12 @@ func parseAddConfig(s string) ([][2]string, error) {
 			return nil, usageErrorf("Invalid character found for config key: %s", key)
 		}
 		value := strings.TrimSpace(strings.NewReplacer("[", "", "]", "").Replace(kv[1]))
+		// A repeated key keeps its last value, as Kafka's Properties do
+		// (one operation per key: a broker refuses duplicates).
+		if i := slices.IndexFunc(out, func(e [2]string) bool { return e[0] == key }); i >= 0 {
+			out[i][1] = value
+			continue
+		}
 		out = append(out, [2]string{key, value})
 	}
 	return out, nil

@@ -18,6 +18,9 @@ func TestParseAddConfig(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %q, want %q", got, want)
 	}
+	if got, _ := parseAddConfig("a=1,b=2,a=3"); !slices.Equal(got, [][2]string{{"a", "3"}, {"b", "2"}}) {
+		t.Fatalf("repeated key: got %q, want a=3 once, then b=2", got)
+	}
 	for in, msg := range map[string]string{
 		"k1":      `all configs to be added must be in the format "key=val"`,
 		"a=b=c":   `"key=val"`,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 
@@ -114,6 +115,11 @@ func parsePlanEntries(data []byte) ([]planEntry, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
 		return nil, usageErrorf("the reassignment JSON is not valid: %v", err)
+	}
+	// One JSON value and nothing after it but white space, as Jackson's
+	// full-document read.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, usageErrorf("the reassignment JSON is not valid: data after the top-level value at offset %d", dec.InputOffset())
 	}
 	if raw.Version != nil && *raw.Version != 1 {
 		return nil, usageErrorf("Not supported version field value %d", *raw.Version)
