@@ -32,6 +32,9 @@
 #                                    shutdown), wait for the exit, start it again,
 #                                    then wait until every broker's /metrics shows
 #                                    0 under-replicated partitions before the next
+#                                    (failing at once if the restarted broker exits).
+#                                    A broker still running STOP_TIMEOUT after SIGTERM
+#                                    is SIGKILLed, started again, and the roll fails
 #   scripts/cluster.sh clean         down, then remove CLUSTER_DIR
 #
 # Environment (defaults in brackets):
@@ -175,11 +178,14 @@ proc_state() {
 
 # stop_pids TIMEOUT NAME:PIDFILE:MARKER...: SIGTERM each live process (and
 # SIGCONT, so a paused one can act on it), wait up to TIMEOUT seconds for all to
-# exit, then SIGKILL the rest. Removes the pid files.
+# exit, then SIGKILL the rest. Removes the pid files. STOP_KILLED lists, one a
+# line, the NAMEs that had to be SIGKILLed.
+STOP_KILLED=''
 stop_pids() {
 	local timeout=$1 entry name file marker pid deadline left
 	shift
 	local -a live=()
+	STOP_KILLED=
 	for entry in "$@"; do
 		IFS=: read -r name file marker <<<"$entry"
 		if pid=$(pid_of "$file" "$marker"); then
@@ -200,6 +206,7 @@ stop_pids() {
 				if ((SECONDS >= deadline)); then
 					say "$name: still running after ${timeout}s: SIGKILL pid $pid"
 					kill -KILL "$pid" 2>/dev/null || true
+					[[ $STOP_KILLED == *"$name"$'\n'* ]] || STOP_KILLED+="$name"$'\n'
 				fi
 				left+=("$entry")
 			else
@@ -728,18 +735,22 @@ cmd_decommission() {
 	local id=$1 bs out topics remaining current plan dir deadline verify
 	command -v jq >/dev/null 2>&1 || die "decommission needs jq (apt-get install jq)"
 	zk_ruok || die "zookeeper does not answer at $ZK_ADDR"
+	# The same lock as roll (and up/down/start): neither restarts a broker
+	# under the other.
+	lock
 	broker_pid "$id" >/dev/null || die "broker $id is not running"
 	ensure_admin
 	bs=$(live_bootstrap)
-	remaining=$(registered_ids | grep -vx "$id" | paste -sd, -)
+	remaining=$(registered_ids | { grep -vx "$id" || true; } | paste -sd, -)
 	[[ -n $remaining ]] || die "broker $id is the only registered broker: nowhere to move its replicas"
 	out=$(zk_batch "ls /brokers/topics")
 	topics=$(section 0 <<<"$out" | grep -E '^\[' | tr -d '[] ' | tr ',' '\n' | grep -v '^$' || true)
 	dir=$CLUSTER_DIR/decommission-$id
 	if [[ -n $topics ]]; then
 		jq -cn --arg t "$topics" '{version: 1, topics: [$t | split("\n")[] | select(. != "") | {topic: .}]}' >"$dir.topics.json"
-		# --generate's first section is the current assignment of every topic.
-		out=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --generate \
+		# --generate's first section is the current assignment of every topic;
+		# its proposal is not used, so racks must not make it fail.
+		out=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --generate --disable-rack-aware \
 			--topics-to-move-json-file "$dir.topics.json" --broker-list "$remaining") ||
 			die "kafka-admin --generate failed"
 		current=$(sed -n '2p' <<<"$out")
@@ -774,6 +785,13 @@ cmd_decommission() {
 				die "kafka-admin --verify (clearing the throttles) failed: $verify"
 		fi
 		say "$verify"
+		if [[ -n $THROTTLE ]] && ! grep -q '^Clearing broker-level throttles' <<<"$verify"; then
+			# Kafka's --verify clears throttles only once no reassignment at
+			# all is in progress.
+			say "broker $id: the throttles set for this move are still in place: another reassignment is in progress" \
+				"(kafka-admin reassign-partitions --bootstrap-server $bs --list); once it ends, clear them with" \
+				"kafka-admin reassign-partitions --bootstrap-server $bs --verify --reassignment-json-file $dir.json" >&2
+		fi
 		if grep -q 'rather than' <<<"$verify"; then
 			die "the reassignment ended but some replica sets differ from the plan (cancelled?); broker $id left running"
 		fi
@@ -789,11 +807,18 @@ urp() {
 		awk '$1 == "kafka_server_replicamanager_underreplicatedpartitions" { print int($2); found = 1 } END { exit !found }'
 }
 
-# wait_no_urp: until every running broker answers /metrics with 0
-# under-replicated partitions, twice in a row, or fail after URP_TIMEOUT.
+# wait_no_urp [ID]: until every running broker answers /metrics with 0
+# under-replicated partitions, twice in a row, or fail after URP_TIMEOUT. With
+# ID (the broker just restarted), fail at once when it is no longer running: a
+# dead broker drops out of running_ids, and the others may still count 0 until
+# replica.lag.time.max.ms shrinks its replicas out of their ISRs.
 wait_no_urp() {
-	local id n total ok=0 deadline=$((SECONDS + URP_TIMEOUT)) detail
+	local id n total ok=0 deadline=$((SECONDS + URP_TIMEOUT)) detail watch=${1:-}
 	while ((ok < 2)); do
+		if [[ -n $watch ]] && ! broker_pid "$watch" >/dev/null; then
+			tail -n 30 "$(broker_log "$watch")" >&2 || true
+			die "broker $watch exited after its restart, while waiting for 0 under-replicated partitions; roll stopped (log: $(broker_log "$watch"))"
+		fi
 		total=0 detail=''
 		while read -r id; do
 			if n=$(urp "$id"); then
@@ -833,9 +858,19 @@ cmd_roll() {
 	for id in "${order[@]}"; do
 		say "roll: broker $id"
 		stop_pids "$STOP_TIMEOUT" "broker $id:$(broker_pidfile "$id"):$(broker_props "$id")"
+		if [[ -n $STOP_KILLED ]]; then
+			# No controlled shutdown finished: its partitions were not moved
+			# off it first, and 0 under-replicated partitions soon after the
+			# restart would prove nothing (the others notice a dead follower
+			# only after replica.lag.time.max.ms). Restart it, then stop.
+			say "roll: broker $id did not exit within STOP_TIMEOUT=${STOP_TIMEOUT}s of SIGTERM and was SIGKILLed; starting it again" >&2
+			entry=$(launch_broker "$id")
+			wait_ready "$entry"
+			die "roll stopped at broker $id: its controlled shutdown did not finish within STOP_TIMEOUT=${STOP_TIMEOUT}s, so it was SIGKILLed (restarted since); check its log ($(broker_log "$id")) and 'status' before rolling again, with a larger STOP_TIMEOUT if the shutdown is just slow"
+		fi
 		entry=$(launch_broker "$id")
 		wait_ready "$entry"
-		wait_no_urp
+		wait_no_urp "$id"
 	done
 	say "roll: done; controller now $(controller_id)"
 }
