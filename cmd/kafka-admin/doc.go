@@ -3,7 +3,8 @@
 // an operator knows of those tools carries over:
 //
 //	kafka-admin reassign-partitions   kafka-reassign-partitions.sh: --generate, --execute
-//	                                  [--throttle B/s], --verify, --cancel, --list
+//	                                  [--throttle B/s] [--timeout ms], --verify,
+//	                                  --cancel [--timeout ms], --list
 //	kafka-admin leader-election       kafka-leader-election.sh: PREFERRED or UNCLEAN
 //	kafka-admin configs               kafka-configs.sh: --describe / --alter of topics,
 //	                                  brokers and broker-loggers
