@@ -247,8 +247,8 @@ func (c *cleaner) config() (CleanerConfig, <-chan struct{}) {
 
 // ReconfigureCleaner applies new log.cleaner.* settings without a
 // restart, as Kafka's LogCleaner.reconfigure (for log.cleaner.threads,
-// .dedupe.buffer.size, .io.buffer.size, .io.buffer.load.factor,
-// .io.max.bytes.per.second and .backoff.ms): the I/O limit applies to the
+// .dedupe.buffer.size, .io.max.bytes.per.second and .backoff.ms; Kafka's
+// .io.buffer.size and .io.buffer.load.factor are fixed here): the I/O limit applies to the
 // bytes that follow, a thread sleeps the new backoff from its next sleep,
 // takes the new share of the dedupe buffer at its next pass, and the
 // thread count grows at once or shrinks as threads beyond it finish their
