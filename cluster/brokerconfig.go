@@ -184,9 +184,11 @@ var brokerKeyTable = func() []BrokerKey {
 		bk("log.cleaner.enable", TypeBoolean, "true", "Enable the log cleaner process to run on the server."),
 		bk("log.cleaner.threads", TypeInt, "1", "The number of background threads to use for log cleaning.", dynamicKey, atLeast(0)),
 		bk("log.cleaner.io.max.bytes.per.second", TypeDouble, "1.7976931348623157E308", "The log cleaner will be throttled so that the sum of its read and write i/o will be less than this value on average.", dynamicKey),
-		bk("log.cleaner.dedupe.buffer.size", TypeLong, "134217728", "The total memory used for log deduplication across all cleaner threads.", dynamicKey),
-		bk("log.cleaner.io.buffer.size", TypeInt, "524288", "The total memory used for log cleaner I/O buffers across all cleaner threads.", dynamicKey, atLeast(0)),
-		bk("log.cleaner.io.buffer.load.factor", TypeDouble, "0.9", "Log cleaner dedupe buffer load factor.", dynamicKey),
+		bk("log.cleaner.dedupe.buffer.size", TypeLong, "134217728", "The total memory used for log deduplication across all cleaner threads (each thread's share is capped at 2147483647 bytes).", dynamicKey),
+		// Dynamic in Kafka, read-only here: this cleaner's I/O buffer and
+		// offset map load factor are fixed, so a change would have no effect.
+		bk("log.cleaner.io.buffer.size", TypeInt, "524288", "The total memory used for log cleaner I/O buffers across all cleaner threads. Read and checked only, and not dynamic in this broker: its cleaner buffers 1 MiB per thread.", atLeast(0)),
+		bk("log.cleaner.io.buffer.load.factor", TypeDouble, "0.9", "Log cleaner dedupe buffer load factor. Read and checked only, and not dynamic in this broker: the offset map is full at 90%."),
 		bk("log.cleaner.backoff.ms", TypeLong, "15000", "The amount of time to sleep when there are no logs to clean.", dynamicKey, atLeast(0)),
 		bk("log.cleaner.min.cleanable.ratio", TypeDouble, "0.5", "The minimum ratio of dirty log to total log for a log to eligible for cleaning."),
 		bk("log.cleaner.delete.retention.ms", TypeLong, "86400000", "The amount of time to retain tombstone message markers for log compacted topics."),

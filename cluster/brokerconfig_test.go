@@ -23,6 +23,9 @@ func TestBrokerKeyTableModes(t *testing.T) {
 		"log.cleaner.threads":                 ModeClusterWide,
 		"log.cleaner.backoff.ms":              ModeClusterWide,
 		"log.cleaner.enable":                  ModeReadOnly,
+		"log.cleaner.dedupe.buffer.size":      ModeClusterWide,
+		"log.cleaner.io.buffer.size":          ModeReadOnly, // dynamic in Kafka, but fixed in this cleaner
+		"log.cleaner.io.buffer.load.factor":   ModeReadOnly,
 		"log.message.format.version":          ModeReadOnly, // NonReconfigrableLogConfigs
 		"max.connections":                     ModeClusterWide,
 		"max.connections.per.ip":              ModeClusterWide,

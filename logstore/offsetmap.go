@@ -1,6 +1,9 @@
 package logstore
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"math"
+)
 
 // offsetMapSlotBytes is the memory of one slot: a 128-bit hash of the key
 // and the offset (Kafka's SkimpyOffsetMap stores a 16-byte MD5 and an
@@ -32,10 +35,22 @@ type OffsetMap struct {
 	latest       int64
 }
 
-// NewOffsetMap allocates a map of budgetBytes (at least 2 slots). Its
-// memory is allocated once, here.
+// MaxOffsetMapBytes bounds a map's budget: Kafka's SkimpyOffsetMap is one
+// ByteBuffer of at most Int.MaxValue bytes.
+const MaxOffsetMapBytes = math.MaxInt32
+
+// offsetMapSlots is the slot count of a budget, clamped to [2 slots,
+// MaxOffsetMapBytes].
+func offsetMapSlots(budgetBytes int64) int64 {
+	return max(min(budgetBytes, MaxOffsetMapBytes)/offsetMapSlotBytes, 2)
+}
+
+// NewOffsetMap allocates a map of budgetBytes, clamped to at least 2
+// slots and at most MaxOffsetMapBytes (a budget beyond it gets the
+// largest map, not an allocation that cannot succeed). Its memory is
+// allocated once, here.
 func NewOffsetMap(budgetBytes int64) *OffsetMap {
-	n := max(budgetBytes/offsetMapSlotBytes, 2)
+	n := offsetMapSlots(budgetBytes)
 	m := &OffsetMap{
 		slots:      make([]offsetMapSlot, n),
 		maxEntries: max(int(float64(n)*offsetMapLoadFactor), 1),
@@ -49,7 +64,7 @@ func NewOffsetMap(budgetBytes int64) *OffsetMap {
 // OffsetMapBytes is the Bytes of NewOffsetMap(budgetBytes), without
 // allocating it (the cleaner compares it to reuse a map).
 func OffsetMapBytes(budgetBytes int64) int64 {
-	return max(budgetBytes/offsetMapSlotBytes, 2) * offsetMapSlotBytes
+	return offsetMapSlots(budgetBytes) * offsetMapSlotBytes
 }
 
 // Bytes is the memory the slots take.

@@ -18,6 +18,9 @@ import (
 )
 
 // CleanerConfig is the log cleaner's broker configuration (log.cleaner.*).
+// Every field is taken as given, zero included (log.cleaner.backoff.ms=0
+// is a thread that never sleeps, as in Kafka); DefaultCleanerConfig has
+// Kafka's defaults. Only Threads <= 0 is read as 1.
 type CleanerConfig struct {
 	// Enable is log.cleaner.enable: without it no log is cleaned and the
 	// cleaner-offset-checkpoint files are left as they are.
@@ -26,27 +29,42 @@ type CleanerConfig struct {
 	Threads int
 	// DedupeBufferSize is log.cleaner.dedupe.buffer.size (default 128
 	// MiB), divided among the threads: each has one offset map of
-	// DedupeBufferSize / Threads, allocated when it starts.
+	// DedupeBufferSize / Threads, at most MaxDedupeBufferPerThread bytes
+	// (Kafka's LogCleaner caps each share at Int.MaxValue), allocated at
+	// its first pass. A share of 0 or less is the smallest map.
 	DedupeBufferSize int64
 	// IOMaxBytesPerSecond is log.cleaner.io.max.bytes.per.second, one
 	// limit shared by every thread; <= 0 or +Inf means none.
 	IOMaxBytesPerSecond float64
 	// Backoff is log.cleaner.backoff.ms (default 15 s): how long a thread
-	// sleeps when no log is cleanable.
+	// sleeps when no log is cleanable; 0 does not sleep.
 	Backoff time.Duration
+}
+
+// MaxDedupeBufferPerThread bounds one cleaner thread's offset map, as
+// Kafka's LogCleaner sizes it min(dedupeBufferSize / numThreads,
+// Int.MaxValue): a huge log.cleaner.dedupe.buffer.size (Kafka accepts
+// any long) cannot make a thread allocate more.
+const MaxDedupeBufferPerThread = math.MaxInt32
+
+// DefaultCleanerConfig is Kafka's log cleaner defaults: enabled, one
+// thread, a 128 MiB dedupe buffer, no I/O limit, a 15 s backoff.
+func DefaultCleanerConfig() CleanerConfig {
+	return CleanerConfig{Enable: true, Threads: 1, DedupeBufferSize: 128 << 20,
+		IOMaxBytesPerSecond: math.Inf(1), Backoff: 15 * time.Second}
 }
 
 func (c CleanerConfig) withDefaults() CleanerConfig {
 	if c.Threads <= 0 {
 		c.Threads = 1
 	}
-	if c.DedupeBufferSize <= 0 {
-		c.DedupeBufferSize = 128 << 20
-	}
-	if c.Backoff <= 0 {
-		c.Backoff = 15 * time.Second
-	}
+	c.Backoff = max(c.Backoff, 0)
 	return c
+}
+
+// dedupeShare is one thread's offset map budget.
+func (c CleanerConfig) dedupeShare() int64 {
+	return min(c.DedupeBufferSize/int64(max(c.Threads, 1)), MaxDedupeBufferPerThread)
 }
 
 // CleanerStatus is the cleaner's figures, Kafka's LogCleaner and
@@ -229,8 +247,8 @@ func (c *cleaner) config() (CleanerConfig, <-chan struct{}) {
 
 // ReconfigureCleaner applies new log.cleaner.* settings without a
 // restart, as Kafka's LogCleaner.reconfigure (for log.cleaner.threads,
-// .dedupe.buffer.size, .io.buffer.size, .io.buffer.load.factor,
-// .io.max.bytes.per.second and .backoff.ms): the I/O limit applies to the
+// .dedupe.buffer.size, .io.max.bytes.per.second and .backoff.ms; Kafka's
+// .io.buffer.size and .io.buffer.load.factor are fixed here): the I/O limit applies to the
 // bytes that follow, a thread sleeps the new backoff from its next sleep,
 // takes the new share of the dedupe buffer at its next pass, and the
 // thread count grows at once or shrinks as threads beyond it finish their
@@ -270,10 +288,19 @@ func (c *cleaner) thread(id int) {
 	c.mu.Lock()
 	c.threadsLive++
 	c.mu.Unlock()
+	// released: this thread gave up its id itself (reconfigured away),
+	// under c.mu in the same step as it saw the smaller count, so that a
+	// ReconfigureCleaner growing the count again either finds the id
+	// still taken (and this thread goes on) or free (and starts a new
+	// one); the deferred cleanup must not free the id again, it may be
+	// the new thread's.
+	released := false
 	defer func() {
 		rec := recover()
 		c.mu.Lock()
-		delete(c.threadIDs, id)
+		if !released {
+			delete(c.threadIDs, id)
+		}
 		c.threadsLive--
 		if rec != nil {
 			c.dead++
@@ -293,13 +320,16 @@ func (c *cleaner) thread(id int) {
 			return
 		default:
 		}
-		cfg, reconfigured := c.config()
+		c.mu.Lock()
+		cfg, reconfigured := c.cfg, c.reconfigured
 		if id >= cfg.Threads {
-			c.mu.Lock()
 			c.lastStats[id] = logstore.CleanStats{} // a thread reconfigured away
+			delete(c.threadIDs, id)
+			released = true
 			c.mu.Unlock()
 			return
 		}
+		c.mu.Unlock()
 		if c.cleanOnce(id, &om) {
 			continue
 		}
@@ -414,7 +444,7 @@ func (c *cleaner) cleanOnce(id int, om **logstore.OffsetMap) bool {
 		return false
 	}
 	cfg, _ := c.config()
-	if share := cfg.DedupeBufferSize / int64(cfg.Threads); *om == nil || (*om).Bytes() != logstore.OffsetMapBytes(share) {
+	if share := cfg.dedupeShare(); *om == nil || (*om).Bytes() != logstore.OffsetMapBytes(share) {
 		*om = logstore.NewOffsetMap(share)
 	}
 	r := lc.r

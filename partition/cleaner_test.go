@@ -310,7 +310,7 @@ func TestCleanerSkipsDeletePolicy(t *testing.T) {
 	cfg := compactConfig()
 	cfg.Compact, cfg.Delete, cfg.CleanupPolicy = false, true, "delete"
 	cfg.RetentionMs, cfg.RetentionBytes = -1, -1
-	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true}, cfg)
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, DefaultCleanerConfig(), cfg)
 	produceKeyed(t, m, 0, 200, 5, 0, 1)
 	before := len(logRecords(t, m))
 	if n := cleanAll(t, m); n != 0 {
@@ -329,7 +329,7 @@ func TestCleanerPolicyChangeStartsCleaning(t *testing.T) {
 	cfg := compactConfig()
 	cfg.Compact, cfg.Delete, cfg.CleanupPolicy = false, true, "delete"
 	cfg.RetentionMs, cfg.RetentionBytes = -1, -1
-	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true}, cfg)
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, DefaultCleanerConfig(), cfg)
 	want := produceKeyed(t, m, 0, 200, 5, 0, 1)
 	if n := cleanAll(t, m); n != 0 {
 		t.Fatalf("%d clean passes while the policy is delete", n)
@@ -347,7 +347,7 @@ func TestCleanerPolicyChangeStartsCleaning(t *testing.T) {
 func TestCleanerCheckpointAcrossRestart(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(100000, 0)}
 	dir := filepath.Join(t.TempDir(), "logs")
-	cc := CleanerConfig{Enable: true}
+	cc := DefaultCleanerConfig()
 	m := newCleanerManager(t, dir, clock, cc, compactConfig())
 	produceKeyed(t, m, 0, 200, 5, 0, 1)
 	if n := cleanAll(t, m); n == 0 {
@@ -484,7 +484,7 @@ func truncateBelowCheckpoint(t *testing.T, m *Manager) (end, to int64) {
 
 func TestCleanerCheckpointFollowsTruncation(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(100000, 0)}
-	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true}, compactConfig())
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, DefaultCleanerConfig(), compactConfig())
 	produceKeyed(t, m, 0, 200, 5, 0, 1)
 	if n := cleanAll(t, m); n == 0 {
 		t.Fatal("no clean pass")
@@ -553,7 +553,9 @@ func TestCleanerTruncationDuringPassLowersItsCheckpoint(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(100000, 0)}
 	cfg := compactConfig()
 	cfg.MinCleanableDirtyRatio = 0
-	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true, Threads: 2}, cfg)
+	cc := DefaultCleanerConfig()
+	cc.Threads = 2
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, cc, cfg)
 	produceKeyed(t, m, 0, 200, 5, 0, 1)
 	if n := cleanAll(t, m); n == 0 {
 		t.Fatal("no clean pass")
@@ -582,7 +584,7 @@ func TestCleanerTruncationDuringPassLowersItsCheckpoint(t *testing.T) {
 func TestCleanerTruncationSurvivesStopReplica(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(100000, 0)}
 	cfg := compactConfig()
-	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, CleanerConfig{Enable: true}, cfg)
+	m := newCleanerManager(t, filepath.Join(t.TempDir(), "logs"), clock, DefaultCleanerConfig(), cfg)
 	produceKeyed(t, m, 0, 200, 5, 0, 1)
 	if n := cleanAll(t, m); n == 0 {
 		t.Fatal("no clean pass")

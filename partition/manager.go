@@ -60,12 +60,17 @@ type Config struct {
 	// Metrics receives ISR changes and bytes in and out; nil discards them.
 	Metrics Metrics
 	// Cleaner configures the log cleaner (log.cleaner.*); the zero value
-	// has it disabled.
+	// has it disabled, with DefaultCleanerConfig's other settings. Any
+	// other value is taken as given (see CleanerConfig).
 	Cleaner CleanerConfig
 }
 
 // withDefaults fills zero replication settings with Kafka's defaults.
 func (c Config) withDefaults() Config {
+	if c.Cleaner == (CleanerConfig{}) {
+		c.Cleaner = DefaultCleanerConfig()
+		c.Cleaner.Enable = false
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -4,7 +4,8 @@ package protocol
 //
 //   - Topic resources (type 2): every topic-level key of Kafka 3.x from
 //     Admin.TopicConfig (cluster's one table), filtered by ConfigNames
-//     when it is non-null (unknown names are left out, as in Kafka). v1+
+//     when it is non-empty (null or empty lists every key, and unknown
+//     names are left out, as in Kafka's ConfigHelper). v1+
 //     sets Source as Kafka's ConfigHelper.createTopicConfigEntry:
 //     DYNAMIC_TOPIC_CONFIG (1) for an override, STATIC_BROKER_CONFIG (4)
 //     when the broker key that sets the default (log.cleaner.delete.
@@ -51,7 +52,7 @@ func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *k
 				break
 			}
 			var want map[string]bool
-			if r.ConfigNames != nil {
+			if len(r.ConfigNames) > 0 {
 				want = make(map[string]bool, len(r.ConfigNames))
 				for _, n := range r.ConfigNames {
 					want[n] = true

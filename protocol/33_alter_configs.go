@@ -12,11 +12,14 @@ package protocol
 //   - Broker resources replace /config/brokers/<id> or <default>
 //     (broker_configs.go); broker-logger resources are INVALID_REQUEST,
 //     as in Kafka; other types INVALID_REQUEST.
+//   - A resource named twice answers INVALID_REQUEST "Each resource must
+//     appear at most once." for both copies, as Kafka.
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -25,9 +28,17 @@ func (s *Server) handleAlterConfigs(ctx context.Context, rc *reqContext, req *km
 	actx, cancel := adminTimeout(ctx, 0)
 	defer cancel()
 	resp.Resources = make([]kmsg.AlterConfigsResponseResource, 0, len(req.Resources))
-	for _, r := range req.Resources {
+	dup := duplicateResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return req.Resources[i].ResourceType, req.Resources[i].ResourceName
+	})
+	for i, r := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		if dup(i) {
+			rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, errorMessage(errDuplicateResource)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		if r.ResourceType == kmsg.ConfigResourceTypeBroker || r.ResourceType == kmsg.ConfigResourceTypeBrokerLogger {
 			if err := s.alterBrokerReplace(actx, r, req.ValidateOnly); err != nil {
 				rr.ErrorCode, rr.ErrorMessage = s.brokerConfigCode(rc, err), errorMessage(err)

@@ -18,6 +18,8 @@ package protocol
 //     it; a key named twice in one resource is INVALID_REQUEST; an unknown
 //     topic UNKNOWN_TOPIC_OR_PARTITION. A resource's ops apply all or none.
 //   - ValidateOnly checks without writing.
+//   - A resource named twice answers INVALID_REQUEST "Each resource must
+//     appear at most once." for both copies, as Kafka.
 //   - Broker and broker-logger resources (4, 8): see broker_configs.go.
 //     Other types are INVALID_REQUEST as in Kafka.
 
@@ -43,9 +45,17 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, rc *reqConte
 	actx, cancel := adminTimeout(ctx, 0)
 	defer cancel()
 	resp.Resources = make([]kmsg.IncrementalAlterConfigsResponseResource, 0, len(req.Resources))
-	for _, r := range req.Resources {
+	dup := duplicateResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return req.Resources[i].ResourceType, req.Resources[i].ResourceName
+	})
+	for i, r := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
+		if dup(i) {
+			rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, errorMessage(errDuplicateResource)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		if r.ResourceType == kmsg.ConfigResourceTypeBroker || r.ResourceType == kmsg.ConfigResourceTypeBrokerLogger {
 			if err := s.alterBrokerIncremental(actx, r, req.ValidateOnly); err != nil {
 				rr.ErrorCode, rr.ErrorMessage = s.brokerConfigCode(rc, err), errorMessage(err)

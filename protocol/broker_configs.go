@@ -27,6 +27,13 @@ package protocol
 //     as Kafka's RuntimeLoggerManager; AlterConfigs refuses it.
 //   - Without Config.BrokerConfigs / BrokerLoggers these resources answer
 //     INVALID_REQUEST saying so.
+//   - A successful alter is in effect when the response is sent: a
+//     DescribeConfigs or alter that follows sees it (BrokerConfigs
+//     reloads before returning). Other brokers apply it when their
+//     ZooKeeper watch fires, shortly after.
+//   - A resource named twice in one AlterConfigs or
+//     IncrementalAlterConfigs (of any type) answers INVALID_REQUEST "Each
+//     resource must appear at most once." for every copy, as Kafka.
 
 import (
 	"context"
@@ -52,7 +59,8 @@ type BrokerConfigs interface {
 	// (a map alter may modify), after checking the result as Kafka's
 	// DynamicBrokerConfig.validate does (a *cluster.BrokerConfigError), and
 	// writes them with a change notification unless validateOnly. An error
-	// from alter is returned as is.
+	// from alter is returned as is. When it returns after a write, the
+	// change is in effect for this broker: DescribeBroker shows it.
 	AlterBroker(ctx context.Context, perBroker bool, alter func(current map[string]string) (map[string]string, error), validateOnly bool) error
 }
 
@@ -93,6 +101,29 @@ func invalidRequest(format string, args ...any) error {
 
 func invalidConfig(format string, args ...any) error {
 	return &resourceError{code: kerr.InvalidConfig.Code, msg: fmt.Sprintf(format, args...)}
+}
+
+// errDuplicateResource answers every copy of a resource named more than
+// once in one AlterConfigs or IncrementalAlterConfigs, as Kafka's
+// ConfigAdminManager.preprocess does; the other resources are served.
+var errDuplicateResource = invalidRequest("Each resource must appear at most once.")
+
+// duplicateResources returns a function reporting whether the i-th of n
+// resources, of type and name typ(i) and name(i), shares them with another.
+func duplicateResources(n int, key func(i int) (kmsg.ConfigResourceType, string)) func(i int) bool {
+	type res struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}
+	count := make(map[res]int, n)
+	for i := range n {
+		t, nm := key(i)
+		count[res{t, nm}]++
+	}
+	return func(i int) bool {
+		t, nm := key(i)
+		return count[res{t, nm}] > 1
+	}
 }
 
 // brokerConfigCode is the code of a broker resource's error.

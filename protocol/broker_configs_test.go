@@ -418,3 +418,62 @@ func TestSetConnectionLimits(t *testing.T) {
 	}
 	second.roundTrip(apiVersions())
 }
+
+// TestAlterConfigsDuplicateResource: a resource named twice in one
+// IncrementalAlterConfigs or AlterConfigs answers INVALID_REQUEST "Each
+// resource must appear at most once." for both copies and changes
+// nothing of it, as Kafka's ConfigAdminManager.preprocess; the other
+// resources of the request are served.
+func TestAlterConfigsDuplicateResource(t *testing.T) {
+	b, bc, _ := startConfigBroker(t)
+	conn := b.dial(t)
+	const msg = "Each resource must appear at most once."
+	inc := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	for _, r := range []struct{ name, key, value string }{
+		{"1", "log.retention.ms", "5"}, {"", "message.max.bytes", "2000000"}, {"1", "max.connections", "9"},
+	} {
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, r.name
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = r.key, kadm.StringPtr(r.value)
+		rr.Configs = append(rr.Configs, c)
+		inc.Resources = append(inc.Resources, rr)
+	}
+	resp := conn.roundTrip(inc).(*kmsg.IncrementalAlterConfigsResponse)
+	if len(resp.Resources) != 3 {
+		t.Fatalf("%d resources answered, want 3", len(resp.Resources))
+	}
+	for _, i := range []int{0, 2} {
+		if r := resp.Resources[i]; r.ErrorCode != kerr.InvalidRequest.Code || r.ErrorMessage == nil || *r.ErrorMessage != msg || r.ResourceName != "1" {
+			t.Errorf("copy %d of broker 1: %+v", i, r)
+		}
+	}
+	if r := resp.Resources[1]; r.ErrorCode != 0 {
+		t.Errorf("the other resource: %+v", r)
+	}
+	if got := bc.layer(true); len(got) != 0 {
+		t.Errorf("the duplicated resource was changed: %v", got)
+	}
+	if got := bc.layer(false); got["message.max.bytes"] != "2000000" {
+		t.Errorf("the other resource was not changed: %v", got)
+	}
+
+	alt := kmsg.NewPtrAlterConfigsRequest()
+	for range 2 {
+		rr := kmsg.NewAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, ""
+		c := kmsg.NewAlterConfigsRequestResourceConfig()
+		c.Name, c.Value = "log.retention.bytes", kadm.StringPtr("1")
+		rr.Configs = append(rr.Configs, c)
+		alt.Resources = append(alt.Resources, rr)
+	}
+	aresp := conn.roundTrip(alt).(*kmsg.AlterConfigsResponse)
+	for i, r := range aresp.Resources {
+		if r.ErrorCode != kerr.InvalidRequest.Code || r.ErrorMessage == nil || *r.ErrorMessage != msg {
+			t.Errorf("AlterConfigs copy %d: %+v", i, r)
+		}
+	}
+	if len(aresp.Resources) != 2 || bc.layer(false)["log.retention.bytes"] != "" {
+		t.Errorf("AlterConfigs of a duplicated resource: %+v, default layer %v", aresp.Resources, bc.layer(false))
+	}
+}

@@ -80,6 +80,9 @@ var errorCodes = []struct {
 	{cluster.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
 	{cluster.ErrTopicBeingDeleted, kerr.InvalidTopicException},
 	{cluster.ErrReassignmentInProgress, kerr.ReassignmentInProgress},
+	// Kafka's AdminOperationException from assignReplicasToBrokers (some
+	// brokers racked, some not): UNKNOWN_SERVER_ERROR with its message.
+	{cluster.ErrIncompleteRackInfo, kerr.UnknownServerError},
 
 	// A wait bounded by the request's timeout, or cut short because the
 	// server is closing: the client should retry, as after any timeout.

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -747,5 +748,24 @@ func TestErrorTable(t *testing.T) {
 	}
 	if got := produceErrorCode(&log, errors.New("disk on fire")); got != kerr.RequestTimedOut.Code {
 		t.Errorf("unmapped produce error: %d, want REQUEST_TIMED_OUT", got)
+	}
+}
+
+// TestIncompleteRackInfoIsMapped: CreateTopics or CreatePartitions with
+// some brokers racked and some not answers UNKNOWN_SERVER_ERROR with the
+// message, as Kafka answers its AdminOperationException, from an explicit
+// row: it is not logged as an unclassified error.
+func TestIncompleteRackInfoIsMapped(t *testing.T) {
+	var buf bytes.Buffer
+	log := zerolog.New(&buf)
+	err := fmt.Errorf("create topic t: %w", cluster.ErrIncompleteRackInfo)
+	if ke := lookupCode(err); ke != kerr.UnknownServerError {
+		t.Errorf("lookupCode: %v, want an explicit UNKNOWN_SERVER_ERROR row", ke)
+	}
+	if got := errorCode(&log, err); got != kerr.UnknownServerError.Code {
+		t.Errorf("code %d", got)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("logged as unmapped: %s", buf.String())
 	}
 }

@@ -344,3 +344,33 @@ func TestProduceRecordErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeTopicConfigsEmptyNames: an empty, non-null ConfigNames
+// lists every key, as Kafka's ConfigHelper treats null and empty alike;
+// a non-empty one filters.
+func TestDescribeTopicConfigsEmptyNames(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "plain", 1)
+	describe := func(names []string) int {
+		t.Helper()
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.Version = 4
+		rr := kmsg.NewDescribeConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName, rr.ConfigNames = kmsg.ConfigResourceTypeTopic, "plain", names
+		req.Resources = append(req.Resources, rr)
+		resp := b.dial(t).roundTrip(req).(*kmsg.DescribeConfigsResponse)
+		if resp.Resources[0].ErrorCode != 0 {
+			t.Fatalf("describe: %+v", resp.Resources[0])
+		}
+		return len(resp.Resources[0].Configs)
+	}
+	if n := describe([]string{}); n != len(kafkaTopicDefaults) {
+		t.Errorf("empty ConfigNames: %d keys, want all %d", n, len(kafkaTopicDefaults))
+	}
+	if n := describe(nil); n != len(kafkaTopicDefaults) {
+		t.Errorf("null ConfigNames: %d keys, want all %d", n, len(kafkaTopicDefaults))
+	}
+	if n := describe([]string{"retention.ms", "no.such.key"}); n != 1 {
+		t.Errorf("ConfigNames [retention.ms no.such.key]: %d keys, want 1", n)
+	}
+}

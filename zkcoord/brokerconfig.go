@@ -140,7 +140,9 @@ type BrokerConfigAlter func(current map[string]string) (map[string]string, error
 // Kafka's AdminZkClient.changeBrokerConfig. alter validates: its error is
 // returned as is, and with validateOnly nothing is written. When entity is
 // one this broker applies, its cache is refreshed before returning, so
-// that its DescribeConfigs shows the change at once.
+// that its DescribeConfigs shows the change at once (cmd/broker reloads
+// from it); should that read fail (ctx ends, the session is down) the
+// error is logged and the watch brings the change a little later.
 func (s *Session) AlterBrokerConfig(ctx context.Context, entity string, alter BrokerConfigAlter, validateOnly bool) error {
 	if err := checkBrokerEntity(entity); err != nil {
 		return err
@@ -188,7 +190,9 @@ func (s *Session) AlterBrokerConfig(ctx context.Context, entity string, alter Br
 		s.log.Info().Str("zk_path", p).Strs("keys", sortedKeys(next)).Msg("changed dynamic broker config")
 		for _, own := range s.ownBrokerEntities() {
 			if own == entity {
-				_ = s.do(ctx, func() error { return s.refreshBrokerConfig(entity) })
+				if err := s.do(ctx, func() error { return s.refreshBrokerConfig(entity) }); err != nil {
+					s.log.Warn().Err(err).Str("zk_path", p).Msg("re-reading the broker config after writing it; the watch will")
+				}
 			}
 		}
 		return nil

@@ -221,7 +221,7 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	if p.err == nil && c.QueuedMaxRequestBytes == 0 {
 		p.fail("queued.max.request.bytes", "must be -1 (unbounded) or positive")
 	}
-	c.MaxConnections = int(p.int("max.connections", 1, math.MaxInt32))
+	c.MaxConnections = int(p.int("max.connections", 0, math.MaxInt32))
 	c.MaxConnectionsPerIP = int(p.int("max.connections.per.ip", 1, math.MaxInt32))
 	c.LogRetentionCheckInterval = p.ms("log.retention.check.interval.ms", 1)
 	c.FlushOffsetCheckpointInterval = p.ms("log.flush.offset.checkpoint.interval.ms", 0)

@@ -153,7 +153,12 @@ func TestConfigConnectionLimits(t *testing.T) {
 	if cfg.ConnectionsMaxIdle != 2*time.Second || cfg.QueuedMaxRequestBytes != -1 || cfg.MaxConnectionsPerIP != 5 {
 		t.Fatalf("overrides: idle %v, queued %d, per ip %d", cfg.ConnectionsMaxIdle, cfg.QueuedMaxRequestBytes, cfg.MaxConnectionsPerIP)
 	}
-	for _, bad := range []string{"queued.max.request.bytes=0", "max.connections.per.ip=0", "connections.max.idle.ms=0"} {
+	// max.connections is atLeast(0) in Kafka, as in the key table.
+	cfg, err = loadConfig([]string{writeProps(t, minimal+"max.connections=0\n")})
+	if err != nil || cfg.MaxConnections != 0 {
+		t.Fatalf("max.connections=0: %v, %+v", err, cfg)
+	}
+	for _, bad := range []string{"queued.max.request.bytes=0", "max.connections.per.ip=0", "connections.max.idle.ms=0", "max.connections=-1"} {
 		_, err := loadConfig([]string{writeProps(t, minimal+bad+"\n")})
 		var ce *ConfigError
 		if !errors.As(err, &ce) || ce.Key != strings.Split(bad, "=")[0] {

@@ -25,16 +25,25 @@ type controlPlane struct {
 	meta     *protocol.MetadataCache
 	groups   *group.Coordinator // told when it gains or loses __consumer_offsets partitions
 	log      zerolog.Logger
+
+	// beforeApply, when set (tests), runs between building a
+	// LeaderAndIsr's partition states and applying them.
+	beforeApply func()
+}
+
+// logDefaults is the current broker defaults of topic configs.
+func (c *controlPlane) logDefaults() cluster.LogConfig {
+	if c.dyn != nil {
+		return c.dyn.logDefaults()
+	}
+	return c.defaults
 }
 
 // topicConfig is the effective log config of topic: broker defaults with
 // the topic's overrides from /config/topics.
 func (c *controlPlane) topicConfig(topic string) cluster.LogConfig {
 	overrides, _ := c.session.TopicConfig(topic)
-	defaults := c.defaults
-	if c.dyn != nil {
-		defaults = c.dyn.logDefaults()
-	}
+	defaults := c.logDefaults()
 	cfg, err := defaults.WithOverrides(overrides)
 	if err != nil {
 		c.log.Error().Err(err).Str("topic", topic).Msg("topic config invalid; using broker defaults")
@@ -45,6 +54,7 @@ func (c *controlPlane) topicConfig(topic string) cluster.LogConfig {
 
 func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrRequest) (map[cluster.TopicPartition]error, error) {
 	errs := map[cluster.TopicPartition]error{}
+	defaults := c.logDefaults()
 	states := make([]partition.PartitionState, 0, len(req.Partitions))
 	for _, p := range req.Partitions {
 		mine := false
@@ -61,10 +71,26 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 		})
 	}
+	if c.beforeApply != nil {
+		c.beforeApply()
+	}
 	applied := c.replicas.BecomeLeaderOrFollower(states)
 	for tp, res := range applied {
 		if res.Err != nil {
 			errs[tp] = res.Err
+		}
+	}
+	// A dynamic default that changed while the states were built or
+	// applied was pushed to the hosted topics, which did not list the
+	// partitions still opening here: give them the current config.
+	// A change after this comparison finds them hosted.
+	if c.logDefaults() != defaults {
+		pushed := map[string]bool{}
+		for _, st := range states {
+			if t := st.TopicPartition.Topic; !pushed[t] && applied[st.TopicPartition].Err == nil {
+				pushed[t] = true
+				c.replicas.UpdateConfig(t, c.topicConfig(t))
+			}
 		}
 	}
 	// After the replicas, and as they applied the states: the coordinator

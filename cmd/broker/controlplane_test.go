@@ -102,3 +102,40 @@ func TestGroupCoordinatorFollowsAppliedState(t *testing.T) {
 		t.Fatalf("after the replica stopped: %v, want ErrNotCoordinator", err)
 	}
 }
+
+// TestLeaderAndIsrTakesDefaultsChangedMeanwhile: a dynamic topic default
+// that changes while a LeaderAndIsr opens a partition reaches it. The
+// change is pushed to the hosted topics, which do not list the partition
+// yet, and the state was built with the old default; LeaderAndIsr sees
+// the defaults moved and applies the current config.
+func TestLeaderAndIsrTakesDefaultsChangedMeanwhile(t *testing.T) {
+	log := zerolog.New(zerolog.NewTestWriter(t))
+	d, store, _ := newTestDynamic(t, "")
+	d.attach(store)
+	replicas, err := partition.NewManager(partition.Config{BrokerID: 3, LogDirs: []string{t.TempDir()}, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = replicas.Close() })
+	cp := &controlPlane{brokerID: 3, defaults: cluster.DefaultLogConfig(), dyn: d, session: &zkcoord.Session{},
+		replicas: replicas, log: log}
+	cp.beforeApply = func() {
+		store.set(cluster.BrokerDefaultEntity, map[string]string{"log.retention.ms": "1234"})
+		d.reload(true)
+	}
+	tp := cluster.TopicPartition{Topic: "t", Partition: 0}
+	errs, err := cp.LeaderAndIsr(context.Background(), cluster.LeaderAndIsrRequest{Partitions: []cluster.PartitionAssignment{{
+		TopicPartition: tp, Replicas: []int32{3},
+		LeaderAndIsr: cluster.LeaderAndIsr{Leader: 3, LeaderEpoch: 1, Isr: []int32{3}},
+	}}})
+	if err != nil || errs[tp] != nil {
+		t.Fatalf("LeaderAndIsr: %v, %v", errs, err)
+	}
+	want := cp.topicConfig("t")
+	if want.RetentionMs != 1234 {
+		t.Fatalf("effective retention %d, want the new default", want.RetentionMs)
+	}
+	if n := replicas.UpdateConfig("t", want); n != 0 {
+		t.Errorf("the partition opened during the change kept the old defaults (%d replica updated now)", n)
+	}
+}

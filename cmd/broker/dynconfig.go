@@ -39,15 +39,26 @@ type brokerConfigStore interface {
 //     and .backoff.ms reach the cleaner (onCleaner);
 //   - max.connections and max.connections.per.ip reach the server
 //     (onConnectionLimits);
+//   - unclean.leader.election.enable, the broker-wide default the
+//     controller reads for topics without an override, reaches
+//     onUncleanLeaderElection (also called once by start);
 //   - leader.replication.throttled.rate and
 //     follower.replication.throttled.rate, read from the broker's own
 //     entity only as Kafka's BrokerConfigHandler reads them, go to
 //     ReplicationThrottles.
 //
-// Keys that need a restart are refused when altered; if some come from
-// ZooKeeper anyway (written by another tool) they are ignored with an
-// error logged, as Kafka ignores them, and so are dynamic values that do
-// not parse.
+// Keys that need a restart are refused when an alter sets them; if some
+// come from ZooKeeper anyway (written by another tool, or Kafka's
+// per-broker listeners) they are ignored with an error logged, as Kafka's
+// fromPersistentProps ignores them, and so are dynamic values that do not
+// parse; an alter of the entity drops them from the znode and goes on.
+// Keys this broker does not know (Kafka's custom configs) are kept.
+//
+// A successful alter reloads the configuration before it returns, so a
+// DescribeConfigs or alter that follows sees it; the hooks run then too
+// once start has run (before it, start applies what changed). A change
+// made elsewhere (another broker, a tool) arrives through changed and is
+// applied by start's loop, asynchronously.
 type dynamicConfig struct {
 	brokerID int32
 	static   map[string]string
@@ -63,15 +74,29 @@ type dynamicConfig struct {
 	onLogDefaults      func(cluster.LogConfig)
 	onCleaner          func(partition.CleanerConfig)
 	onConnectionLimits func(maxConnections, maxConnectionsPerIP int)
+	// onUncleanLeaderElection receives unclean.leader.election.enable of
+	// the effective configuration: once from start, then on each change.
+	onUncleanLeaderElection func(enable bool)
 
 	wake chan struct{} // buffer 1: the store has news
+
+	// reloadMu serializes reloads and hook calls (start's loop and
+	// AlterBroker's synchronous reload), so the hooks see the changes in
+	// order. Taken before mu.
+	reloadMu sync.Mutex
 
 	mu      sync.Mutex
 	store   brokerConfigStore
 	layers  cluster.BrokerConfigLayers
 	current *Config
-	leader  int64 // the throttle rates last applied
+	leader  int64 // the throttle rates of current
 	follow  int64
+	// applied, appliedLeader and appliedFollow are what the hooks last
+	// received (the components started with applied).
+	applied       *Config
+	appliedLeader int64
+	appliedFollow int64
+	started       bool // start ran: the hooks are set and may be called
 }
 
 func newDynamicConfig(static *Config, log zerolog.Logger) *dynamicConfig {
@@ -79,6 +104,7 @@ func newDynamicConfig(static *Config, log zerolog.Logger) *dynamicConfig {
 		brokerID: static.BrokerID, static: static.StaticProps, log: log,
 		wake:    make(chan struct{}, 1),
 		current: static, leader: math.MaxInt64, follow: math.MaxInt64,
+		applied: static, appliedLeader: math.MaxInt64, appliedFollow: math.MaxInt64,
 		layers: cluster.BrokerConfigLayers{Static: static.StaticProps,
 			DynamicDefault: map[string]string{}, DynamicBroker: map[string]string{}},
 	}
@@ -106,7 +132,10 @@ func (d *dynamicConfig) attach(store brokerConfigStore) *Config {
 	d.store = store
 	d.mu.Unlock()
 	d.reload(false)
-	return d.config()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.applied = d.current // what the components are started with
+	return d.current
 }
 
 // config is the current effective configuration.
@@ -127,14 +156,23 @@ func (d *dynamicConfig) brokerLayers() cluster.BrokerConfigLayers {
 		DynamicDefault: maps.Clone(d.layers.DynamicDefault), DynamicBroker: maps.Clone(d.layers.DynamicBroker)}
 }
 
-// start applies the throttle rates once and then every change until ctx ends.
+// start applies the throttle rates and unclean.leader.election.enable
+// once, then what changed since attach, then every change until ctx ends.
 func (d *dynamicConfig) start(ctx context.Context) {
+	d.reloadMu.Lock()
 	d.mu.Lock()
-	l, f := d.leader, d.follow
+	d.started = true
+	l, f, cfg := d.leader, d.follow, d.current
+	d.appliedLeader, d.appliedFollow = l, f
 	d.mu.Unlock()
 	if d.ReplicationThrottles != nil {
 		d.ReplicationThrottles(l, f)
 	}
+	if d.onUncleanLeaderElection != nil {
+		d.onUncleanLeaderElection(cfg.LogDefaults.UncleanLeaderElection)
+	}
+	d.applyLocked(true)
+	d.reloadMu.Unlock()
 	for {
 		select {
 		case <-ctx.Done():
@@ -194,8 +232,10 @@ func (d *dynamicConfig) usable(entity string, layer map[string]string) map[strin
 }
 
 // reload reads the layers from the store, rebuilds the configuration and,
-// with apply, calls the hooks of what changed.
+// with apply, calls the hooks of what changed since they were last called.
 func (d *dynamicConfig) reload(apply bool) {
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
 	d.mu.Lock()
 	store := d.store
 	d.mu.Unlock()
@@ -208,20 +248,23 @@ func (d *dynamicConfig) reload(apply bool) {
 	cfg, err := buildDynamic(layers)
 	for attempt := 0; err != nil && attempt < 64; attempt++ {
 		// A value that parses but that BuildConfig refuses (a range, or
-		// a conflict with another key): drop the key it names, as
+		// a conflict with another key): drop the key it names from the
+		// layer whose value is the effective one (the broker's own over
+		// the default, so a valid default of the key still applies), as
 		// Kafka's removeInvalidConfigs, and try again.
 		var ce *ConfigError
 		if !errors.As(err, &ce) {
 			break
 		}
-		_, inBroker := layers.DynamicBroker[ce.Key]
-		_, inDefault := layers.DynamicDefault[ce.Key]
-		if !inBroker && !inDefault {
+		layer := layers.DynamicBroker
+		if _, ok := layer[ce.Key]; !ok {
+			layer = layers.DynamicDefault
+		}
+		if _, ok := layer[ce.Key]; !ok {
 			break
 		}
 		d.log.Error().Err(err).Str("key", ce.Key).Msg("ignoring invalid dynamic broker config")
-		delete(layers.DynamicBroker, ce.Key)
-		delete(layers.DynamicDefault, ce.Key)
+		delete(layer, ce.Key)
 		cfg, err = buildDynamic(layers)
 	}
 	if err != nil {
@@ -231,15 +274,29 @@ func (d *dynamicConfig) reload(apply bool) {
 	leader := throttleRate(layers.DynamicBroker, "leader.replication.throttled.rate")
 	follow := throttleRate(layers.DynamicBroker, "follower.replication.throttled.rate")
 	d.mu.Lock()
-	old, oldLeader, oldFollow := d.current, d.leader, d.follow
 	d.current, d.layers, d.leader, d.follow = cfg, layers, leader, follow
 	d.mu.Unlock()
-	if !apply {
-		return
+	if apply {
+		d.applyLocked(false)
 	}
+}
+
+// applyLocked calls the hooks of what differs between the current
+// configuration and the one they last received (the unclean election
+// hook unless start called it already). Caller holds reloadMu.
+func (d *dynamicConfig) applyLocked(fromStart bool) {
+	d.mu.Lock()
+	cfg, old := d.current, d.applied
+	leader, follow, oldLeader, oldFollow := d.leader, d.follow, d.appliedLeader, d.appliedFollow
+	d.applied, d.appliedLeader, d.appliedFollow = cfg, leader, follow
+	d.mu.Unlock()
 	if cfg.LogDefaults != old.LogDefaults && d.onLogDefaults != nil {
 		d.log.Info().Interface("log_defaults", cfg.LogDefaults).Msg("applying dynamic topic defaults")
 		d.onLogDefaults(cfg.LogDefaults)
+	}
+	if u := cfg.LogDefaults.UncleanLeaderElection; !fromStart && u != old.LogDefaults.UncleanLeaderElection && d.onUncleanLeaderElection != nil {
+		d.log.Info().Bool("unclean.leader.election.enable", u).Msg("applying dynamic unclean leader election default")
+		d.onUncleanLeaderElection(u)
 	}
 	if cleanerConfig(cfg) != cleanerConfig(old) && d.onCleaner != nil {
 		d.onCleaner(cleanerConfig(cfg))
@@ -262,9 +319,14 @@ func (d *dynamicConfig) DescribeBroker(perBroker bool) []cluster.BrokerConfigEnt
 }
 
 // AlterBroker is protocol.BrokerConfigs: Kafka's
-// DynamicBrokerConfig.validate on the new layer (keys, types, then the
-// whole configuration built with it, and the cleaner thread rule of
-// LogCleaner.validateReconfiguration), then the write.
+// ZkAdminManager.alterBrokerConfigs. The entity's current content is read
+// as fromPersistentProps reads it (keys that need a restart and values
+// that do not parse are dropped, with an error logged; custom keys are
+// kept), alter edits it, and the keys the request sets are validated
+// (DynamicBrokerConfig.validate: keys, types, then the whole configuration
+// built with the new layer, and the cleaner thread rule of
+// LogCleaner.validateReconfiguration) before the write. After a write the
+// configuration is reloaded before returning (see dynamicConfig).
 func (d *dynamicConfig) AlterBroker(ctx context.Context, perBroker bool, alter func(map[string]string) (map[string]string, error), validateOnly bool) error {
 	d.mu.Lock()
 	store := d.store
@@ -272,24 +334,71 @@ func (d *dynamicConfig) AlterBroker(ctx context.Context, perBroker bool, alter f
 	if store == nil {
 		return errors.New("dynamic broker configs are not available yet")
 	}
-	return store.AlterBrokerConfig(ctx, d.entity(perBroker), func(cur map[string]string) (map[string]string, error) {
-		next, err := alter(cur)
+	entity := d.entity(perBroker)
+	err := store.AlterBrokerConfig(ctx, entity, func(cur map[string]string) (map[string]string, error) {
+		base := d.fromPersistent(perBroker, entity, cur)
+		next, err := alter(maps.Clone(base))
 		if err != nil {
 			return nil, err
 		}
 		if next == nil {
 			next = map[string]string{}
 		}
-		if err := d.checkLayer(perBroker, next); err != nil {
+		if err := d.checkLayer(perBroker, base, next); err != nil {
 			return nil, err
 		}
 		return next, nil
 	}, validateOnly)
+	if err != nil || validateOnly {
+		return err
+	}
+	d.mu.Lock()
+	started := d.started
+	d.mu.Unlock()
+	d.reload(started)
+	return nil
 }
 
-// checkLayer validates next as the new content of one dynamic layer.
-func (d *dynamicConfig) checkLayer(perBroker bool, next map[string]string) error {
-	if err := cluster.CheckBrokerConfigUpdate(next); err != nil {
+// fromPersistent is Kafka's fromPersistentProps for an alter: the
+// entity's content read from ZooKeeper without what reload ignores (keys
+// that need a restart, values that do not parse, and values the
+// configuration build refuses: a range, or a conflict with another key),
+// each logged, so that only what the request sets can refuse it. Custom
+// keys are kept.
+func (d *dynamicConfig) fromPersistent(perBroker bool, entity string, cur map[string]string) map[string]string {
+	base := d.usable(entity, cur)
+	layers := d.brokerLayers()
+	for attempt := 0; attempt < 64; attempt++ {
+		if perBroker {
+			layers.DynamicBroker = base
+		} else {
+			layers.DynamicDefault = base
+		}
+		_, err := buildDynamic(layers)
+		var ce *ConfigError
+		if err == nil || !errors.As(err, &ce) {
+			break
+		}
+		if _, ok := base[ce.Key]; !ok {
+			break
+		}
+		d.log.Error().Err(err).Str("entity", entity).Str("key", ce.Key).Msg("dropping invalid dynamic broker config")
+		delete(base, ce.Key)
+	}
+	return base
+}
+
+// checkLayer validates next, edited from base, as the new content of one
+// dynamic layer: the keys next sets to a value base does not hold must be
+// dynamic and parse; then the configuration built with next must be valid.
+func (d *dynamicConfig) checkLayer(perBroker bool, base, next map[string]string) error {
+	set := map[string]string{}
+	for k, v := range next {
+		if old, ok := base[k]; !ok || old != v {
+			set[k] = v
+		}
+	}
+	if err := cluster.CheckBrokerConfigUpdate(set); err != nil {
 		return err
 	}
 	layers := d.brokerLayers()

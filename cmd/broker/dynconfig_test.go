@@ -174,7 +174,8 @@ func TestDynamicConfigAlterValidation(t *testing.T) {
 		t.Errorf("validate only: %v %v", err, store.BrokerConfig(cluster.BrokerDefaultEntity))
 	}
 	for _, c := range []struct{ k, v, msg string }{
-		{"max.connections", "0", "Invalid value 0 for configuration max.connections: 0 is outside [1, 2147483647]"},
+		{"max.connections", "-1", "Invalid value -1 for configuration max.connections: Value must be at least 0"},
+		{"max.connections.per.ip", "0", "Invalid value 0 for configuration max.connections.per.ip: 0 is outside [1, 2147483647]"},
 		{"log.cleaner.threads", "5", "Log cleaner threads cannot be increased to more than double the current value 2"},
 		{"log.cleaner.threads", "0", "Log cleaner threads should be at least 1"},
 		{"log.cleaner.min.compaction.lag.ms", "100", ""},
@@ -222,5 +223,176 @@ func TestLogLevels(t *testing.T) {
 	}
 	if got["root"] != "OFF" || got["kafka.server.ReplicaManager"] != "OFF" || len(got) != len(brokerLoggers)+1 {
 		t.Errorf("loggers %v", got)
+	}
+}
+
+// setKey is an alter that sets one key.
+func setKey(k, v string) func(map[string]string) (map[string]string, error) {
+	return func(cur map[string]string) (map[string]string, error) { cur[k] = v; return cur, nil }
+}
+
+// TestDynamicConfigAlterIgnoresForeignKeys: what another tool left in the
+// entity's znode does not block an alter of another key, as Kafka's
+// fromPersistentProps reads it: a custom key is kept, a key that needs a
+// restart here (Kafka's per-broker listeners, a static key) is dropped
+// with an error logged. Only the keys the request sets are refused.
+func TestDynamicConfigAlterIgnoresForeignKeys(t *testing.T) {
+	for _, c := range []struct {
+		foreign map[string]string
+		kept    bool
+	}{
+		{map[string]string{"my.plugin.setting": "x"}, true},
+		{map[string]string{"listeners": "PLAINTEXT://:9093"}, false},
+		{map[string]string{"log.retention.hours": "1"}, false},
+		{map[string]string{"message.max.bytes": "-5"}, false},
+	} {
+		d, store, _ := newTestDynamic(t, "")
+		store.set("3", maps.Clone(c.foreign))
+		d.attach(store)
+		if err := d.AlterBroker(context.Background(), true, setKey("log.retention.ms", "1000"), false); err != nil {
+			t.Errorf("with %v in the znode, SET log.retention.ms: %v", c.foreign, err)
+			continue
+		}
+		got := store.BrokerConfig("3")
+		for k, v := range c.foreign {
+			if _, ok := got[k]; ok != c.kept || (ok && got[k] != v) {
+				t.Errorf("with %v in the znode: stored %v, want the foreign key kept %v", c.foreign, got, c.kept)
+			}
+		}
+		if got["log.retention.ms"] != "1000" {
+			t.Errorf("with %v in the znode: stored %v", c.foreign, got)
+		}
+	}
+	// The request's own keys are still checked.
+	d, store, _ := newTestDynamic(t, "")
+	store.set("3", map[string]string{"my.plugin.setting": "x"})
+	d.attach(store)
+	for k, msg := range map[string]string{
+		"listeners":         "Cannot update these configs dynamically: Set(listeners)",
+		"my.other.setting":  "Cannot update these configs dynamically: Set(my.other.setting)",
+		"message.max.bytes": "Invalid value -5 for configuration message.max.bytes",
+	} {
+		v := "PLAINTEXT://:9093"
+		if k != "listeners" {
+			v = "-5"
+		}
+		if err := d.AlterBroker(context.Background(), true, setKey(k, v), false); err == nil || !strings.HasPrefix(err.Error(), msg) {
+			t.Errorf("SET %s=%s: %v, want %q", k, v, err, msg)
+		}
+	}
+}
+
+// TestDynamicConfigDropsBadValueFromWinningLayer: a value BuildConfig
+// refuses is dropped from the layer it came from only, so the other
+// layer's valid value of the key applies (it was dropped from both, and
+// the static value applied).
+func TestDynamicConfigDropsBadValueFromWinningLayer(t *testing.T) {
+	d, store, _ := newTestDynamic(t, "")
+	store.set(cluster.BrokerDefaultEntity, map[string]string{"max.connections.per.ip": "7"})
+	store.set("3", map[string]string{"max.connections.per.ip": "0"}) // parses, but refused without overrides
+	cfg := d.attach(store)
+	if cfg.MaxConnectionsPerIP != 7 {
+		t.Fatalf("max.connections.per.ip %d, want the default entity's 7", cfg.MaxConnectionsPerIP)
+	}
+}
+
+// TestDynamicConfigAlterThenDescribe: a successful alter is in the
+// effective configuration when it returns, without waiting for the
+// ZooKeeper notification: DescribeConfigs shows it, a second alter is
+// validated against it, and (once started) the hooks have run.
+func TestDynamicConfigAlterThenDescribe(t *testing.T) {
+	d, store, h := newTestDynamic(t, "log.cleaner.threads=2\n")
+	d.attach(store)
+	ctx := context.Background()
+	if err := d.AlterBroker(ctx, true, setKey("log.retention.ms", "1234"), false); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range d.DescribeBroker(true) {
+		if e.Name == "log.retention.ms" {
+			found = true
+			if e.Value == nil || *e.Value != "1234" || e.Source != cluster.SourceDynamicBroker {
+				t.Errorf("described right after the alter: %+v", e)
+			}
+		}
+	}
+	if !found || d.config().LogDefaults.RetentionMs != 1234 {
+		t.Errorf("effective retention %d after the alter", d.config().LogDefaults.RetentionMs)
+	}
+	// 2 -> 4 -> 8: each doubles the one before, which the second alter
+	// must see (against the stale 2, 8 is more than double).
+	if err := d.AlterBroker(ctx, true, setKey("log.cleaner.threads", "4"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.AlterBroker(ctx, true, setKey("log.cleaner.threads", "8"), false); err != nil {
+		t.Fatalf("threads 4 -> 8 right after 2 -> 4: %v", err)
+	}
+	if len(h.defaults)+len(h.cleaner) != 0 {
+		t.Fatalf("hooks called before start: %+v", h)
+	}
+	// Once started, the hooks run before the alter returns; start applied
+	// what changed before it.
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { d.start(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, "start applied the earlier alters", func() bool {
+		d.reloadMu.Lock()
+		defer d.reloadMu.Unlock()
+		return len(h.cleaner) == 1 && h.cleaner[0].Threads == 8 && len(h.defaults) == 1
+	})
+	if err := d.AlterBroker(ctx, false, setKey("log.retention.bytes", "777"), false); err != nil {
+		t.Fatal(err)
+	}
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
+	if len(h.defaults) != 2 || h.defaults[1].RetentionBytes != 777 {
+		t.Errorf("log defaults applied %+v, want the second alter's at once", h.defaults)
+	}
+}
+
+// TestDynamicConfigUncleanLeaderElectionHook: the controller's hook gets
+// unclean.leader.election.enable once from start, then on each change
+// (and not on a reload that changes nothing).
+func TestDynamicConfigUncleanLeaderElectionHook(t *testing.T) {
+	d, store, _ := newTestDynamic(t, "")
+	var mu sync.Mutex
+	var got []bool
+	d.onUncleanLeaderElection = func(b bool) { mu.Lock(); got = append(got, b); mu.Unlock() }
+	calls := func() []bool { mu.Lock(); defer mu.Unlock(); return append([]bool(nil), got...) }
+	d.attach(store)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.start(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, "start's call", func() bool { return len(calls()) == 1 })
+	if c := calls(); c[0] {
+		t.Fatalf("start reported %v, want the static false", c)
+	}
+	if err := d.AlterBroker(ctx, false, setKey("unclean.leader.election.enable", "true"), false); err != nil {
+		t.Fatal(err)
+	}
+	if c := calls(); len(c) != 2 || !c[1] {
+		t.Fatalf("after enabling: %v", c)
+	}
+	d.reload(true)
+	if err := d.AlterBroker(ctx, false, setKey("log.retention.bytes", "5"), false); err != nil {
+		t.Fatal(err)
+	}
+	if c := calls(); len(c) != 2 {
+		t.Fatalf("calls without a change of the key: %v", c)
+	}
+	store.set(cluster.BrokerDefaultEntity, nil)
+	d.changed(cluster.BrokerDefaultEntity)
+	waitUntil(t, "the change made elsewhere", func() bool { c := calls(); return len(c) == 3 && !c[2] })
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

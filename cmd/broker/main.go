@@ -369,7 +369,7 @@ func advertisedEndpoints(cfg *Config, bound []net.Listener) ([]cluster.Endpoint,
 // cleanerConfig is the replica manager's log cleaner configuration.
 // log.cleaner.threads=0 leaves Kafka's cleaner with no thread, so nothing
 // is cleaned: here the cleaner is off. log.cleaner.io.buffer.size and
-// log.cleaner.io.buffer.load.factor are read and validated only
+// log.cleaner.io.buffer.load.factor are read and validated only, and not dynamic
 // (logstore's cleaner buffers 1 MiB and fills its offset map to 90%, the
 // load factor's default).
 func cleanerConfig(c *Config) partition.CleanerConfig {
