@@ -419,6 +419,30 @@ func TestSetConnectionLimits(t *testing.T) {
 	second.roundTrip(apiVersions())
 }
 
+// TestMaxConnectionsZeroAdmitsNone: Kafka's max.connections=0 admits no
+// client connection (ServerMaxConnections maps it to a negative limit);
+// 0 in Config is the zero value, unbounded.
+func TestMaxConnectionsZeroAdmitsNone(t *testing.T) {
+	b := startBroker(t, func(c *Config) {
+		c.MaxConnections = ServerMaxConnections(0)
+		c.InterBrokerListener = "REPLICATION"
+	})
+	c := b.dial(t)
+	c.send(apiVersions())
+	c.c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	var one [1]byte
+	if _, err := c.c.Read(one[:]); err == nil {
+		t.Fatal("max.connections=0 served a client connection")
+	}
+	b.srv.SetConnectionLimits(0, 0) // unbounded: the waiting connection is served
+	if _, _, err := c.readFrame(false); err != nil {
+		t.Fatalf("after lifting the limit: %v", err)
+	}
+	if ServerMaxConnections(5) != 5 {
+		t.Fatal("ServerMaxConnections changed a positive limit")
+	}
+}
+
 // TestAlterConfigsDuplicateResource: a resource named twice in one
 // IncrementalAlterConfigs or AlterConfigs answers INVALID_REQUEST "Each
 // resource must appear at most once." for both copies and changes

@@ -39,7 +39,9 @@ type Config struct {
 	// MaxConnections is max.connections: past this many connections the
 	// server stops accepting on every listener but InterBrokerListener
 	// until one closes (Kafka blocks its acceptor the same way, KIP-402).
-	// Zero or negative means unbounded (Kafka's Int.MaxValue).
+	// Zero (the zero value) means unbounded (Kafka's Int.MaxValue);
+	// negative means none: only InterBrokerListener accepts, which is
+	// Kafka's max.connections=0 (see ServerMaxConnections).
 	MaxConnections int
 	// MaxConnectionsPerIP is max.connections.per.ip: a new connection from
 	// an address that already has this many is closed at once. Zero or
@@ -249,6 +251,16 @@ func (s *Server) Serve(l net.Listener, listenerName string) error {
 	}
 }
 
+// ServerMaxConnections is Config.MaxConnections for Kafka's
+// max.connections value n: 0 admits no connection outside the
+// inter-broker listener, as in Kafka.
+func ServerMaxConnections(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
 // waitForSlot blocks while MaxConnections connections are open, unless
 // listener is the inter-broker listener; false means the server closed.
 func (s *Server) waitForSlot(listener string) bool {
@@ -259,7 +271,7 @@ func (s *Server) waitForSlot(listener string) bool {
 		s.mu.Lock()
 		n, wake, limit := len(s.conns), s.connClosed, s.cfg.MaxConnections
 		s.mu.Unlock()
-		if limit <= 0 || n < limit {
+		if limit == 0 || n < limit {
 			return true
 		}
 		select {
@@ -270,8 +282,9 @@ func (s *Server) waitForSlot(listener string) bool {
 	}
 }
 
-// SetConnectionLimits changes max.connections and max.connections.per.ip
-// (zero or negative: unbounded) without a restart, as Kafka's
+// SetConnectionLimits changes max.connections (as Config.MaxConnections:
+// zero unbounded, negative none) and max.connections.per.ip (zero or
+// negative: unbounded) without a restart, as Kafka's
 // SocketServer.reconfigure: new connections are checked against the new
 // limits, listeners waiting for a slot look again, and connections already
 // open stay open.

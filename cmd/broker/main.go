@@ -234,7 +234,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
 		ConnectionsMaxIdle:       cfg.ConnectionsMaxIdle,
 		QueuedMaxRequestBytes:    cfg.QueuedMaxRequestBytes,
-		MaxConnections:           cfg.MaxConnections,
+		MaxConnections:           protocol.ServerMaxConnections(cfg.MaxConnections),
 		MaxConnectionsPerIP:      cfg.MaxConnectionsPerIP,
 		InterBrokerListener:      cfg.InterBrokerListenerName,
 		AutoCreateTopics:         cfg.AutoCreateTopics,
@@ -273,7 +273,9 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		}
 	}
 	dyn.onCleaner = replicas.ReconfigureCleaner
-	dyn.onConnectionLimits = srv.SetConnectionLimits
+	dyn.onConnectionLimits = func(maxConnections, perIP int) {
+		srv.SetConnectionLimits(protocol.ServerMaxConnections(maxConnections), perIP)
+	}
 	// leader.replication.throttled.rate and follower.replication.throttled.rate
 	// come from /config/brokers/<id> only, as Kafka's BrokerConfigHandler
 	// reads them: start applies them once, then on every change.
