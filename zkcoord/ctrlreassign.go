@@ -55,6 +55,11 @@ type reassignment struct {
 	started bool
 	// completing: B has begun (the context's RS may already be TRS).
 	completing bool
+	// finishing: B's state write landed (leader in TRS, RR out of the
+	// ISR, RR told to delete): the partition is no longer being
+	// reassigned (replicas is TRS, no AR or RR, as Kafka's context after
+	// B2); only the topic znode write is left.
+	finishing bool
 	// base is the stored leader epoch when the current write phase (U's
 	// ISR shrink, A or B) began, -1 before; a stored epoch above it means
 	// the phase's bump landed.
@@ -141,11 +146,13 @@ func (c *controller) beingReassigned(tp cluster.TopicPartition) bool {
 // back to ORS) and returns an error for the partition only if it cannot
 // start: unknown partition, topic being deleted, nothing to cancel.
 func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32, legacy bool) error {
-	if c.replicas(tp) == nil || c.isDeleting(tp.Topic) {
-		return fmt.Errorf("%w: the partition %s-%d does not exist", cluster.ErrUnknownTopic, tp.Topic, tp.Partition)
-	}
+	// A cancel of a partition not being reassigned, known or not, is
+	// NO_REASSIGNMENT_IN_PROGRESS (Kafka checks this first).
 	if target == nil && !c.beingReassigned(tp) {
 		return fmt.Errorf("%w: %s-%d", cluster.ErrNoReassignmentInProgress, tp.Topic, tp.Partition)
+	}
+	if c.replicas(tp) == nil || c.isDeleting(tp.Topic) {
+		return fmt.Errorf("%w: the partition %s-%d does not exist", cluster.ErrUnknownTopic, tp.Topic, tp.Partition)
 	}
 	origin := c.currentOrigin(tp)
 	if target == nil {
@@ -162,6 +169,9 @@ func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32
 		r.unneeded = append(r.unneeded, old.unneeded...)
 	}
 	r.unneeded = without(slices.Compact(slices.Sorted(slices.Values(r.unneeded))), rs)
+	if err := c.checkDropSafe(tp, rs, r.unneeded); err != nil {
+		return err
+	}
 	r.written = old == nil && slices.Equal(c.replicas(tp), rs) && slices.Equal(c.adding[tp], adding) &&
 		slices.Equal(c.removing[tp], removing) && len(adding)+len(removing) > 0
 	c.reassigning[tp] = r
@@ -170,6 +180,25 @@ func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32
 		Ints32("replicas", rs).Ints32("adding_replicas", adding).Ints32("removing_replicas", removing).
 		Bool("legacy_znode", legacy).Msg("partition reassignment")
 	return nil
+}
+
+// checkDropSafe refuses a request whose new replica set rs drops
+// replicas (unneeded) of the stored ISR while no live member of that ISR
+// stays in rs: taking them out of the ISR and deleting their logs would
+// lose acknowledged records.
+func (c *controller) checkDropSafe(tp cluster.TopicPartition, rs, unneeded []int32) error {
+	st, ok := c.states[tp]
+	if !ok || !hasAny(st.Isr, unneeded) {
+		return nil
+	}
+	electable := c.electableIDs()
+	if slices.ContainsFunc(st.Isr, func(id int32) bool {
+		return slices.Contains(rs, id) && slices.Contains(electable, id)
+	}) {
+		return nil
+	}
+	return fmt.Errorf("%w: partition %s-%d: the new replica set %v would drop in-sync replicas %v and keep no live in-sync replica (isr %v, live brokers %v)",
+		cluster.ErrInvalidReplicaAssignment, tp.Topic, tp.Partition, rs, without(unneeded, without(unneeded, st.Isr)), st.Isr, electable)
 }
 
 func (c *controller) isDeleting(topic string) bool {
@@ -275,6 +304,9 @@ func (c *controller) reassignStep(tp cluster.TopicPartition, r *reassignment) er
 	if _, ok := c.states[tp]; !ok {
 		return nil // no state yet (or unreadable): an event for it puts it back
 	}
+	if r.finishing {
+		return c.reassignFinish(tp, r)
+	}
 	if !r.written && !r.completing {
 		if err := c.reassignUpdate(tp, r); err != nil {
 			return err
@@ -327,8 +359,11 @@ func (c *controller) reassignUpdate(tp cluster.TopicPartition, r *reassignment) 
 					st.Leader = cluster.NoLeader
 				}
 			}
-			if len(isr) == 0 {
-				isr = st.Isr // never below one member (Kafka)
+			if !hasAny(isr, electable) {
+				// Never below one live member: the request was checked
+				// (checkDropSafe) but brokers died since. The dropped
+				// replicas stay in the ISR and are not deleted.
+				return st, false
 			}
 			st.Isr = isr
 			st.LeaderEpoch++
@@ -361,15 +396,14 @@ func (c *controller) reassignComplete(tp cluster.TopicPartition, r *reassignment
 	behind := false
 	_, _, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 		behind = false
+		if st.LeaderEpoch > base && slices.Contains(trs, st.Leader) && !hasAny(st.Isr, removed) {
+			return st, false // B's write landed (its reply may have been lost)
+		}
 		if !subset(trs, st.Isr) {
 			behind = true // a leader shrank the ISR meanwhile: wait again
 			return st, false
 		}
-		leaderOK := slices.Contains(trs, st.Leader) && slices.Contains(electable, st.Leader)
-		if st.LeaderEpoch > base && leaderOK && !hasAny(st.Isr, removed) {
-			return st, false
-		}
-		if !leaderOK {
+		if !slices.Contains(trs, st.Leader) || !slices.Contains(electable, st.Leader) {
 			// Kafka's ReassignPartitionLeaderElectionStrategy.
 			i := slices.IndexFunc(trs, func(id int32) bool { return slices.Contains(electable, id) && slices.Contains(st.Isr, id) })
 			if i < 0 {
@@ -389,9 +423,19 @@ func (c *controller) reassignComplete(tp cluster.TopicPartition, r *reassignment
 		r.completing, r.base = false, -1
 		return nil
 	}
+	// Kafka's B2: from here on the partition is no longer being
+	// reassigned; only the topic znode write is left.
+	r.replicas, r.adding, r.removing, r.finishing = slices.Clone(trs), nil, nil, true
 	c.setAssignment(tp, trs, nil, nil)
 	c.sendLeaderAndIsr([]cluster.TopicPartition{tp}, false, -1)
 	c.stopRemoved(tp, removed)
+	return c.reassignFinish(tp, r)
+}
+
+// reassignFinish is the end of B once its state write landed: RS = TRS in
+// the topic znode (and out of /admin/reassign_partitions), UpdateMetadata.
+func (c *controller) reassignFinish(tp cluster.TopicPartition, r *reassignment) error {
+	trs := r.replicas
 	if err := c.writeAssignment(tp, trs, nil, nil, true); err != nil {
 		return err
 	}
@@ -421,9 +465,16 @@ func (c *controller) setAssignment(tp cluster.TopicPartition, rs, adding, removi
 
 // stopRemoved sends StopReplica(delete) for tp to the live brokers of ids,
 // with the current leader epoch (Kafka's NonExistentReplica transition).
+// A replica still in the stored ISR is never deleted.
 func (c *controller) stopRemoved(tp cluster.TopicPartition, ids []int32) {
-	epoch := c.states[tp].LeaderEpoch
+	st := c.states[tp]
+	epoch := st.LeaderEpoch
 	for _, id := range ids {
+		if slices.Contains(st.Isr, id) {
+			c.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Int32("replica", id).Ints32("isr", st.Isr).
+				Msg("replica dropped by a reassignment is still in the ISR: not deleting it")
+			continue
+		}
 		c.sendStopReplicaAt(id, []cluster.TopicPartition{tp}, true, epoch)
 	}
 }
