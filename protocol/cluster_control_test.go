@@ -22,6 +22,7 @@ type fakeControl struct {
 	errs          map[cluster.TopicPartition]error
 	list          []cluster.PartitionReassignment
 	gotAlter      map[cluster.TopicPartition][]int32
+	gotAlterLeft  time.Duration // time left to the alter's deadline, -1 for none
 	gotList       []cluster.TopicPartition
 	gotListAll    bool
 	gotElect      []cluster.TopicPartition
@@ -29,9 +30,13 @@ type fakeControl struct {
 	gotType       cluster.ElectionType
 }
 
-func (c *fakeCluster) AlterPartitionReassignments(_ context.Context, reqs map[cluster.TopicPartition][]int32) (map[cluster.TopicPartition]error, error) {
+func (c *fakeCluster) AlterPartitionReassignments(ctx context.Context, reqs map[cluster.TopicPartition][]int32) (map[cluster.TopicPartition]error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.control.gotAlterLeft = -1
+	if d, ok := ctx.Deadline(); ok {
+		c.control.gotAlterLeft = time.Until(d)
+	}
 	if c.control.notController {
 		return nil, fmt.Errorf("alter: %w", cluster.ErrNotController)
 	}
@@ -118,6 +123,32 @@ func TestAlterPartitionReassignmentsKadm(t *testing.T) {
 	})
 	if n != 4 {
 		t.Errorf("%d partitions answered, want 4", n)
+	}
+}
+
+// TestAlterPartitionReassignmentsTimeout: the request's TimeoutMillis is
+// the deadline the controller waits for its topic znode writes within.
+func TestAlterPartitionReassignmentsTimeout(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	req.TimeoutMillis = 7000
+	rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+	rp.Partition, rp.Replicas = 0, []int32{1, 2}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := req.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	b.cluster.mu.Lock()
+	left := b.cluster.control.gotAlterLeft
+	b.cluster.mu.Unlock()
+	if left <= 5*time.Second || left > 7*time.Second {
+		t.Errorf("controller call had %v left, want about TimeoutMillis (7s)", left)
 	}
 }
 

@@ -1,6 +1,7 @@
 package zkcoord
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -206,16 +207,23 @@ func (c *controller) isDeleting(topic string) bool {
 	return ok
 }
 
+// errReassignmentNotWritten is the outcome of a started reassignment whose
+// topic znode write has not landed yet: the controller retries it, and the
+// request waits (checkReassignments).
+var errReassignmentNotWritten = errors.New("partition reassignment not yet in its topic znode")
+
 // alterReassignments is AlterPartitionReassignments on the controller
 // (Kafka's processApiPartitionReassignment): each partition is validated,
 // any it names is taken out of /admin/reassign_partitions (the latest
 // request wins), and the valid ones start (their U and A phases run before
-// the answer). A nil target cancels.
-func (c *controller) alterReassignments(reqs map[cluster.TopicPartition][]int32) (map[cluster.TopicPartition]error, error) {
+// the answer). A nil target cancels. A started partition whose topic znode
+// write failed is answered errReassignmentNotWritten and returned in
+// pending, for checkReassignments.
+func (c *controller) alterReassignments(reqs map[cluster.TopicPartition][]int32) (out map[cluster.TopicPartition]error, pending map[cluster.TopicPartition]*reassignment, err error) {
 	if c.fenced || c.stopped() {
-		return nil, ErrNotController
+		return nil, nil, ErrNotController
 	}
-	out := make(map[cluster.TopicPartition]error, len(reqs))
+	out = make(map[cluster.TopicPartition]error, len(reqs))
 	var started []cluster.TopicPartition
 	for _, tp := range slices.SortedFunc(maps.Keys(reqs), compareTP) {
 		target := reqs[tp]
@@ -230,19 +238,81 @@ func (c *controller) alterReassignments(reqs map[cluster.TopicPartition][]int32)
 			continue
 		}
 		started = append(started, tp)
-		out[tp] = nil
 	}
 	for _, tp := range started {
 		c.work.legacyDrop[tp] = true
 	}
-	err := c.dropFromLegacy()
+	pending = make(map[cluster.TopicPartition]*reassignment, len(started))
+	for _, tp := range started {
+		pending[tp] = c.reassigning[tp]
+	}
+	err = c.dropFromLegacy()
 	if err == nil {
 		err = c.reassignPartitions()
 	}
 	if err != nil && (errors.Is(err, ErrNotController) || zkSessionLost(err) || c.fenced) {
-		return nil, fmt.Errorf("reassign partitions: %w: %w", ErrNotController, err)
+		return nil, nil, fmt.Errorf("reassign partitions: %w: %w", ErrNotController, err)
 	}
-	return out, nil
+	maps.Copy(out, c.checkReassignments(pending, false))
+	maps.DeleteFunc(pending, func(tp cluster.TopicPartition, _ *reassignment) bool {
+		return !errors.Is(out[tp], errReassignmentNotWritten)
+	})
+	return out, pending, nil
+}
+
+// checkReassignments answers the started reassignments of pending: nil
+// once the topic znode holds it, errReassignmentNotWritten while the
+// controller still retries the write. With final (the request's time is
+// up) one not written is answered REQUEST_TIMED_OUT and dropped, unless
+// the stored topic znode shows that the write landed after all (adopted)
+// or cannot be read (kept: it may have landed, a retry finds out).
+func (c *controller) checkReassignments(pending map[cluster.TopicPartition]*reassignment, final bool) map[cluster.TopicPartition]error {
+	out := make(map[cluster.TopicPartition]error, len(pending))
+	for tp, r := range pending {
+		switch {
+		case r == nil || r.written || r.finishing:
+			out[tp] = nil
+		case c.reassigning[tp] != r:
+			out[tp] = fmt.Errorf("partition %s-%d: replaced by a later reassignment before it was written: %w", tp.Topic, tp.Partition, context.DeadlineExceeded)
+		case !final:
+			out[tp] = errReassignmentNotWritten
+		default:
+			if err := c.reassignStep(tp, r); err != nil {
+				c.log.Warn().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).Msg("partition reassignment: last write attempt failed")
+			}
+			if r.written || r.finishing || c.reassigning[tp] != r {
+				out[tp] = nil
+				continue
+			}
+			a, err := c.readTopicAssignment(tp.Topic)
+			switch {
+			case err != nil:
+				out[tp] = fmt.Errorf("partition %s-%d: reassignment not known to be written (%w): %w", tp.Topic, tp.Partition, err, context.DeadlineExceeded)
+			case slices.Equal(a.Replicas[tp.Partition], r.replicas) && slices.Equal(a.Adding[tp.Partition], r.adding) && slices.Equal(a.Removing[tp.Partition], r.removing):
+				c.setAssignment(tp, r.replicas, r.adding, r.removing)
+				c.stopRemoved(tp, r.unneeded)
+				r.unneeded, r.written, r.base = nil, true, -1
+				c.work.reassign[tp] = true
+				out[tp] = nil
+			default:
+				delete(c.reassigning, tp)
+				delete(c.work.reassign, tp)
+				c.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Msg("partition reassignment dropped: its topic znode write did not land in time")
+				out[tp] = fmt.Errorf("partition %s-%d: reassignment not written in time: %w", tp.Topic, tp.Partition, context.DeadlineExceeded)
+			}
+		}
+	}
+	return out
+}
+
+// readTopicAssignment reads topic t's znode.
+func (c *controller) readTopicAssignment(t string) (fullAssignment, error) {
+	p := topicPath(t)
+	data, _, err := c.store.Get(p)
+	if err != nil {
+		return fullAssignment{}, fmt.Errorf("get %s: %w", p, err)
+	}
+	return decodeTopicAssignmentFull(t, data)
 }
 
 // listReassignments is ListPartitionReassignments on the controller: the

@@ -1,6 +1,7 @@
 package zkcoord
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -45,7 +46,7 @@ func landedCompletion(t *testing.T, brokers string) (*ctrlHarness, cluster.Topic
 
 func TestReassignCancelAfterLandedCompletionIsNoReassignment(t *testing.T) {
 	h, tp := landedCompletion(t, "brokers 1 2 3 4")
-	res, err := h.ctrl.alterReassignments(map[cluster.TopicPartition][]int32{tp: nil})
+	res, _, err := h.ctrl.alterReassignments(map[cluster.TopicPartition][]int32{tp: nil})
 	if err != nil || !errors.Is(res[tp], cluster.ErrNoReassignmentInProgress) {
 		t.Errorf("cancel after B landed: %v %v, want NO_REASSIGNMENT_IN_PROGRESS", res, err)
 	}
@@ -60,7 +61,7 @@ func TestReassignCancelAfterLandedCompletionIsNoReassignment(t *testing.T) {
 
 func TestReassignNewTargetAfterLandedCompletionStartsFromTarget(t *testing.T) {
 	h, tp := landedCompletion(t, "brokers 1 2 3 4 5")
-	res, err := h.ctrl.alterReassignments(map[cluster.TopicPartition][]int32{tp: {5, 3}})
+	res, _, err := h.ctrl.alterReassignments(map[cluster.TopicPartition][]int32{tp: {5, 3}})
 	if err != nil || res[tp] != nil {
 		t.Fatalf("new target: %v %v", res, err)
 	}
@@ -109,7 +110,7 @@ func TestReassignCancelRefusedWhenItDropsEveryLiveIsrMember(t *testing.T) {
 	h := newCtrlHarness(t)
 	runAll(t, h, "brokers 1 2 3 4 5 6", "topic v 0=1,2", "elect 6", "reassign v/0 3,4,5", "isr v/0 1,2,3,4", "kill 1", "kill 2")
 	tp := cluster.TopicPartition{Topic: "v", Partition: 0}
-	res, err := h.ctrl.alterReassignments(map[cluster.TopicPartition][]int32{tp: nil})
+	res, _, err := h.ctrl.alterReassignments(map[cluster.TopicPartition][]int32{tp: nil})
 	if err != nil || !errors.Is(res[tp], cluster.ErrInvalidReplicaAssignment) {
 		t.Errorf("cancel: %v %v, want INVALID_REPLICA_ASSIGNMENT", res, err)
 	}
@@ -119,5 +120,56 @@ func TestReassignCancelRefusedWhenItDropsEveryLiveIsrMember(t *testing.T) {
 	}
 	if isr := h.ctrl.states[tp].Isr; !slices.Equal(isr, []int32{3, 4}) {
 		t.Errorf("isr %v", isr)
+	}
+}
+
+// The topic znode write of a new reassignment fails once: the request is
+// not answered NONE until the retry wrote it, and a failover then keeps it.
+func TestReassignAnsweredOnlyOnceWritten(t *testing.T) {
+	h := newCtrlHarness(t)
+	runAll(t, h, "brokers 1 2 3", "topic v 0=1,2", "elect 1")
+	tp := cluster.TopicPartition{Topic: "v", Partition: 0}
+	h.store.writeFaults = map[string][]faultKind{topicPath("v"): {faultLossBefore}}
+	res, pending, err := h.ctrl.alterReassignments(map[cluster.TopicPartition][]int32{tp: {2, 3}})
+	if err != nil || !errors.Is(res[tp], errReassignmentNotWritten) || pending[tp] == nil {
+		t.Fatalf("answer before the topic znode was written: %v %v", res, err)
+	}
+	if l, _ := h.ctrl.listReassignments(nil); len(l) != 0 {
+		t.Errorf("list shows a reassignment not yet written: %v", l)
+	}
+	h.settle()
+	if e := h.ctrl.checkReassignments(pending, false)[tp]; e != nil {
+		t.Fatalf("after the retry: %v", e)
+	}
+	h.newController(2)
+	h.settle()
+	if l, _ := h.ctrl.listReassignments(nil); len(l) != 1 || !slices.Equal(l[0].Replicas, []int32{2, 3, 1}) {
+		t.Errorf("after failover: %v", l)
+	}
+}
+
+// The topic znode write keeps failing: at the request's deadline it is
+// answered REQUEST_TIMED_OUT and dropped, so nothing lands later.
+func TestReassignTimedOutIsDropped(t *testing.T) {
+	h := newCtrlHarness(t)
+	runAll(t, h, "brokers 1 2 3", "topic v 0=1,2", "elect 1")
+	tp := cluster.TopicPartition{Topic: "v", Partition: 0}
+	faults := slices.Repeat([]faultKind{faultLossBefore}, 3)
+	h.store.writeFaults = map[string][]faultKind{topicPath("v"): faults}
+	_, pending, err := h.ctrl.alterReassignments(map[cluster.TopicPartition][]int32{tp: {2, 3}})
+	if err != nil || pending[tp] == nil {
+		t.Fatalf("not pending: %v %v", pending, err)
+	}
+	h.store.writeFaults = map[string][]faultKind{topicPath("v"): faults}
+	if e := h.ctrl.checkReassignments(pending, true)[tp]; !errors.Is(e, context.DeadlineExceeded) {
+		t.Fatalf("at the deadline: %v, want REQUEST_TIMED_OUT", e)
+	}
+	if _, ok := h.ctrl.reassigning[tp]; ok {
+		t.Errorf("timed-out reassignment still in memory")
+	}
+	h.store.writeFaults = nil
+	h.settle()
+	if got := string(h.store.nodes[topicPath("v")].data); got != `{"version":1,"partitions":{"0":[1,2]}}` && got != `{"version":2,"partitions":{"0":[1,2]},"adding_replicas":{},"removing_replicas":{}}` {
+		t.Errorf("topic znode %s: the timed-out reassignment landed later", got)
 	}
 }

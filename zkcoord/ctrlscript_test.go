@@ -1298,7 +1298,19 @@ func (h *ctrlHarness) adminCall(cmd string, args []string) error {
 		var err error
 		switch cmd {
 		case "reassign", "cancel":
-			res, err = c.alterReassignments(reqs)
+			var pending map[cluster.TopicPartition]*reassignment
+			res, pending, err = c.alterReassignments(reqs)
+			if err == nil && len(pending) > 0 {
+				// As the Session does: the retries run, then the
+				// request's time is up.
+				c.afterEvent(c.now())
+				h.settle()
+				if h.ctrl != c || c.fenced || c.stopped() {
+					err = ErrNotController
+				} else {
+					maps.Copy(res, c.checkReassignments(pending, true))
+				}
+			}
 		case "list":
 			if len(tps) == 0 {
 				tps = nil
@@ -1323,7 +1335,7 @@ func (h *ctrlHarness) adminCall(cmd string, args []string) error {
 				code = adminErrName(e)
 				// ZooKeeper failed under the request (UNKNOWN_SERVER_ERROR
 				// to a client): the client asks again.
-				retry = retry || strings.HasPrefix(code, "error: ")
+				retry = retry || strings.HasPrefix(code, "error: ") || code == "REQUEST_TIMED_OUT"
 			}
 			h.printf("result %s/%d %s", tp.Topic, tp.Partition, code)
 		}
@@ -1355,6 +1367,7 @@ func adminErrName(err error) string {
 		{cluster.ErrPreferredLeaderNotAvailable, "PREFERRED_LEADER_NOT_AVAILABLE"},
 		{cluster.ErrEligibleLeadersNotAvailable, "ELIGIBLE_LEADERS_NOT_AVAILABLE"},
 		{cluster.ErrTopicBeingDeleted, "INVALID_TOPIC_EXCEPTION"},
+		{context.DeadlineExceeded, "REQUEST_TIMED_OUT"},
 	} {
 		if errors.Is(err, x.err) {
 			return x.name
