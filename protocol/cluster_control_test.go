@@ -223,6 +223,27 @@ func TestClusterControlNotController(t *testing.T) {
 			t.Errorf("elect v%d: %+v", v, r.Topics)
 		}
 	}
+	// Null topics: v0 cannot carry the top-level error, so every
+	// partition of the metadata carries it (Kafka's KafkaApis expands
+	// null topics first); v1+ answers the top-level error alone.
+	b.cluster.mu.Lock()
+	b.cluster.topics["m"] = cluster.TopicInfo{Name: "m", Partitions: []cluster.PartitionInfo{{Partition: 0}, {Partition: 1}}}
+	b.cluster.mu.Unlock()
+	for v := int16(0); v <= 2; v++ {
+		el := kmsg.NewPtrElectLeadersRequest()
+		el.Version = v
+		r := c.roundTrip(el).(*kmsg.ElectLeadersResponse)
+		if v >= 1 {
+			if r.ErrorCode != kerr.NotController.Code || len(r.Topics) != 0 {
+				t.Errorf("elect all v%d: %d %+v", v, r.ErrorCode, r.Topics)
+			}
+			continue
+		}
+		if len(r.Topics) != 1 || r.Topics[0].Topic != "m" || len(r.Topics[0].Partitions) != 2 ||
+			r.Topics[0].Partitions[0].ErrorCode != kerr.NotController.Code || r.Topics[0].Partitions[1].ErrorCode != kerr.NotController.Code {
+			t.Errorf("elect all v0: %+v", r.Topics)
+		}
+	}
 }
 
 // TestElectLeaders: v0 is preferred, v1+ carries the type; null topics

@@ -116,11 +116,13 @@ func (c *controller) validateTarget(tp cluster.TopicPartition, target []int32) e
 	case slices.ContainsFunc(target, func(r int32) bool { return r < 0 }):
 		return fmt.Errorf("%w: invalid broker id in replica list %v", cluster.ErrInvalidReplicaAssignment, target)
 	}
+	// Kafka's liveBrokerIds: brokers shutting down are not alive.
 	_, adding, _ := reassignTo(c.currentOrigin(tp), target)
+	live := c.electableIDs()
 	for _, r := range adding {
-		if _, ok := c.alive[r]; !ok {
+		if !slices.Contains(live, r) {
 			return fmt.Errorf("%w: replica assignment %v has broker %d that is not alive, live brokers %v",
-				cluster.ErrInvalidReplicaAssignment, target, r, c.aliveIDs())
+				cluster.ErrInvalidReplicaAssignment, target, r, live)
 		}
 	}
 	return nil

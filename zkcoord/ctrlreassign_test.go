@@ -173,3 +173,15 @@ func TestReassignTimedOutIsDropped(t *testing.T) {
 		t.Errorf("topic znode %s: the timed-out reassignment landed later", got)
 	}
 }
+
+// A broker shutting down is not alive for a reassignment's new replicas
+// (Kafka's liveBrokerIds).
+func TestReassignRefusesBrokerShuttingDown(t *testing.T) {
+	h := newCtrlHarness(t)
+	runAll(t, h, "brokers 1 2 3", "topic v 0=1,2", "elect 1", "shutdown 3")
+	tp := cluster.TopicPartition{Topic: "v", Partition: 0}
+	res, _, err := h.ctrl.alterReassignments(map[cluster.TopicPartition][]int32{tp: {1, 3}})
+	if err != nil || !errors.Is(res[tp], cluster.ErrInvalidReplicaAssignment) {
+		t.Errorf("reassign to a broker shutting down: %v %v, want INVALID_REPLICA_ASSIGNMENT", res, err)
+	}
+}
