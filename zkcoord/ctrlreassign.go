@@ -209,6 +209,10 @@ func (c *controller) isDeleting(topic string) bool {
 	return ok
 }
 
+// errUnreadableTopicZNode is a reassignment's topic znode that no longer
+// decodes: the reassignment is dropped.
+var errUnreadableTopicZNode = errors.New("unreadable topic znode")
+
 // errReassignmentNotWritten is the outcome of a started reassignment whose
 // topic znode write has not landed yet: the controller retries it, and the
 // request waits (checkReassignments).
@@ -361,6 +365,17 @@ func (c *controller) reassignPartitions() error {
 			continue
 		}
 		if err := c.reassignStep(tp, r); err != nil {
+			if errors.Is(err, errUnreadableTopicZNode) {
+				// The topic znode became unreadable: retrying cannot
+				// help, the reassignment is dropped.
+				c.log.Error().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).
+					Msg("partition reassignment dropped: unreadable topic znode")
+				delete(c.work.reassign, tp)
+				delete(c.reassigning, tp)
+				delete(c.adding, tp)
+				delete(c.removing, tp)
+				continue
+			}
 			if err := c.stepError(err); err != nil {
 				return err
 			}
@@ -567,7 +582,7 @@ func (c *controller) writeAssignment(tp cluster.TopicPartition, rs, adding, remo
 		}
 		a, err := decodeTopicAssignmentFull(tp.Topic, data)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %w", errUnreadableTopicZNode, err)
 		}
 		a.Replicas[tp.Partition] = slices.Clone(rs)
 		a.Adding[tp.Partition], a.Removing[tp.Partition] = adding, removing

@@ -185,3 +185,41 @@ func TestReassignRefusesBrokerShuttingDown(t *testing.T) {
 		t.Errorf("reassign to a broker shutting down: %v %v, want INVALID_REPLICA_ASSIGNMENT", res, err)
 	}
 }
+
+// A reassignment's rewrites of the topic znode keep the fields this code
+// does not know (Kafka 2.8's version 3 topic_id).
+func TestReassignKeepsTopicID(t *testing.T) {
+	h := newCtrlHarness(t)
+	runAll(t, h, "brokers 1 2 3", "topic v 0=1,2", "elect 1")
+	n := h.store.nodes[topicPath("v")]
+	n.data = []byte(`{"version":3,"topic_id":"hK0QnuQbTbKjFh8YiDa5Jg","partitions":{"0":[1,2]},"adding_replicas":{},"removing_replicas":{}}`)
+	h.store.nodes[topicPath("v")] = n
+	runAll(t, h, "reassign v/0 2,3")
+	want := `{"version":3,"partitions":{"0":[2,3,1]},"adding_replicas":{"0":[3]},"removing_replicas":{"0":[1]},"topic_id":"hK0QnuQbTbKjFh8YiDa5Jg"}`
+	if got := string(h.store.nodes[topicPath("v")].data); got != want {
+		t.Errorf("topic znode %s, want %s", got, want)
+	}
+	runAll(t, h, "isr v/0 1,2,3")
+	want = `{"version":3,"partitions":{"0":[2,3]},"adding_replicas":{},"removing_replicas":{},"topic_id":"hK0QnuQbTbKjFh8YiDa5Jg"}`
+	if got := string(h.store.nodes[topicPath("v")].data); got != want {
+		t.Errorf("topic znode %s, want %s", got, want)
+	}
+}
+
+// A topic znode that becomes unreadable mid-reassignment drops the
+// reassignment rather than retrying it forever.
+func TestReassignDroppedWhenTopicZnodeUnreadable(t *testing.T) {
+	h := newCtrlHarness(t)
+	runAll(t, h, "brokers 1 2 3", "topic v 0=1,2", "elect 1", "reassign v/0 2,3")
+	tp := cluster.TopicPartition{Topic: "v", Partition: 0}
+	n := h.store.nodes[topicPath("v")]
+	n.data = []byte(`{"version":2,"partitions":`)
+	h.store.nodes[topicPath("v")] = n
+	runAll(t, h, "isr v/0 1,2,3")
+	if _, ok := h.ctrl.reassigning[tp]; ok || h.ctrl.work.reassign[tp] {
+		t.Errorf("reassignment still retried against an unreadable topic znode")
+	}
+	if l, _ := h.ctrl.listReassignments(nil); len(l) != 0 {
+		t.Errorf("list %v", l)
+	}
+}
