@@ -136,6 +136,23 @@ func (s *Session) ElectLeaders(ctx context.Context, typ cluster.ElectionType, tp
 	return out, err
 }
 
+// SetUncleanLeaderElectionDefault sets the cluster-wide default of
+// unclean.leader.election.enable (server.properties' value until a dynamic
+// broker config changes it); a topic's override still wins. Turning it on
+// makes this broker's controller, if it is one, elect for every offline
+// partition at once, as Kafka's UncleanLeaderElectionEnable event does; a
+// controller elected later reads the value set here.
+func (s *Session) SetUncleanLeaderElectionDefault(enable bool) {
+	s.mu.Lock()
+	was := s.cfg.UncleanLeaderElection
+	s.cfg.UncleanLeaderElection = enable
+	s.mu.Unlock()
+	if enable && !was {
+		s.log.Info().Msg("unclean.leader.election.enable turned on by broker config")
+		s.postController(pendingEvents{uncleanDefault: true})
+	}
+}
+
 // refreshAdminRequests reads /admin/reassign_partitions and
 // /admin/preferred_replica_election while this broker is the controller,
 // arming a watch on each (data if it exists, existence if not), and hands
