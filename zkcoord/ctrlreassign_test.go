@@ -91,7 +91,7 @@ func TestReassignLandedCompletionReplyLostFinishes(t *testing.T) {
 	h := newCtrlHarness(t)
 	runAll(t, h, "brokers 1 2 3 4", "topic v 0=1,2", "elect 1", "reassign v/0 3,4")
 	tp := cluster.TopicPartition{Topic: "v", Partition: 0}
-	h.store.writeFaults = map[string][]faultKind{partitionStatePath("v", 0): {faultLossAfter}}
+	h.store.writeFaults = map[string][]faultKind{partitionStatePath("v", 0): {faultLossAfterTwice}}
 	runAll(t, h, "hold isr v/0 1,2,3,4")
 	h.ctrl.step(h.store.takeEvents())
 	runAll(t, h, "isr v/0 3")
