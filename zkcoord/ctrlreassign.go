@@ -31,7 +31,17 @@ import (
 //     the OfflineReplica ISR shrink); then RS = TRS in the context,
 //     LeaderAndIsr to TRS, StopReplica(delete) to RR, the topic znode with
 //     RS = TRS and no AR or RR, the partition out of
-//     /admin/reassign_partitions, UpdateMetadata to every broker.
+//     /admin/reassign_partitions, UpdateMetadata to every broker. Once
+//     B's state write landed the partition is no longer being reassigned
+//     (Kafka's context after B2): a cancel finds nothing to cancel, a new
+//     target starts from TRS, and only the znode write is retried.
+//
+// A cancel or new target that would take every live in-sync replica out
+// of the replica set is refused (INVALID_REPLICA_ASSIGNMENT), and no
+// replica still in the stored ISR is ever told to delete its log. A
+// request is answered NONE only once its topic znode write landed; one
+// still failing when the request's time is up is answered
+// REQUEST_TIMED_OUT and dropped.
 //
 // Every step is idempotent on what is stored: a failed step is retried from
 // the reassignment's phase (ctrlWork.reassign), writes re-read what they
