@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/kafkazk/broker/cluster"
 )
@@ -221,5 +222,64 @@ func TestReassignDroppedWhenTopicZnodeUnreadable(t *testing.T) {
 	}
 	if l, _ := h.ctrl.listReassignments(nil); len(l) != 0 {
 		t.Errorf("list %v", l)
+	}
+}
+
+// runLoop runs h's controller loop, as a Session does, until the test ends.
+func runLoop(t *testing.T, h *ctrlHarness) *Session {
+	c := h.ctrl
+	go c.run()
+	t.Cleanup(func() {
+		c.stop()
+		<-c.exited
+	})
+	return &Session{ctrl: c}
+}
+
+// Session.AlterPartitionReassignments waits for the loop's retry of a
+// failed topic znode write, and answers NONE once it landed.
+func TestSessionAlterReassignmentsWaitsForTheWrite(t *testing.T) {
+	h := newCtrlHarness(t)
+	runAll(t, h, "brokers 1 2 3", "topic v 0=1,2", "elect 1")
+	tp := cluster.TopicPartition{Topic: "v", Partition: 0}
+	h.store.writeFaults = map[string][]faultKind{topicPath("v"): {faultLossBefore, faultLossBefore}}
+	s := runLoop(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := s.AlterPartitionReassignments(ctx, map[cluster.TopicPartition][]int32{tp: {2, 3}})
+	if err != nil || res[tp] != nil {
+		t.Fatalf("alter: %v %v, want NONE after the retry", res, err)
+	}
+	list, err := s.ListPartitionReassignments(ctx, nil)
+	if err != nil || len(list) != 1 || !slices.Equal(list[0].Replicas, []int32{2, 3, 1}) {
+		t.Errorf("list after NONE: %v %v", list, err)
+	}
+}
+
+// Its time up with the write still failing, the answer is
+// REQUEST_TIMED_OUT and the reassignment is gone.
+func TestSessionAlterReassignmentsTimesOut(t *testing.T) {
+	h := newCtrlHarness(t)
+	runAll(t, h, "brokers 1 2 3", "topic v 0=1,2", "elect 1")
+	tp := cluster.TopicPartition{Topic: "v", Partition: 0}
+	h.store.writeFaults = map[string][]faultKind{topicPath("v"): slices.Repeat([]faultKind{faultLossBefore}, 100)}
+	s := runLoop(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res, err := s.AlterPartitionReassignments(ctx, map[cluster.TopicPartition][]int32{tp: {2, 3}})
+	if err != nil || !errors.Is(res[tp], context.DeadlineExceeded) {
+		t.Fatalf("alter: %v %v, want REQUEST_TIMED_OUT", res, err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("answered after %v, deadline 300ms", d)
+	}
+	gone := false
+	if err := s.callController(context.Background(), "check", func(c *controller) error {
+		_, ok := c.reassigning[tp]
+		gone = !ok
+		return nil
+	}); err != nil || !gone {
+		t.Errorf("timed-out reassignment still in memory (%v)", err)
 	}
 }
