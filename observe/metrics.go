@@ -113,6 +113,7 @@ const (
 	mUnderReplicated   = "kafka_server_replicamanager_underreplicatedpartitions"
 	mPartitionCount    = "kafka_server_replicamanager_partitioncount"
 	mLeaderCount       = "kafka_server_replicamanager_leadercount"
+	mReassigning       = "kafka_server_replicamanager_reassigningpartitions"
 	mIsrShrinks        = "kafka_server_replicamanager_isrshrinks_total"
 	mIsrExpands        = "kafka_server_replicamanager_isrexpands_total"
 	mActiveController  = "kafka_controller_kafkacontroller_activecontrollercount"
@@ -293,6 +294,7 @@ var (
 	dUnderReplicated = prometheus.NewDesc(mUnderReplicated, "Partitions led here whose ISR is smaller than AR (UnderReplicatedPartitions).", nil, nil)
 	dPartitionCount  = prometheus.NewDesc(mPartitionCount, "Replicas on this broker (PartitionCount).", nil, nil)
 	dLeaderCount     = prometheus.NewDesc(mLeaderCount, "Partitions led by this broker (LeaderCount).", nil, nil)
+	dReassigning     = prometheus.NewDesc(mReassigning, "Partitions led by this broker whose adding or removing replicas are non-empty (ReassigningPartitions).", nil, nil)
 	dActive          = prometheus.NewDesc(mActiveController, "1 on the controller, 0 elsewhere (ActiveControllerCount).", nil, nil)
 	dOffline         = prometheus.NewDesc(mOffline, "Partitions without a live leader, as the controller sees them; 0 on other brokers (OfflinePartitionsCount).", nil, nil)
 	dPurgatory       = prometheus.NewDesc(mPurgatory, "Requests waiting: Produce = acks=all produces waiting for the HW; Fetch = Fetch requests in progress, nearly all waiting for data (PurgatorySize).", []string{"delayedOperation"}, nil)
@@ -318,7 +320,7 @@ var (
 )
 
 func (statusCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{dUnderReplicated, dPartitionCount, dLeaderCount, dActive, dOffline,
+	for _, d := range []*prometheus.Desc{dUnderReplicated, dPartitionCount, dLeaderCount, dReassigning, dActive, dOffline,
 		dPurgatory, dFetcherLag, dPartUnder, dPartIsr, dPartReplicas, dLogEnd, dLogStart, dGroupLag,
 		dMaxDirty, dUncleanable, dRecopy, dMaxCleanTime, dMaxBufferUtil, dDeadThreads,
 		dLeaderReplRate, dFollowerReplRate} {
@@ -335,7 +337,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	if o.cfg.Sources.Partitions != nil {
 		sts = o.cfg.Sources.Partitions.PartitionStatus()
 	}
-	under, leaders := 0, 0
+	under, leaders, reassigning := 0, 0, 0
 	hws := make(map[cluster.TopicPartition]int64, len(sts))
 	for _, st := range sts {
 		tp := st.TopicPartition
@@ -345,6 +347,9 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(dLogStart, float64(st.LogStartOffset), t, p)
 		if st.Role == partition.RoleLeader {
 			leaders++
+			if len(st.AddingReplicas)+len(st.RemovingReplicas) > 0 {
+				reassigning++
+			}
 			u := 0.0
 			if underReplicated(st) {
 				under++
@@ -360,6 +365,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dUnderReplicated, float64(under))
 	gauge(dPartitionCount, float64(len(sts)))
 	gauge(dLeaderCount, float64(leaders))
+	gauge(dReassigning, float64(reassigning))
 	active, offline := 0.0, 0.0
 	if o.cfg.Sources.Controller != nil && o.cfg.Sources.Controller.IsController() {
 		active, offline = 1, float64(o.cfg.Sources.Controller.OfflinePartitionsCount())

@@ -8,7 +8,10 @@ package protocol
 //     election type answers INVALID_REQUEST.
 //   - The controller's: another broker answers NOT_CONTROLLER for the
 //     request and each named partition, as Kafka's KafkaApis does.
-//   - Null topics elects for every partition. Per partition: ELECTION_NOT_
+//   - Null topics elects for every partition, and the answer leaves out
+//     the partitions whose election was not needed (as Kafka's KafkaApis);
+//     with a top-level error, v0 (which cannot carry it) answers it for
+//     each partition of the metadata. Per partition: ELECTION_NOT_
 //     NEEDED (preferred: the preferred replica leads; unclean: the leader is
 //     alive), PREFERRED_LEADER_NOT_AVAILABLE (preferred replica not alive
 //     or not in the ISR), ELIGIBLE_LEADERS_NOT_AVAILABLE (unclean: no live
@@ -63,7 +66,19 @@ func (s *Server) handleElectLeaders(ctx context.Context, rc *reqContext, req *km
 	if all != 0 {
 		resp.ErrorCode = all
 		if tps == nil {
-			return resp, nil
+			if req.Version > 0 {
+				return resp, nil
+			}
+			// v0 has no top-level error: as Kafka's KafkaApis (which
+			// expands null topics to every partition of its metadata
+			// cache first), each partition carries it.
+			tps = []cluster.TopicPartition{}
+			for _, ti := range s.cfg.Metadata.Topics() {
+				for _, pi := range ti.Partitions {
+					tps = append(tps, cluster.TopicPartition{Topic: ti.Name, Partition: pi.Partition})
+				}
+			}
+			sortTPs(tps)
 		}
 	}
 	order := tps

@@ -14,17 +14,20 @@ package protocol
 //     being deleted) UNKNOWN_TOPIC_OR_PARTITION. A partition named twice
 //     takes its last entry, as Kafka's map does, and is answered once.
 //     Every error carries its message. The answer comes once each
-//     reassignment started (its topic znode written), not when it ends.
+//     reassignment started (its topic znode written), not when it ends;
+//     one whose znode write is still failing when TimeoutMillis is up is
+//     REQUEST_TIMED_OUT (and not started).
 //   - List: null topics lists every reassignment in progress; otherwise
 //     the named partitions that are being reassigned (the others are left
 //     out, as Kafka does), each with Replicas (the whole set while it
 //     runs), AddingReplicas and RemovingReplicas.
-//   - TimeoutMillis is not used: the controller answers without waiting
-//     for the reassignment.
+//   - TimeoutMillis bounds the wait for the topic znode writes (the
+//     context's deadline); it does not wait for the reassignment to end.
 
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -48,6 +51,11 @@ func (s *Server) handleAlterPartitionReassignments(ctx context.Context, rc *reqC
 				reqs[tp] = slices.Clone(p.Replicas)
 			}
 		}
+	}
+	if req.TimeoutMillis > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(req.TimeoutMillis)*time.Millisecond)
+		defer cancel()
 	}
 	res, err := cc.AlterPartitionReassignments(ctx, reqs)
 	if err != nil {

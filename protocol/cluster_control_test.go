@@ -22,6 +22,7 @@ type fakeControl struct {
 	errs          map[cluster.TopicPartition]error
 	list          []cluster.PartitionReassignment
 	gotAlter      map[cluster.TopicPartition][]int32
+	gotAlterLeft  time.Duration // time left to the alter's deadline, -1 for none
 	gotList       []cluster.TopicPartition
 	gotListAll    bool
 	gotElect      []cluster.TopicPartition
@@ -29,9 +30,13 @@ type fakeControl struct {
 	gotType       cluster.ElectionType
 }
 
-func (c *fakeCluster) AlterPartitionReassignments(_ context.Context, reqs map[cluster.TopicPartition][]int32) (map[cluster.TopicPartition]error, error) {
+func (c *fakeCluster) AlterPartitionReassignments(ctx context.Context, reqs map[cluster.TopicPartition][]int32) (map[cluster.TopicPartition]error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.control.gotAlterLeft = -1
+	if d, ok := ctx.Deadline(); ok {
+		c.control.gotAlterLeft = time.Until(d)
+	}
 	if c.control.notController {
 		return nil, fmt.Errorf("alter: %w", cluster.ErrNotController)
 	}
@@ -121,6 +126,32 @@ func TestAlterPartitionReassignmentsKadm(t *testing.T) {
 	}
 }
 
+// TestAlterPartitionReassignmentsTimeout: the request's TimeoutMillis is
+// the deadline the controller waits for its topic znode writes within.
+func TestAlterPartitionReassignmentsTimeout(t *testing.T) {
+	b := startBroker(t)
+	cl := newClient(t, b)
+	req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+	req.TimeoutMillis = 7000
+	rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+	rp.Partition, rp.Replicas = 0, []int32{1, 2}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := req.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	b.cluster.mu.Lock()
+	left := b.cluster.control.gotAlterLeft
+	b.cluster.mu.Unlock()
+	if left <= 5*time.Second || left > 7*time.Second {
+		t.Errorf("controller call had %v left, want about TimeoutMillis (7s)", left)
+	}
+}
+
 // TestListPartitionReassignmentsKadm: all (null topics) and named
 // partitions, with replicas, adding and removing replicas.
 func TestListPartitionReassignmentsKadm(t *testing.T) {
@@ -190,6 +221,27 @@ func TestClusterControlNotController(t *testing.T) {
 		}
 		if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 2 || r.Topics[0].Partitions[1].ErrorCode != kerr.NotController.Code {
 			t.Errorf("elect v%d: %+v", v, r.Topics)
+		}
+	}
+	// Null topics: v0 cannot carry the top-level error, so every
+	// partition of the metadata carries it (Kafka's KafkaApis expands
+	// null topics first); v1+ answers the top-level error alone.
+	b.cluster.mu.Lock()
+	b.cluster.topics["m"] = cluster.TopicInfo{Name: "m", Partitions: []cluster.PartitionInfo{{Partition: 0}, {Partition: 1}}}
+	b.cluster.mu.Unlock()
+	for v := int16(0); v <= 2; v++ {
+		el := kmsg.NewPtrElectLeadersRequest()
+		el.Version = v
+		r := c.roundTrip(el).(*kmsg.ElectLeadersResponse)
+		if v >= 1 {
+			if r.ErrorCode != kerr.NotController.Code || len(r.Topics) != 0 {
+				t.Errorf("elect all v%d: %d %+v", v, r.ErrorCode, r.Topics)
+			}
+			continue
+		}
+		if len(r.Topics) != 1 || r.Topics[0].Topic != "m" || len(r.Topics[0].Partitions) != 2 ||
+			r.Topics[0].Partitions[0].ErrorCode != kerr.NotController.Code || r.Topics[0].Partitions[1].ErrorCode != kerr.NotController.Code {
+			t.Errorf("elect all v0: %+v", r.Topics)
 		}
 	}
 }

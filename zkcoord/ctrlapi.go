@@ -2,7 +2,9 @@ package zkcoord
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/kafkazk/broker/cluster"
 )
@@ -58,19 +60,56 @@ func (s *Session) callController(ctx context.Context, what string, fn func(c *co
 
 // AlterPartitionReassignments starts (or, for a nil target, cancels) the
 // reassignment of each partition in reqs and returns each one's outcome:
-// nil (started; it completes in the background), or an error wrapping
-// cluster.ErrInvalidReplicaAssignment, ErrUnknownTopic or
-// ErrNoReassignmentInProgress. The answer comes once each started
-// reassignment is in its topic znode and announced (unless ZooKeeper
-// failed meanwhile: the controller retries it).
+// nil (started and in its topic znode; it completes in the background),
+// or an error wrapping cluster.ErrInvalidReplicaAssignment,
+// ErrUnknownTopic or ErrNoReassignmentInProgress. A partition whose topic
+// znode write failed is answered once the controller's retry lands it; if
+// ctx ends first, its error wraps context.DeadlineExceeded
+// (REQUEST_TIMED_OUT) and the controller drops it.
 func (s *Session) AlterPartitionReassignments(ctx context.Context, reqs map[cluster.TopicPartition][]int32) (map[cluster.TopicPartition]error, error) {
-	var out map[cluster.TopicPartition]error
+	var (
+		out     map[cluster.TopicPartition]error
+		pending map[cluster.TopicPartition]*reassignment
+	)
 	err := s.callController(ctx, "alter partition reassignments", func(c *controller) error {
 		var err error
-		out, err = c.alterReassignments(reqs)
+		out, pending, err = c.alterReassignments(reqs)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	check := func(ctx context.Context, final bool) error {
+		return s.callController(ctx, "alter partition reassignments", func(c *controller) error {
+			for tp, e := range c.checkReassignments(pending, final) {
+				if out[tp] = e; !errors.Is(e, errReassignmentNotWritten) {
+					delete(pending, tp)
+				}
+			}
+			return nil
+		})
+	}
+	for len(pending) > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(ctrlRetryMin):
+			if err := check(ctx, false); err != nil && ctx.Err() == nil {
+				return nil, err
+			}
+		}
+	}
+	if len(pending) > 0 {
+		// The request's time is up: a last attempt, then the rest is
+		// dropped (not left to land after a REQUEST_TIMED_OUT).
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := check(fctx, true); err != nil {
+			for tp := range pending {
+				out[tp] = fmt.Errorf("partition %s-%d: reassignment not written in time (%w): %w", tp.Topic, tp.Partition, err, context.DeadlineExceeded)
+			}
+		}
+	}
+	return out, nil
 }
 
 // ListPartitionReassignments lists the partitions of tps (nil: all) being
@@ -95,6 +134,23 @@ func (s *Session) ElectLeaders(ctx context.Context, typ cluster.ElectionType, tp
 		return err
 	})
 	return out, err
+}
+
+// SetUncleanLeaderElectionDefault sets the cluster-wide default of
+// unclean.leader.election.enable (server.properties' value until a dynamic
+// broker config changes it); a topic's override still wins. Turning it on
+// makes this broker's controller, if it is one, elect for every offline
+// partition at once, as Kafka's UncleanLeaderElectionEnable event does; a
+// controller elected later reads the value set here.
+func (s *Session) SetUncleanLeaderElectionDefault(enable bool) {
+	s.mu.Lock()
+	was := s.cfg.UncleanLeaderElection
+	s.cfg.UncleanLeaderElection = enable
+	s.mu.Unlock()
+	if enable && !was {
+		s.log.Info().Msg("unclean.leader.election.enable turned on by broker config")
+		s.postController(pendingEvents{uncleanDefault: true})
+	}
 }
 
 // refreshAdminRequests reads /admin/reassign_partitions and

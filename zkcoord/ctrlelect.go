@@ -30,7 +30,8 @@ func (c *controller) electLeaders(typ cluster.ElectionType, tps []cluster.TopicP
 	if c.fenced || c.stopped() {
 		return nil, ErrNotController
 	}
-	if tps == nil {
+	all := tps == nil
+	if all {
 		for t, a := range c.assignments {
 			for p := range a {
 				tps = append(tps, cluster.TopicPartition{Topic: t, Partition: p})
@@ -43,6 +44,11 @@ func (c *controller) electLeaders(typ cluster.ElectionType, tps []cluster.TopicP
 	electable := c.electableIDs()
 	var changed []cluster.TopicPartition
 	defer func() { c.announce(changed, false) }()
+	if all {
+		// Every partition: those whose election was not needed are left
+		// out of the answer (Kafka's KafkaApis).
+		defer maps.DeleteFunc(out, func(_ cluster.TopicPartition, e error) bool { return errors.Is(e, cluster.ErrElectionNotNeeded) })
+	}
 	for _, tp := range tps {
 		replicas := c.replicas(tp)
 		st, has := c.states[tp]
@@ -56,7 +62,7 @@ func (c *controller) electLeaders(typ cluster.ElectionType, tps []cluster.TopicP
 		case has && typ == cluster.ElectPreferred && st.Leader == replicas[0]:
 			out[tp] = fmt.Errorf("%w: %s-%d", cluster.ErrElectionNotNeeded, tp.Topic, tp.Partition)
 			continue
-		case has && typ == cluster.ElectUnclean && st.Leader >= 0 && isAlive(c, st.Leader):
+		case has && typ == cluster.ElectUnclean && st.Leader >= 0 && slices.Contains(electable, st.Leader):
 			out[tp] = fmt.Errorf("%w: %s-%d", cluster.ErrElectionNotNeeded, tp.Topic, tp.Partition)
 			continue
 		case !has:
@@ -82,7 +88,7 @@ func (c *controller) electLeaders(typ cluster.ElectionType, tps []cluster.TopicP
 				st.LeaderEpoch++
 				return st, true
 			}
-			if st.Leader >= 0 && isAlive(c, st.Leader) {
+			if st.Leader >= 0 && slices.Contains(electable, st.Leader) {
 				return st, false
 			}
 			l, isr, ok := ElectLeader(replicas, st.Isr, electable, true)
@@ -121,11 +127,6 @@ func (c *controller) electLeaders(typ cluster.ElectionType, tps []cluster.TopicP
 		}
 	}
 	return out, nil
-}
-
-func isAlive(c *controller, id int32) bool {
-	_, ok := c.alive[id]
-	return ok
 }
 
 func electionFailed(typ cluster.ElectionType, tp cluster.TopicPartition) error {

@@ -69,6 +69,10 @@ type pendingEvents struct {
 	reassign bool
 	// preferredElection: /admin/preferred_replica_election was created.
 	preferredElection bool
+	// uncleanDefault: the cluster-wide unclean.leader.election.enable was
+	// turned on (a dynamic broker config): elect for every offline
+	// partition at once (Kafka's UncleanLeaderElectionEnable).
+	uncleanDefault bool
 }
 
 func (p *pendingEvents) merge(o pendingEvents) {
@@ -78,6 +82,7 @@ func (p *pendingEvents) merge(o pendingEvents) {
 	p.isrChanges = p.isrChanges || o.isrChanges
 	p.reassign = p.reassign || o.reassign
 	p.preferredElection = p.preferredElection || o.preferredElection
+	p.uncleanDefault = p.uncleanDefault || o.uncleanDefault
 	for t := range o.topics {
 		if p.topics == nil {
 			p.topics = map[string]bool{}
@@ -94,7 +99,7 @@ func (p *pendingEvents) merge(o pendingEvents) {
 
 func (p *pendingEvents) empty() bool {
 	return !p.brokers && !p.topicList && !p.deletions && !p.isrChanges && len(p.topics) == 0 && len(p.configs) == 0 &&
-		!p.reassign && !p.preferredElection
+		!p.reassign && !p.preferredElection && !p.uncleanDefault
 }
 
 // ctrlWork is what the controller still has to do. An item leaves only
@@ -153,7 +158,11 @@ type controllerConfig struct {
 	Log      zerolog.Logger
 	Metrics  Metrics // nil discards
 
-	UncleanLeaderElection              bool
+	UncleanLeaderElection bool
+	// UncleanDefault, if set, is the cluster-wide
+	// unclean.leader.election.enable as it is now (server.properties,
+	// then a dynamic broker config); it replaces UncleanLeaderElection.
+	UncleanDefault                     func() bool
 	AutoLeaderRebalance                bool
 	LeaderImbalanceCheckInterval       time.Duration
 	LeaderImbalancePerBrokerPercentage int
@@ -225,14 +234,18 @@ type controller struct {
 // newController is the controller of Session s for the epoch it won.
 func newController(s *Session, epoch, epochZkVersion int32) *controller {
 	c := newControllerWith(controllerConfig{
-		BrokerID:                           s.cfg.BrokerID,
-		Epoch:                              epoch,
-		EpochZkVersion:                     epochZkVersion,
-		Store:                              s.zk,
-		Sender:                             s.cfg.Sender,
-		Log:                                s.log,
-		Metrics:                            s.cfg.Metrics,
-		UncleanLeaderElection:              s.cfg.UncleanLeaderElection,
+		BrokerID:       s.cfg.BrokerID,
+		Epoch:          epoch,
+		EpochZkVersion: epochZkVersion,
+		Store:          s.zk,
+		Sender:         s.cfg.Sender,
+		Log:            s.log,
+		Metrics:        s.cfg.Metrics,
+		UncleanDefault: func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return s.cfg.UncleanLeaderElection
+		},
 		AutoLeaderRebalance:                s.cfg.AutoLeaderRebalance,
 		LeaderImbalanceCheckInterval:       s.cfg.LeaderImbalanceCheckInterval,
 		LeaderImbalancePerBrokerPercentage: s.cfg.LeaderImbalancePerBrokerPercentage,
@@ -463,6 +476,7 @@ func (c *controller) step(ev pendingEvents) {
 	step(len(ev.configs) > 0, func() error { return c.onTopicConfigChange(ev.configs) }, pendingEvents{configs: ev.configs})
 	step(ev.reassign, c.onLegacyReassignment, pendingEvents{reassign: true})
 	step(ev.preferredElection, c.onPreferredElectionZnode, pendingEvents{preferredElection: true})
+	step(ev.uncleanDefault, c.onUncleanDefaultEnabled, pendingEvents{uncleanDefault: true})
 }
 
 func (c *controller) stepFailed(err error) {

@@ -1,6 +1,7 @@
 package zkcoord
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -30,7 +31,17 @@ import (
 //     the OfflineReplica ISR shrink); then RS = TRS in the context,
 //     LeaderAndIsr to TRS, StopReplica(delete) to RR, the topic znode with
 //     RS = TRS and no AR or RR, the partition out of
-//     /admin/reassign_partitions, UpdateMetadata to every broker.
+//     /admin/reassign_partitions, UpdateMetadata to every broker. Once
+//     B's state write landed the partition is no longer being reassigned
+//     (Kafka's context after B2): a cancel finds nothing to cancel, a new
+//     target starts from TRS, and only the znode write is retried.
+//
+// A cancel or new target that would take every live in-sync replica out
+// of the replica set is refused (INVALID_REPLICA_ASSIGNMENT), and no
+// replica still in the stored ISR is ever told to delete its log. A
+// request is answered NONE only once its topic znode write landed; one
+// still failing when the request's time is up is answered
+// REQUEST_TIMED_OUT and dropped.
 //
 // Every step is idempotent on what is stored: a failed step is retried from
 // the reassignment's phase (ctrlWork.reassign), writes re-read what they
@@ -55,6 +66,11 @@ type reassignment struct {
 	started bool
 	// completing: B has begun (the context's RS may already be TRS).
 	completing bool
+	// finishing: B's state write landed (leader in TRS, RR out of the
+	// ISR, RR told to delete): the partition is no longer being
+	// reassigned (replicas is TRS, no AR or RR, as Kafka's context after
+	// B2); only the topic znode write is left.
+	finishing bool
 	// base is the stored leader epoch when the current write phase (U's
 	// ISR shrink, A or B) began, -1 before; a stored epoch above it means
 	// the phase's bump landed.
@@ -110,11 +126,13 @@ func (c *controller) validateTarget(tp cluster.TopicPartition, target []int32) e
 	case slices.ContainsFunc(target, func(r int32) bool { return r < 0 }):
 		return fmt.Errorf("%w: invalid broker id in replica list %v", cluster.ErrInvalidReplicaAssignment, target)
 	}
+	// Kafka's liveBrokerIds: brokers shutting down are not alive.
 	_, adding, _ := reassignTo(c.currentOrigin(tp), target)
+	live := c.electableIDs()
 	for _, r := range adding {
-		if _, ok := c.alive[r]; !ok {
+		if !slices.Contains(live, r) {
 			return fmt.Errorf("%w: replica assignment %v has broker %d that is not alive, live brokers %v",
-				cluster.ErrInvalidReplicaAssignment, target, r, c.aliveIDs())
+				cluster.ErrInvalidReplicaAssignment, target, r, live)
 		}
 	}
 	return nil
@@ -141,11 +159,13 @@ func (c *controller) beingReassigned(tp cluster.TopicPartition) bool {
 // back to ORS) and returns an error for the partition only if it cannot
 // start: unknown partition, topic being deleted, nothing to cancel.
 func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32, legacy bool) error {
-	if c.replicas(tp) == nil || c.isDeleting(tp.Topic) {
-		return fmt.Errorf("%w: the partition %s-%d does not exist", cluster.ErrUnknownTopic, tp.Topic, tp.Partition)
-	}
+	// A cancel of a partition not being reassigned, known or not, is
+	// NO_REASSIGNMENT_IN_PROGRESS (Kafka checks this first).
 	if target == nil && !c.beingReassigned(tp) {
 		return fmt.Errorf("%w: %s-%d", cluster.ErrNoReassignmentInProgress, tp.Topic, tp.Partition)
+	}
+	if c.replicas(tp) == nil || c.isDeleting(tp.Topic) {
+		return fmt.Errorf("%w: the partition %s-%d does not exist", cluster.ErrUnknownTopic, tp.Topic, tp.Partition)
 	}
 	origin := c.currentOrigin(tp)
 	if target == nil {
@@ -162,6 +182,9 @@ func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32
 		r.unneeded = append(r.unneeded, old.unneeded...)
 	}
 	r.unneeded = without(slices.Compact(slices.Sorted(slices.Values(r.unneeded))), rs)
+	if err := c.checkDropSafe(tp, rs, r.unneeded); err != nil {
+		return err
+	}
 	r.written = old == nil && slices.Equal(c.replicas(tp), rs) && slices.Equal(c.adding[tp], adding) &&
 		slices.Equal(c.removing[tp], removing) && len(adding)+len(removing) > 0
 	c.reassigning[tp] = r
@@ -172,21 +195,51 @@ func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32
 	return nil
 }
 
+// checkDropSafe refuses a request whose new replica set rs drops
+// replicas (unneeded) of the stored ISR while no live member of that ISR
+// stays in rs: taking them out of the ISR and deleting their logs would
+// lose acknowledged records.
+func (c *controller) checkDropSafe(tp cluster.TopicPartition, rs, unneeded []int32) error {
+	st, ok := c.states[tp]
+	if !ok || !hasAny(st.Isr, unneeded) {
+		return nil
+	}
+	electable := c.electableIDs()
+	if slices.ContainsFunc(st.Isr, func(id int32) bool {
+		return slices.Contains(rs, id) && slices.Contains(electable, id)
+	}) {
+		return nil
+	}
+	return fmt.Errorf("%w: partition %s-%d: the new replica set %v would drop in-sync replicas %v and keep no live in-sync replica (isr %v, live brokers %v)",
+		cluster.ErrInvalidReplicaAssignment, tp.Topic, tp.Partition, rs, without(unneeded, without(unneeded, st.Isr)), st.Isr, electable)
+}
+
 func (c *controller) isDeleting(topic string) bool {
 	_, ok := c.deleting[topic]
 	return ok
 }
 
+// errUnreadableTopicZNode is a reassignment's topic znode that no longer
+// decodes: the reassignment is dropped.
+var errUnreadableTopicZNode = errors.New("unreadable topic znode")
+
+// errReassignmentNotWritten is the outcome of a started reassignment whose
+// topic znode write has not landed yet: the controller retries it, and the
+// request waits (checkReassignments).
+var errReassignmentNotWritten = errors.New("partition reassignment not yet in its topic znode")
+
 // alterReassignments is AlterPartitionReassignments on the controller
 // (Kafka's processApiPartitionReassignment): each partition is validated,
 // any it names is taken out of /admin/reassign_partitions (the latest
 // request wins), and the valid ones start (their U and A phases run before
-// the answer). A nil target cancels.
-func (c *controller) alterReassignments(reqs map[cluster.TopicPartition][]int32) (map[cluster.TopicPartition]error, error) {
+// the answer). A nil target cancels. A started partition whose topic znode
+// write failed is answered errReassignmentNotWritten and returned in
+// pending, for checkReassignments.
+func (c *controller) alterReassignments(reqs map[cluster.TopicPartition][]int32) (out map[cluster.TopicPartition]error, pending map[cluster.TopicPartition]*reassignment, err error) {
 	if c.fenced || c.stopped() {
-		return nil, ErrNotController
+		return nil, nil, ErrNotController
 	}
-	out := make(map[cluster.TopicPartition]error, len(reqs))
+	out = make(map[cluster.TopicPartition]error, len(reqs))
 	var started []cluster.TopicPartition
 	for _, tp := range slices.SortedFunc(maps.Keys(reqs), compareTP) {
 		target := reqs[tp]
@@ -201,19 +254,81 @@ func (c *controller) alterReassignments(reqs map[cluster.TopicPartition][]int32)
 			continue
 		}
 		started = append(started, tp)
-		out[tp] = nil
 	}
 	for _, tp := range started {
 		c.work.legacyDrop[tp] = true
 	}
-	err := c.dropFromLegacy()
+	pending = make(map[cluster.TopicPartition]*reassignment, len(started))
+	for _, tp := range started {
+		pending[tp] = c.reassigning[tp]
+	}
+	err = c.dropFromLegacy()
 	if err == nil {
 		err = c.reassignPartitions()
 	}
 	if err != nil && (errors.Is(err, ErrNotController) || zkSessionLost(err) || c.fenced) {
-		return nil, fmt.Errorf("reassign partitions: %w: %w", ErrNotController, err)
+		return nil, nil, fmt.Errorf("reassign partitions: %w: %w", ErrNotController, err)
 	}
-	return out, nil
+	maps.Copy(out, c.checkReassignments(pending, false))
+	maps.DeleteFunc(pending, func(tp cluster.TopicPartition, _ *reassignment) bool {
+		return !errors.Is(out[tp], errReassignmentNotWritten)
+	})
+	return out, pending, nil
+}
+
+// checkReassignments answers the started reassignments of pending: nil
+// once the topic znode holds it, errReassignmentNotWritten while the
+// controller still retries the write. With final (the request's time is
+// up) one not written is answered REQUEST_TIMED_OUT and dropped, unless
+// the stored topic znode shows that the write landed after all (adopted)
+// or cannot be read (kept: it may have landed, a retry finds out).
+func (c *controller) checkReassignments(pending map[cluster.TopicPartition]*reassignment, final bool) map[cluster.TopicPartition]error {
+	out := make(map[cluster.TopicPartition]error, len(pending))
+	for tp, r := range pending {
+		switch {
+		case r == nil || r.written || r.finishing:
+			out[tp] = nil
+		case c.reassigning[tp] != r:
+			out[tp] = fmt.Errorf("partition %s-%d: replaced by a later reassignment before it was written: %w", tp.Topic, tp.Partition, context.DeadlineExceeded)
+		case !final:
+			out[tp] = errReassignmentNotWritten
+		default:
+			if err := c.reassignStep(tp, r); err != nil {
+				c.log.Warn().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).Msg("partition reassignment: last write attempt failed")
+			}
+			if r.written || r.finishing || c.reassigning[tp] != r {
+				out[tp] = nil
+				continue
+			}
+			a, err := c.readTopicAssignment(tp.Topic)
+			switch {
+			case err != nil:
+				out[tp] = fmt.Errorf("partition %s-%d: reassignment not known to be written (%w): %w", tp.Topic, tp.Partition, err, context.DeadlineExceeded)
+			case slices.Equal(a.Replicas[tp.Partition], r.replicas) && slices.Equal(a.Adding[tp.Partition], r.adding) && slices.Equal(a.Removing[tp.Partition], r.removing):
+				c.setAssignment(tp, r.replicas, r.adding, r.removing)
+				c.stopRemoved(tp, r.unneeded)
+				r.unneeded, r.written, r.base = nil, true, -1
+				c.work.reassign[tp] = true
+				out[tp] = nil
+			default:
+				delete(c.reassigning, tp)
+				delete(c.work.reassign, tp)
+				c.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Msg("partition reassignment dropped: its topic znode write did not land in time")
+				out[tp] = fmt.Errorf("partition %s-%d: reassignment not written in time: %w", tp.Topic, tp.Partition, context.DeadlineExceeded)
+			}
+		}
+	}
+	return out
+}
+
+// readTopicAssignment reads topic t's znode.
+func (c *controller) readTopicAssignment(t string) (fullAssignment, error) {
+	p := topicPath(t)
+	data, _, err := c.store.Get(p)
+	if err != nil {
+		return fullAssignment{}, fmt.Errorf("get %s: %w", p, err)
+	}
+	return decodeTopicAssignmentFull(t, data)
 }
 
 // listReassignments is ListPartitionReassignments on the controller: the
@@ -260,6 +375,17 @@ func (c *controller) reassignPartitions() error {
 			continue
 		}
 		if err := c.reassignStep(tp, r); err != nil {
+			if errors.Is(err, errUnreadableTopicZNode) {
+				// The topic znode became unreadable: retrying cannot
+				// help, the reassignment is dropped.
+				c.log.Error().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).
+					Msg("partition reassignment dropped: unreadable topic znode")
+				delete(c.work.reassign, tp)
+				delete(c.reassigning, tp)
+				delete(c.adding, tp)
+				delete(c.removing, tp)
+				continue
+			}
 			if err := c.stepError(err); err != nil {
 				return err
 			}
@@ -274,6 +400,9 @@ func (c *controller) reassignPartitions() error {
 func (c *controller) reassignStep(tp cluster.TopicPartition, r *reassignment) error {
 	if _, ok := c.states[tp]; !ok {
 		return nil // no state yet (or unreadable): an event for it puts it back
+	}
+	if r.finishing {
+		return c.reassignFinish(tp, r)
 	}
 	if !r.written && !r.completing {
 		if err := c.reassignUpdate(tp, r); err != nil {
@@ -327,8 +456,11 @@ func (c *controller) reassignUpdate(tp cluster.TopicPartition, r *reassignment) 
 					st.Leader = cluster.NoLeader
 				}
 			}
-			if len(isr) == 0 {
-				isr = st.Isr // never below one member (Kafka)
+			if !hasAny(isr, electable) {
+				// Never below one live member: the request was checked
+				// (checkDropSafe) but brokers died since. The dropped
+				// replicas stay in the ISR and are not deleted.
+				return st, false
 			}
 			st.Isr = isr
 			st.LeaderEpoch++
@@ -361,15 +493,14 @@ func (c *controller) reassignComplete(tp cluster.TopicPartition, r *reassignment
 	behind := false
 	_, _, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 		behind = false
+		if st.LeaderEpoch > base && slices.Contains(trs, st.Leader) && !hasAny(st.Isr, removed) {
+			return st, false // B's write landed (its reply may have been lost)
+		}
 		if !subset(trs, st.Isr) {
 			behind = true // a leader shrank the ISR meanwhile: wait again
 			return st, false
 		}
-		leaderOK := slices.Contains(trs, st.Leader) && slices.Contains(electable, st.Leader)
-		if st.LeaderEpoch > base && leaderOK && !hasAny(st.Isr, removed) {
-			return st, false
-		}
-		if !leaderOK {
+		if !slices.Contains(trs, st.Leader) || !slices.Contains(electable, st.Leader) {
 			// Kafka's ReassignPartitionLeaderElectionStrategy.
 			i := slices.IndexFunc(trs, func(id int32) bool { return slices.Contains(electable, id) && slices.Contains(st.Isr, id) })
 			if i < 0 {
@@ -389,9 +520,19 @@ func (c *controller) reassignComplete(tp cluster.TopicPartition, r *reassignment
 		r.completing, r.base = false, -1
 		return nil
 	}
+	// Kafka's B2: from here on the partition is no longer being
+	// reassigned; only the topic znode write is left.
+	r.replicas, r.adding, r.removing, r.finishing = slices.Clone(trs), nil, nil, true
 	c.setAssignment(tp, trs, nil, nil)
 	c.sendLeaderAndIsr([]cluster.TopicPartition{tp}, false, -1)
 	c.stopRemoved(tp, removed)
+	return c.reassignFinish(tp, r)
+}
+
+// reassignFinish is the end of B once its state write landed: RS = TRS in
+// the topic znode (and out of /admin/reassign_partitions), UpdateMetadata.
+func (c *controller) reassignFinish(tp cluster.TopicPartition, r *reassignment) error {
+	trs := r.replicas
 	if err := c.writeAssignment(tp, trs, nil, nil, true); err != nil {
 		return err
 	}
@@ -421,9 +562,16 @@ func (c *controller) setAssignment(tp cluster.TopicPartition, rs, adding, removi
 
 // stopRemoved sends StopReplica(delete) for tp to the live brokers of ids,
 // with the current leader epoch (Kafka's NonExistentReplica transition).
+// A replica still in the stored ISR is never deleted.
 func (c *controller) stopRemoved(tp cluster.TopicPartition, ids []int32) {
-	epoch := c.states[tp].LeaderEpoch
+	st := c.states[tp]
+	epoch := st.LeaderEpoch
 	for _, id := range ids {
+		if slices.Contains(st.Isr, id) {
+			c.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Int32("replica", id).Ints32("isr", st.Isr).
+				Msg("replica dropped by a reassignment is still in the ISR: not deleting it")
+			continue
+		}
 		c.sendStopReplicaAt(id, []cluster.TopicPartition{tp}, true, epoch)
 	}
 }
@@ -444,7 +592,7 @@ func (c *controller) writeAssignment(tp cluster.TopicPartition, rs, adding, remo
 		}
 		a, err := decodeTopicAssignmentFull(tp.Topic, data)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %w", errUnreadableTopicZNode, err)
 		}
 		a.Replicas[tp.Partition] = slices.Clone(rs)
 		a.Adding[tp.Partition], a.Removing[tp.Partition] = adding, removing

@@ -156,3 +156,71 @@ func TestZKReassignAndElect(t *testing.T) {
 		return nil
 	})
 }
+
+// TestZKUncleanLeaderElectionDefault: the dynamic cluster-wide
+// unclean.leader.election.enable, turned on through the Session, elects
+// the out-of-sync live replica of an offline partition at once (Kafka's
+// UncleanLeaderElectionEnable), with no other event.
+func TestZKUncleanLeaderElectionDefault(t *testing.T) {
+	srv := zktest.Start(t)
+	sender := &fakeSender{}
+	a := startBrokerWith(t, srv.Connect(), 1, sender)
+	b := startBrokerWith(t, srv.Connect(), 2, sender)
+	var ctrl, other *Session
+	eventually(t, 10*time.Second, func() error {
+		for _, s := range []*Session{a, b} {
+			if len(s.Brokers()) != 2 {
+				return fmt.Errorf("broker %d sees %d brokers", s.cfg.BrokerID, len(s.Brokers()))
+			}
+		}
+		switch {
+		case a.IsController():
+			ctrl, other = a, b
+		case b.IsController():
+			ctrl, other = b, a
+		default:
+			return errors.New("no controller")
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	oid, cid := other.cfg.BrokerID, ctrl.cfg.BrokerID
+	if err := ctrl.CreateTopic(ctx, TopicSpec{Name: "uc", Assignment: map[int32][]int32{0: {oid, cid}}, NumPartitions: -1, ReplicationFactor: -1}); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawConn(t, srv.Connect())
+	mustGet(t, raw, partitionStatePath("uc", 0))
+	// The leader drops the controller's replica from the ISR, then dies:
+	// the partition is offline, as unclean election is off.
+	data, st, err := raw.Get(partitionStatePath("uc", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := decodePartitionState(data, st.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Isr = []int32{oid}
+	if _, err := raw.Set(partitionStatePath("uc", 0), encodePartitionState(s), st.Version); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		st, err := stateOf(raw, "uc", 0)
+		if err != nil || st.Leader != cluster.NoLeader {
+			return fmt.Errorf("state %+v %v, want offline", st, err)
+		}
+		return nil
+	})
+	ctrl.SetUncleanLeaderElectionDefault(true)
+	eventually(t, 10*time.Second, func() error {
+		st, err := stateOf(raw, "uc", 0)
+		if err != nil || st.Leader != cid || !slices.Equal(st.Isr, []int32{cid}) {
+			return fmt.Errorf("state %+v %v, want %d elected uncleanly", st, err, cid)
+		}
+		return nil
+	})
+}

@@ -49,13 +49,15 @@ var updateScripts = flag.Bool("update", false, "rewrite testdata/controller expe
 
 // ctrlHarness drives one controller (and its successors) over a memStore.
 type ctrlHarness struct {
-	t      testing.TB
-	store  *memStore
-	ctrl   *controller
-	ctrlID int32
-	lines  *[]string // the output of the current command
-	sent   []sentRequest
-	topics map[string]map[int32][]int32 // every topic the script created, by its last assignment
+	t testing.TB
+	// uncleanDefault is the cluster-wide unclean.leader.election.enable.
+	uncleanDefault bool
+	store          *memStore
+	ctrl           *controller
+	ctrlID         int32
+	lines          *[]string // the output of the current command
+	sent           []sentRequest
+	topics         map[string]map[int32][]int32 // every topic the script created, by its last assignment
 	// zombies are deposed controllers that have not noticed, by broker id.
 	zombies map[int32]*controller
 	// fencedAt is len(sent) when each controller resigned: it must send
@@ -198,7 +200,8 @@ func (h *ctrlHarness) newController(id int32) *controller {
 				h.fencedAt[c] = len(h.sent)
 			}
 		},
-		Now: func() time.Time { return time.Unix(0, 0) },
+		Now:            func() time.Time { return time.Unix(0, 0) },
+		UncleanDefault: func() bool { return h.uncleanDefault },
 	})
 	h.ctrl = c
 	m.takeEvents() // the failover reads everything
@@ -358,6 +361,17 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		h.topics[args[0]] = a
 		h.store.put(configTopicPath(args[0]), encodeTopicConfig(cfg), 0)
 		h.store.put(topicPath(args[0]), encodeTopicAssignment(a), 0)
+	case "unclean_default":
+		// unclean_default BOOL: the cluster-wide unclean.leader.election.enable
+		// changes (Session.SetUncleanLeaderElectionDefault).
+		if len(args) != 1 {
+			return "", fmt.Errorf("unclean_default BOOL")
+		}
+		was := h.uncleanDefault
+		h.uncleanDefault = args[0] == "true"
+		if h.ctrl != nil && h.uncleanDefault && !was {
+			h.ctrl.step(pendingEvents{uncleanDefault: true})
+		}
 	case "config":
 		if len(args) != 2 {
 			return "", fmt.Errorf("config TOPIC unclean=BOOL")
@@ -1298,7 +1312,19 @@ func (h *ctrlHarness) adminCall(cmd string, args []string) error {
 		var err error
 		switch cmd {
 		case "reassign", "cancel":
-			res, err = c.alterReassignments(reqs)
+			var pending map[cluster.TopicPartition]*reassignment
+			res, pending, err = c.alterReassignments(reqs)
+			if err == nil && len(pending) > 0 {
+				// As the Session does: the retries run, then the
+				// request's time is up.
+				c.afterEvent(c.now())
+				h.settle()
+				if h.ctrl != c || c.fenced || c.stopped() {
+					err = ErrNotController
+				} else {
+					maps.Copy(res, c.checkReassignments(pending, true))
+				}
+			}
 		case "list":
 			if len(tps) == 0 {
 				tps = nil
@@ -1323,7 +1349,7 @@ func (h *ctrlHarness) adminCall(cmd string, args []string) error {
 				code = adminErrName(e)
 				// ZooKeeper failed under the request (UNKNOWN_SERVER_ERROR
 				// to a client): the client asks again.
-				retry = retry || strings.HasPrefix(code, "error: ")
+				retry = retry || strings.HasPrefix(code, "error: ") || code == "REQUEST_TIMED_OUT"
 			}
 			h.printf("result %s/%d %s", tp.Topic, tp.Partition, code)
 		}
@@ -1355,6 +1381,7 @@ func adminErrName(err error) string {
 		{cluster.ErrPreferredLeaderNotAvailable, "PREFERRED_LEADER_NOT_AVAILABLE"},
 		{cluster.ErrEligibleLeadersNotAvailable, "ELIGIBLE_LEADERS_NOT_AVAILABLE"},
 		{cluster.ErrTopicBeingDeleted, "INVALID_TOPIC_EXCEPTION"},
+		{context.DeadlineExceeded, "REQUEST_TIMED_OUT"},
 	} {
 		if errors.Is(err, x.err) {
 			return x.name

@@ -180,13 +180,21 @@ func (c *controller) skipState(tp cluster.TopicPartition, err error) bool {
 	return true
 }
 
+// uncleanDefault is the cluster-wide unclean.leader.election.enable.
+func (c *controller) uncleanDefault() bool {
+	if c.cfg.UncleanDefault != nil {
+		return c.cfg.UncleanDefault()
+	}
+	return c.cfg.UncleanLeaderElection
+}
+
 // readUncleanAllowed reads unclean.leader.election.enable for topic t from
 // /config/topics/<t>, falling back to the broker default when the node or
 // the key is missing or unreadable. A failed read is an error: deciding
 // on the default instead could elect uncleanly against the topic's
 // override. It is read before the election decision, never inside it.
 func (c *controller) readUncleanAllowed(t string) (bool, error) {
-	def := c.cfg.UncleanLeaderElection
+	def := c.uncleanDefault()
 	data, _, err := c.store.Get(configTopicPath(t))
 	if errors.Is(err, zk.ErrNoNode) {
 		return def, nil

@@ -435,3 +435,26 @@ func (c *controller) onTopicConfigChange(topics map[string]bool) error {
 	_, err := c.reconcile()
 	return err
 }
+
+// onUncleanDefaultEnabled is Kafka's UncleanLeaderElectionEnable event:
+// the cluster-wide unclean.leader.election.enable was turned on, so every
+// offline partition is elected for at once (each topic's override is
+// still read first: one that forbids it stays offline).
+func (c *controller) onUncleanDefaultEnabled() error {
+	if !c.uncleanDefault() {
+		return nil // turned off again meanwhile
+	}
+	n := 0
+	for tp, st := range c.states {
+		if _, alive := c.alive[st.Leader]; (st.Leader < 0 || !alive) && !c.isDeleting(tp.Topic) {
+			c.work.reconcile[tp] = true
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	c.log.Info().Int("partitions", n).Msg("unclean leader election enabled by broker config; electing for offline partitions")
+	_, err := c.reconcile()
+	return err
+}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -258,7 +260,15 @@ type fullAssignment struct {
 	Replicas map[int32][]int32
 	Adding   map[int32][]int32
 	Removing map[int32][]int32
+	// Version is the stored version (0: new); Extra are the fields this
+	// code does not know (topic_id of Kafka 2.8's version 3, ...), kept
+	// as stored so that a rewrite loses nothing.
+	Version int
+	Extra   map[string]json.RawMessage
 }
+
+// topicZNodeFields are the fields of topicAssignment.
+var topicZNodeFields = []string{"version", "partitions", "adding_replicas", "removing_replicas"}
 
 // decodeTopicAssignmentFull parses a version 1 or 2 topic znode, keeping
 // adding_replicas and removing_replicas (version 2, KIP-455); empty lists
@@ -274,6 +284,20 @@ func decodeTopicAssignmentFull(topic string, data []byte) (fullAssignment, error
 		return fullAssignment{}, decodeErr(topicPath(topic), errors.New("no partitions"))
 	}
 	a := fullAssignment{Replicas: t.Partitions, Adding: map[int32][]int32{}, Removing: map[int32][]int32{}}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err == nil {
+		for k, v := range fields {
+			if !slices.Contains(topicZNodeFields, k) {
+				if a.Extra == nil {
+					a.Extra = map[string]json.RawMessage{}
+				}
+				a.Extra[k] = v
+			}
+		}
+		if a.Extra != nil {
+			a.Version = t.Version
+		}
+	}
 	for _, x := range []struct {
 		from partitionReplicas
 		to   map[int32][]int32
@@ -292,10 +316,11 @@ func decodeTopicAssignmentFull(topic string, data []byte) (fullAssignment, error
 }
 
 // encodeTopicAssignmentFull writes a version 2 topic znode with the
-// reassignment state of a.
+// reassignment state of a, and a's unknown fields after the known ones
+// (with a's version if later: a version 3 znode keeps its topic_id).
 func encodeTopicAssignmentFull(a fullAssignment) []byte {
 	t := topicAssignment{
-		Version:          2,
+		Version:          max(2, a.Version),
 		Partitions:       partitionReplicas(a.Replicas),
 		AddingReplicas:   partitionReplicas{},
 		RemovingReplicas: partitionReplicas{},
@@ -310,7 +335,18 @@ func encodeTopicAssignmentFull(a fullAssignment) []byte {
 			t.RemovingReplicas[p] = rs
 		}
 	}
-	return marshal(t)
+	out := marshal(t)
+	if len(a.Extra) == 0 {
+		return out
+	}
+	out = out[:len(out)-1] // the closing brace
+	for _, k := range slices.Sorted(maps.Keys(a.Extra)) {
+		out = append(out, ',')
+		out = append(out, marshal(k)...)
+		out = append(out, ':')
+		out = append(out, a.Extra[k]...)
+	}
+	return append(out, '}')
 }
 
 // ---- /admin/reassign_partitions ----
