@@ -1,0 +1,143 @@
+package test
+
+// Replication throttles (KIP-73) on broker processes: a reassignment whose
+// replicas are listed in leader/follower.replication.throttled.replicas
+// copies at most the brokers' leader/follower.replication.throttled.rate,
+// as the leader's replication bytes-out counter and the throttle's
+// byte-rate gauges in /metrics show, while an unthrottled move beside it is
+// not slowed.
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fillPartition writes n records of size bytes (incompressible) to topic-p
+// and waits for every acknowledgement.
+func fillPartition(t *testing.T, c *Cluster, topic string, p int32, n, size int) {
+	t.Helper()
+	cl := c.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerBatchMaxBytes(256<<10))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		v := make([]byte, size)
+		_, _ = rand.Read(v)
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: []byte(fmt.Sprintf("%s-%06d", topic, i)), Value: v}, func(_ *kgo.Record, err error) { errs <- err })
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatalf("fill %s-%d: %v", topic, p, err)
+		}
+	}
+}
+
+// TestReassignThrottled: two single-replica topics of the same size on
+// broker 1 each gain a replica. The throttled one (leader throttle on 1,
+// follower throttle on 2, both brokers' rates at 256 KiB/s) takes at least
+// half of bytes/rate and its leader's replication bytes-out stays within
+// 1.5 times the rate; the unthrottled one, moving at the same time to
+// broker 3, finishes in less than half of that.
+func TestReassignThrottled(t *testing.T) {
+	const rate = 256 << 10
+	rateS := strconv.Itoa(rate)
+	c, urls := observeCluster(t, 3, failoverProps(nil))
+	adm := adminFor(t, c)
+	throttles := map[string]string{"leader.replication.throttled.rate": rateS, "follower.replication.throttled.rate": rateS}
+	setBrokerConfigs(t, c, adm, throttles, 1, 2, 3)
+
+	const thr, free = "thr", "free"
+	for _, topic := range []string{thr, free} {
+		createTopic(t, c, topic, 0, 0, [][]int32{{1}}, map[string]string{"min.insync.replicas": "1"})
+		fillPartition(t, c, topic, 0, 3000, 1000) // ~3 MB: about 12 s at the rate
+	}
+	setTopicConfigs(t, adm, thr, map[string]*string{
+		"leader.replication.throttled.replicas":   kmsg.StringPtr("0:1"),
+		"follower.replication.throttled.replicas": kmsg.StringPtr("0:2"),
+	})
+	size := dirBytes(c.Broker(1), thr, 0)
+	want := time.Duration(float64(size) / rate * float64(time.Second))
+	t.Logf("%s-0 and %s-0: %d bytes each on broker 1; at %d B/s the throttled copy needs %s", thr, free, size, rate, want.Round(time.Millisecond))
+
+	series := `kafka_server_brokertopicmetrics_replicationbytesout_total{topic="` + thr + `"}`
+	out0 := mustMetric(t, urls[1], series)
+	type sample struct {
+		at             time.Time
+		out            float64
+		leader, follow float64
+	}
+	var samples []sample
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			o, err1 := metric(urls[1], series)
+			l, err2 := metric(urls[1], "kafka_server_leaderreplication_byte_rate")
+			f, err3 := metric(urls[2], "kafka_server_followerreplication_byte_rate")
+			if err1 == nil && err2 == nil && err3 == nil {
+				samples = append(samples, sample{time.Now(), o, l, f})
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+
+	start := time.Now()
+	submitReassignment(t, adm, thr, assignment{0: {1, 2}})
+	submitReassignment(t, adm, free, assignment{0: {1, 3}})
+	freeEnd := waitReassigned(t, c, adm, free, assignment{0: {1, 3}}, 60*time.Second)
+	thrEnd := waitReassigned(t, c, adm, thr, assignment{0: {1, 2}}, 120*time.Second)
+	close(stop)
+	<-done
+	freeDur, thrDur := freeEnd.Sub(start), thrEnd.Sub(start)
+	var atEnd float64
+	for _, s := range samples {
+		if !s.at.After(thrEnd) {
+			atEnd = s.out
+		}
+	}
+	copied := atEnd - out0
+	avg := copied / thrDur.Seconds()
+	var maxLeader, maxFollow float64
+	for _, s := range samples {
+		maxLeader, maxFollow = max(maxLeader, s.leader), max(maxFollow, s.follow)
+	}
+	t.Logf("throttled move %s (bytes/rate %s), unthrottled %s; leader 1 sent %.0f replication bytes of %s, %.0f B/s on average (throttle %d B/s); byte-rate gauges peaked at %.0f (leader 1) and %.0f (follower 2)",
+		thrDur.Round(time.Millisecond), want.Round(time.Millisecond), freeDur.Round(time.Millisecond), copied, thr, avg, rate, maxLeader, maxFollow)
+	logFigures(t, t.Name(), map[string]any{"rate": rate, "bytes": size, "throttled_ms": thrDur.Milliseconds(),
+		"unthrottled_ms": freeDur.Milliseconds(), "avg_rate": avg, "leader_gauge_max": maxLeader, "follower_gauge_max": maxFollow})
+
+	if thrDur < want/2 {
+		t.Errorf("throttled move took %s, less than half of bytes/rate %s: the throttle did not hold", thrDur, want)
+	}
+	if avg > 1.5*rate {
+		t.Errorf("leader's replication bytes-out of %s averaged %.0f B/s over the move, above 1.5 x the %d B/s throttle", thr, avg, rate)
+	}
+	if copied < float64(size)/2 {
+		t.Errorf("leader's replication bytes-out of %s grew by %.0f, less than half the %d bytes copied: the counter is not measuring the move", thr, copied, size)
+	}
+	if freeDur > want/2 {
+		t.Errorf("unthrottled move took %s, more than half of the throttled bytes/rate %s: unthrottled replicas were slowed", freeDur, want)
+	}
+	if maxLeader <= 0 || maxFollow <= 0 {
+		t.Errorf("throttle gauges never above 0 during the move: kafka_server_leaderreplication_byte_rate %.0f on 1, kafka_server_followerreplication_byte_rate %.0f on 2", maxLeader, maxFollow)
+	}
+	if maxLeader > 2*rate || maxFollow > 2*rate {
+		t.Errorf("throttle gauges above twice the rate: leader %.0f follower %.0f, rate %d", maxLeader, maxFollow, rate)
+	}
+	if got := dirBytes(c.Broker(2), thr, 0); got != size {
+		t.Errorf("new replica of %s-0 on broker 2 holds %d bytes of segments, the leader %d", thr, got, size)
+	}
+}
