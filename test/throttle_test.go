@@ -19,12 +19,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// fillPartition writes n records of size bytes (incompressible) to topic-p
-// and waits for every acknowledgement.
+// fillPartition writes n records of size bytes (incompressible, in
+// batches of at most 32 KiB) to topic-p and waits for every
+// acknowledgement.
 func fillPartition(t *testing.T, c *Cluster, topic string, p int32, n, size int) {
 	t.Helper()
 	cl := c.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.ProducerBatchMaxBytes(256<<10))
+		kgo.ProducerBatchMaxBytes(32<<10))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	errs := make(chan error, n)
@@ -49,7 +50,9 @@ func fillPartition(t *testing.T, c *Cluster, topic string, p int32, n, size int)
 func TestReassignThrottled(t *testing.T) {
 	const rate = 256 << 10
 	rateS := strconv.Itoa(rate)
-	c, urls := observeCluster(t, 3, failoverProps(nil))
+	// Fetches of at most 64 KiB (batches of 32 KiB) keep the burst a
+	// throttled follower's first fetch may take small beside the rate.
+	c, urls := observeCluster(t, 3, failoverProps(map[string]string{"replica.fetch.max.bytes": "65536"}))
 	adm := adminFor(t, c)
 	throttles := map[string]string{"leader.replication.throttled.rate": rateS, "follower.replication.throttled.rate": rateS}
 	setBrokerConfigs(t, c, adm, throttles, 1, 2, 3)
@@ -110,14 +113,21 @@ func TestReassignThrottled(t *testing.T) {
 	}
 	copied := atEnd - out0
 	avg := copied / thrDur.Seconds()
-	var maxLeader, maxFollow float64
-	for _, s := range samples {
+	var maxLeader, maxFollow, max2s float64
+	for i, s := range samples {
 		maxLeader, maxFollow = max(maxLeader, s.leader), max(maxFollow, s.follow)
+		for j := i + 1; j < len(samples) && !samples[j].at.After(thrEnd); j++ {
+			if d := samples[j].at.Sub(s.at); d >= 2*time.Second {
+				max2s = max(max2s, (samples[j].out-s.out)/d.Seconds())
+				break
+			}
+		}
 	}
+	t.Logf("highest replication bytes-out rate of %s over a 2 s window during the move: %.0f B/s", thr, max2s)
 	t.Logf("throttled move %s (bytes/rate %s), unthrottled %s; leader 1 sent %.0f replication bytes of %s, %.0f B/s on average (throttle %d B/s); byte-rate gauges peaked at %.0f (leader 1) and %.0f (follower 2)",
 		thrDur.Round(time.Millisecond), want.Round(time.Millisecond), freeDur.Round(time.Millisecond), copied, thr, avg, rate, maxLeader, maxFollow)
 	logFigures(t, t.Name(), map[string]any{"rate": rate, "bytes": size, "throttled_ms": thrDur.Milliseconds(),
-		"unthrottled_ms": freeDur.Milliseconds(), "avg_rate": avg, "leader_gauge_max": maxLeader, "follower_gauge_max": maxFollow})
+		"unthrottled_ms": freeDur.Milliseconds(), "avg_rate": avg, "max_2s_rate": max2s, "leader_gauge_max": maxLeader, "follower_gauge_max": maxFollow})
 
 	if thrDur < want/2 {
 		t.Errorf("throttled move took %s, less than half of bytes/rate %s: the throttle did not hold", thrDur, want)
