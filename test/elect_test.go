@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -57,7 +58,8 @@ func partSet(topic string, ps ...int32) kadm.TopicsSet {
 // for all partitions moves it back; a partition led by its preferred
 // replica answers ELECTION_NOT_NEEDED, one whose preferred replica is down
 // PREFERRED_LEADER_NOT_AVAILABLE, and an unknown partition
-// UNKNOWN_TOPIC_OR_PARTITION.
+// UNKNOWN_TOPIC_OR_PARTITION. The legacy /admin/preferred_replica_election
+// znode does the same for the partition it names and is deleted.
 func TestElectLeadersPreferred(t *testing.T) {
 	c := NewCluster(t, 3, failoverProps(nil))
 	const topic = "elect"
@@ -116,6 +118,33 @@ func TestElectLeadersPreferred(t *testing.T) {
 		waitMetadataLeaders(t, c, b, topic, 3)
 	}
 	t.Logf("preferred election answered and written %s after the request: %v", time.Since(elected).Round(time.Millisecond), back)
+
+	// The 2.x path: /admin/preferred_replica_election written directly, as
+	// kafka-preferred-replica-election.sh --zookeeper did, for p1 after its
+	// preferred leader 2 was bounced.
+	c.Broker(2).Restart()
+	c.waitState(t, topic, 1, 60*time.Second, func(s partState) error {
+		if s.Leader == 2 || !s.inISR(2) {
+			return fmt.Errorf("want 2 back in the ISR, not leading")
+		}
+		return nil
+	})
+	data := fmt.Sprintf(`{"version":1,"partitions":[{"topic":%q,"partition":1}]}`, topic)
+	if _, err := c.ZK.Create(c.Path("/admin/preferred_replica_election"), []byte(data), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatalf("create /admin/preferred_replica_election: %v", err)
+	}
+	c.waitState(t, topic, 1, 20*time.Second, func(s partState) error {
+		if s.Leader != 2 {
+			return fmt.Errorf("leader %d after /admin/preferred_replica_election, want the preferred 2", s.Leader)
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, func() error {
+		if _, _, err := c.Get("/admin/preferred_replica_election"); !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("/admin/preferred_replica_election still there (err %v)", err)
+		}
+		return nil
+	})
 	acked := prod.Stop(false)
 	checkHistory(t, "after the preferred elections", recsOf(acked), readAll(t, c.liveSeeds(), topic, readTimeout), false)
 }
