@@ -15,6 +15,11 @@ type PartitionAssignment struct {
 	LeaderAndIsr   LeaderAndIsr
 	// IsNew is true when the partition was just created (Kafka's is_new).
 	IsNew bool
+	// AddingReplicas and RemovingReplicas are the replicas a reassignment
+	// in progress adds to and removes from Replicas (KIP-455; LeaderAndIsr
+	// v3+); both empty when the partition is not being reassigned.
+	AddingReplicas   []int32
+	RemovingReplicas []int32
 }
 
 // LeaderAndIsrRequest tells a broker which of its replicas lead and which

@@ -134,4 +134,9 @@ type PartitionState struct {
 	Replicas       []int32
 	LeaderAndIsr   cluster.LeaderAndIsr
 	Config         cluster.LogConfig
+	// AddingReplicas and RemovingReplicas are the replicas a reassignment
+	// in progress adds and removes (a subset of Replicas each); empty when
+	// none runs.
+	AddingReplicas   []int32
+	RemovingReplicas []int32
 }

@@ -7,10 +7,11 @@ package protocol
 //
 //   - v0-v1 list partition states ungrouped, each naming its topic; v2+
 //     group them by topic and carry the receiver's BrokerEpoch (KIP-380).
-//     IsNew from v1. v3-v4 AddingReplicas/RemovingReplicas (reassignment)
-//     are read and dropped: cluster.PartitionAssignment has no place for
-//     them and this broker does not reassign. v4 is flexible. v5 adds topic
-//     ids and the request type, which we do not have.
+//     IsNew from v1. v3+ carry AddingReplicas/RemovingReplicas of a
+//     reassignment in progress (KIP-455), passed on in
+//     cluster.PartitionAssignment (and dropped when encoding below v3). v4
+//     is flexible. v5 adds topic ids and the request type, which we do not
+//     have.
 //   - Fencing (admitControl): any request before this broker registered
 //     (Config.BrokerEpoch() is 0) answers BROKER_NOT_AVAILABLE, which the
 //     controller retries; a BrokerEpoch other than -1 and older than
@@ -106,7 +107,7 @@ func leaderAndIsrFromKmsg(req *kmsg.LeaderAndISRRequest, listener string) cluste
 		out.BrokerEpoch = req.BrokerEpoch
 	}
 	add := func(topic string, p *kmsg.LeaderAndISRRequestTopicPartition) {
-		out.Partitions = append(out.Partitions, cluster.PartitionAssignment{
+		pa := cluster.PartitionAssignment{
 			TopicPartition: cluster.TopicPartition{Topic: topic, Partition: p.Partition},
 			Replicas:       int32s(p.Replicas),
 			LeaderAndIsr: cluster.LeaderAndIsr{
@@ -117,7 +118,11 @@ func leaderAndIsrFromKmsg(req *kmsg.LeaderAndISRRequest, listener string) cluste
 				ZkVersion:       p.ZKVersion,
 			},
 			IsNew: req.Version >= 1 && p.IsNew,
-		})
+		}
+		if req.Version >= 3 {
+			pa.AddingReplicas, pa.RemovingReplicas = int32s(p.AddingReplicas), int32s(p.RemovingReplicas)
+		}
+		out.Partitions = append(out.Partitions, pa)
 	}
 	if req.Version < 2 {
 		for i := range req.PartitionStates {
@@ -157,6 +162,9 @@ func leaderAndIsrToKmsg(r cluster.LeaderAndIsrRequest, version int16, listener s
 		kp.ZKVersion = p.LeaderAndIsr.ZkVersion
 		kp.Replicas = p.Replicas
 		kp.IsNew = p.IsNew
+		if version >= 3 {
+			kp.AddingReplicas, kp.RemovingReplicas = p.AddingReplicas, p.RemovingReplicas
+		}
 		return kp
 	}
 	if version < 2 {

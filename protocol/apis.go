@@ -34,6 +34,7 @@ const (
 	needsConfigAdmin                      // Config.Admin implements ConfigAdmin
 	needsRecordDeleter                    // Config.Replicas implements RecordDeleter
 	needsLogDirs                          // Config.Replicas implements LogDirs
+	needsClusterControl                   // Config.Admin implements ClusterControl
 )
 
 // supportedAPIs is the one table of what this package can serve. A
@@ -74,6 +75,12 @@ const (
 //     code, v4 dir sizes), CreatePartitions 0-3, IncrementalAlterConfigs
 //     0-1 (the whole range), DescribeCluster 0-1 (v2 lists fenced brokers,
 //     a KRaft notion).
+//   - The controller's admin operations (Config.Admin implements
+//     ClusterControl): ElectLeaders 0-2 (the whole range: v1 adds the
+//     election type, v2 is flexible), AlterPartitionReassignments 0 (v1 is
+//     KIP-860's allowReplicationFactorChange, of Kafka 4.0) and
+//     ListPartitionReassignments 0 (the whole range), as Kafka 3.x serves
+//     them; kadm and kafka-reassign-partitions.sh use these.
 var supportedAPIs = []apiRange{
 	{key: 0, min: 3, max: 9},                              // Produce
 	{key: 1, min: 4, max: 12},                             // Fetch
@@ -103,7 +110,10 @@ var supportedAPIs = []apiRange{
 	{key: 35, min: 0, max: 2, needs: needsLogDirs},        // DescribeLogDirs
 	{key: 37, min: 0, max: 3, needs: needsPartitionAdmin}, // CreatePartitions
 	{key: 42, min: 0, max: 2, needs: needsGroups},         // DeleteGroups
+	{key: 43, min: 0, max: 2, needs: needsClusterControl}, // ElectLeaders
 	{key: 44, min: 0, max: 1, needs: needsConfigAdmin},    // IncrementalAlterConfigs
+	{key: 45, min: 0, max: 0, needs: needsClusterControl}, // AlterPartitionReassignments
+	{key: 46, min: 0, max: 0, needs: needsClusterControl}, // ListPartitionReassignments
 	{key: 60, min: 0, max: 1},                             // DescribeCluster
 }
 
@@ -119,6 +129,7 @@ func servedAPIs(cfg *Config) []apiRange {
 		case r.needs == needsConfigAdmin && !implements[ConfigAdmin](cfg.Admin):
 		case r.needs == needsRecordDeleter && !implements[RecordDeleter](cfg.Replicas):
 		case r.needs == needsLogDirs && !implements[LogDirs](cfg.Replicas):
+		case r.needs == needsClusterControl && !implements[ClusterControl](cfg.Admin):
 		default:
 			out = append(out, r)
 		}
@@ -257,6 +268,20 @@ func (s *Server) handle(ctx context.Context, rc *reqContext, req kmsg.Request) (
 		return s.handleListGroups(ctx, rc, r)
 	case *kmsg.DeleteGroupsRequest:
 		return s.handleDeleteGroups(ctx, rc, r)
+	}
+	return s.handleClusterControl(ctx, rc, req)
+}
+
+// handleClusterControl runs the handlers of the controller's admin
+// operations (ClusterControl).
+func (s *Server) handleClusterControl(ctx context.Context, rc *reqContext, req kmsg.Request) (kmsg.Response, error) {
+	switch r := req.(type) {
+	case *kmsg.ElectLeadersRequest:
+		return s.handleElectLeaders(ctx, rc, r)
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		return s.handleAlterPartitionReassignments(ctx, rc, r)
+	case *kmsg.ListPartitionReassignmentsRequest:
+		return s.handleListPartitionReassignments(ctx, rc, r)
 	}
 	// parseRequest only builds requests for keys in supportedAPIs, so this
 	// is a table without a handler: a programming error.

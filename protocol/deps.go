@@ -153,6 +153,28 @@ type ConfigAdmin interface {
 	AlterTopicConfig(ctx context.Context, topic string, alter func(current map[string]string) (map[string]string, error), validateOnly bool) error
 }
 
+// ClusterControl is a capability beside Admin: the controller's admin
+// operations, served (and advertised) only when Config.Admin implements
+// it. Each is answered by the controller only; another broker returns
+// cluster.ErrNotController (the top-level NOT_CONTROLLER), as Kafka's.
+type ClusterControl interface {
+	// AlterPartitionReassignments starts the reassignment of each
+	// partition in reqs to its target replicas, or cancels it for a nil
+	// target, and returns each partition's outcome (nil: started), with
+	// errors wrapping cluster.ErrInvalidReplicaAssignment,
+	// ErrUnknownTopic or ErrNoReassignmentInProgress.
+	AlterPartitionReassignments(ctx context.Context, reqs map[cluster.TopicPartition][]int32) (map[cluster.TopicPartition]error, error)
+	// ListPartitionReassignments lists the partitions of tps (nil: all)
+	// being reassigned; others are left out.
+	ListPartitionReassignments(ctx context.Context, tps []cluster.TopicPartition) ([]cluster.PartitionReassignment, error)
+	// ElectLeaders elects leaders of typ for tps (nil: all partitions) and
+	// returns each partition's outcome (nil: elected), with errors
+	// wrapping cluster.ErrUnknownTopic, ErrElectionNotNeeded,
+	// ErrPreferredLeaderNotAvailable, ErrEligibleLeadersNotAvailable or
+	// ErrTopicBeingDeleted.
+	ElectLeaders(ctx context.Context, typ cluster.ElectionType, tps []cluster.TopicPartition) (map[cluster.TopicPartition]error, error)
+}
+
 // RecordDeleter serves DeleteRecords; partition.Manager implements it.
 type RecordDeleter interface {
 	// DeleteRecords moves the log start offset of tp, led here, to offset

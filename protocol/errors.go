@@ -73,6 +73,11 @@ var errorCodes = []struct {
 	{cluster.ErrStaleControllerEpoch, kerr.StaleControllerEpoch},
 	{cluster.ErrStaleBrokerEpoch, kerr.StaleBrokerEpoch},
 	{cluster.ErrBrokerNotAvailable, kerr.BrokerNotAvailable},
+	{cluster.ErrNoReassignmentInProgress, kerr.NoReassignmentInProgress},
+	{cluster.ErrElectionNotNeeded, kerr.ElectionNotNeeded},
+	{cluster.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
+	{cluster.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
+	{cluster.ErrTopicBeingDeleted, kerr.InvalidTopicException},
 
 	// A wait bounded by the request's timeout, or cut short because the
 	// server is closing: the client should retry, as after any timeout.

@@ -241,6 +241,8 @@ type fakeCluster struct {
 	// defaults the topic defaults they give (DefaultLogConfig if unset).
 	static   map[string]string
 	defaults *cluster.LogConfig
+	// control is the controller's admin operations (ClusterControl).
+	control fakeControl
 }
 
 func newFakeCluster(r *fakeReplicas, brokers ...cluster.Broker) *fakeCluster {

@@ -150,6 +150,9 @@ func (s *Session) becomeController(epoch, epochZkVersion int32) {
 	if err := s.refreshIsrChanges(); err != nil {
 		s.markDirty("read isr changes", err)
 	}
+	if err := s.refreshAdminRequests(0); err != nil {
+		s.markDirty("read admin requests", err)
+	}
 }
 
 // resign drops controllership (KC onControllerResignation): the loop is
@@ -170,6 +173,7 @@ func (s *Session) resign(why string) {
 		c.stop()
 	}
 	delete(s.armed, watchKey{kind: wIsrChanges})
+	s.forgetAdminRequestWatches()
 	if !was {
 		return
 	}

@@ -55,8 +55,15 @@ func (c *controller) failover() error {
 	}
 	clear(c.assignments)
 	clear(c.states)
+	clear(c.reassigning)
+	clear(c.adding)
+	clear(c.removing)
+	clear(c.work.reassign)
 	for _, t := range slices.Sorted(maps.Keys(loaded)) {
 		c.commitTopic(t, loaded[t])
+		if !loaded[t].gone {
+			c.resumeReassignments(t, loaded[t].full)
+		}
 	}
 	c.log.Info().Int("brokers", len(c.alive)).Int("topics", len(c.assignments)).Int("partitions", len(c.states)).
 		Msg("controller failover: context loaded")
@@ -69,6 +76,8 @@ func (c *controller) failover() error {
 		c.work.reconcile[tp] = true
 	}
 	c.work.events.deletions = true
+	c.work.events.reassign = true
+	c.work.events.preferredElection = true
 	return nil
 }
 
@@ -176,6 +185,13 @@ func (c *controller) onBrokerStartup(born []cluster.Broker) error {
 	for _, tp := range c.partitionsWithState() {
 		if _, ok := c.alive[c.states[tp].Leader]; !ok {
 			c.work.reconcile[tp] = true
+		}
+	}
+	// A reassignment with a replica on a started broker may go on
+	// (Kafka's onBrokerStartup resumes them).
+	for tp := range c.reassigning {
+		if hasAny(c.replicas(tp), ids) {
+			c.work.reassign[tp] = true
 		}
 	}
 	return c.drain()

@@ -65,6 +65,10 @@ type pendingEvents struct {
 	// unclean.leader.election.enable must elect for their offline
 	// partitions at once (Kafka's TopicUncleanLeaderElectionEnable).
 	configs map[string]bool
+	// reassign: /admin/reassign_partitions was created or changed.
+	reassign bool
+	// preferredElection: /admin/preferred_replica_election was created.
+	preferredElection bool
 }
 
 func (p *pendingEvents) merge(o pendingEvents) {
@@ -72,6 +76,8 @@ func (p *pendingEvents) merge(o pendingEvents) {
 	p.topicList = p.topicList || o.topicList
 	p.deletions = p.deletions || o.deletions
 	p.isrChanges = p.isrChanges || o.isrChanges
+	p.reassign = p.reassign || o.reassign
+	p.preferredElection = p.preferredElection || o.preferredElection
 	for t := range o.topics {
 		if p.topics == nil {
 			p.topics = map[string]bool{}
@@ -87,7 +93,8 @@ func (p *pendingEvents) merge(o pendingEvents) {
 }
 
 func (p *pendingEvents) empty() bool {
-	return !p.brokers && !p.topicList && !p.deletions && !p.isrChanges && len(p.topics) == 0 && len(p.configs) == 0
+	return !p.brokers && !p.topicList && !p.deletions && !p.isrChanges && len(p.topics) == 0 && len(p.configs) == 0 &&
+		!p.reassign && !p.preferredElection
 }
 
 // ctrlWork is what the controller still has to do. An item leaves only
@@ -112,10 +119,14 @@ type ctrlWork struct {
 	// with the new list: a failed step must not lose it, as the retry
 	// sees no change of brokers any more.
 	metadataAll bool
+	// reassign lists reassigning partitions (c.reassigning) with a step to
+	// take; one waiting for its target to join the ISR is not here.
+	reassign map[cluster.TopicPartition]bool
 }
 
 func (w *ctrlWork) pending() bool {
-	return w.failover || !w.events.empty() || len(w.sync) > 0 || len(w.init) > 0 || len(w.reconcile) > 0 || w.metadataAll
+	return w.failover || !w.events.empty() || len(w.sync) > 0 || len(w.init) > 0 || len(w.reconcile) > 0 || w.metadataAll ||
+		len(w.reassign) > 0
 }
 
 // hasWork reports whether the loop has work to retry: work items, or
@@ -192,7 +203,13 @@ type controller struct {
 	// UpdateMetadata (leader -2) that announces its end; an entry leaves
 	// when that was sent.
 	deleting map[string][]cluster.TopicPartitionInfo
-	fenced   bool
+	// reassigning holds the partitions being reassigned (ctrlreassign.go);
+	// adding and removing are AR and RR of the context's assignment (as in
+	// the topic znodes), for the partitions that have any.
+	reassigning map[cluster.TopicPartition]*reassignment
+	adding      map[cluster.TopicPartition][]int32
+	removing    map[cluster.TopicPartition][]int32
+	fenced      bool
 	// elected counts the partitions given a new live leader by the event
 	// being handled (see afterEvent).
 	elected int
@@ -272,9 +289,13 @@ func newControllerWith(cfg controllerConfig) *controller {
 			sync:      map[int32]int64{},
 			init:      map[cluster.TopicPartition]bool{},
 			reconcile: map[cluster.TopicPartition]bool{},
+			reassign:  map[cluster.TopicPartition]bool{},
 		},
-		unknown:  map[cluster.TopicPartition]cluster.LeaderAndIsr{},
-		deleting: map[string][]cluster.TopicPartitionInfo{},
+		reassigning: map[cluster.TopicPartition]*reassignment{},
+		adding:      map[cluster.TopicPartition][]int32{},
+		removing:    map[cluster.TopicPartition][]int32{},
+		unknown:     map[cluster.TopicPartition]cluster.LeaderAndIsr{},
+		deleting:    map[string][]cluster.TopicPartitionInfo{},
 	}
 }
 
@@ -436,6 +457,8 @@ func (c *controller) step(ev pendingEvents) {
 	step(ev.deletions, c.onDeleteTopics, pendingEvents{deletions: true})
 	step(ev.isrChanges, c.onIsrChange, pendingEvents{isrChanges: true})
 	step(len(ev.configs) > 0, func() error { return c.onTopicConfigChange(ev.configs) }, pendingEvents{configs: ev.configs})
+	step(ev.reassign, c.onLegacyReassignment, pendingEvents{reassign: true})
+	step(ev.preferredElection, c.onPreferredElectionZnode, pendingEvents{preferredElection: true})
 }
 
 func (c *controller) stepFailed(err error) {
@@ -458,6 +481,9 @@ func (c *controller) drain() error {
 		return err
 	}
 	if _, err := c.reconcile(); err != nil {
+		return err
+	}
+	if err := c.reassignPartitions(); err != nil {
 		return err
 	}
 	if err := c.readBackUnknown(); err != nil {

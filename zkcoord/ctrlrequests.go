@@ -147,7 +147,8 @@ func (c *controller) sendLeaderAndIsr(tps []cluster.TopicPartition, isNew bool, 
 		if !ok || replicas == nil {
 			continue
 		}
-		pa := cluster.PartitionAssignment{TopicPartition: tp, Replicas: slices.Clone(replicas), IsNew: isNew}
+		pa := cluster.PartitionAssignment{TopicPartition: tp, Replicas: slices.Clone(replicas), IsNew: isNew,
+			AddingReplicas: slices.Clone(c.adding[tp]), RemovingReplicas: slices.Clone(c.removing[tp])}
 		pa.LeaderAndIsr = st
 		pa.LeaderAndIsr.Isr = slices.Clone(st.Isr)
 		for _, r := range replicas {
@@ -182,6 +183,13 @@ func (c *controller) sendLeaderAndIsr(tps []cluster.TopicPartition, isNew bool, 
 }
 
 func (c *controller) sendStopReplica(to int32, tps []cluster.TopicPartition, del bool) {
+	c.sendStopReplicaAt(to, tps, del, -1)
+}
+
+// sendStopReplicaAt is sendStopReplica with the leader epoch to send for
+// every partition (epoch >= 0; -1: the default, LeaderDuringDelete for a
+// deletion, the context's leader epoch otherwise).
+func (c *controller) sendStopReplicaAt(to int32, tps []cluster.TopicPartition, del bool, epoch int32) {
 	b, ok := c.alive[to]
 	q := c.queues[to]
 	if !ok || q == nil || len(tps) == 0 || c.stopped() {
@@ -189,7 +197,9 @@ func (c *controller) sendStopReplica(to int32, tps []cluster.TopicPartition, del
 	}
 	epochs := make(map[cluster.TopicPartition]int32, len(tps))
 	for _, tp := range tps {
-		if del {
+		if epoch >= 0 {
+			epochs[tp] = epoch
+		} else if del {
 			epochs[tp] = LeaderDuringDelete
 		} else {
 			epochs[tp] = c.states[tp].LeaderEpoch

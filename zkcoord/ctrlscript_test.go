@@ -127,6 +127,9 @@ func (h *ctrlHarness) LeaderAndIsr(_ context.Context, to cluster.Broker, req clu
 		if pa.IsNew {
 			isNew = " new"
 		}
+		if len(pa.AddingReplicas)+len(pa.RemovingReplicas) > 0 {
+			isNew += fmt.Sprintf(" adding=%s removing=%s", ints(pa.AddingReplicas), ints(pa.RemovingReplicas))
+		}
 		s := pa.LeaderAndIsr
 		h.printf("   %s/%d leader=%d leader_epoch=%d isr=%s zk_version=%d replicas=%s%s", pa.TopicPartition.Topic, pa.TopicPartition.Partition,
 			s.Leader, s.LeaderEpoch, ints(s.Isr), s.ZkVersion, ints(pa.Replicas), isNew)
@@ -483,6 +486,36 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 	case "dump":
 		h.dump()
 		return strings.Join(*h.lines, "\n"), nil
+	case "reassign", "cancel", "leaders", "list":
+		if err := h.adminCall(f[0], args); err != nil {
+			return "", err
+		}
+		return strings.Join(*h.lines, "\n"), h.checkSilentAfterFence()
+	case "legacy":
+		// legacy T/P=R,R ...: a 2.x tool writes /admin/reassign_partitions.
+		m := map[cluster.TopicPartition][]int32{}
+		for _, a := range args {
+			k, v, _ := strings.Cut(a, "=")
+			tp, err := parseTP(k)
+			if err != nil {
+				return "", err
+			}
+			if m[tp], err = parseInts(v); err != nil {
+				return "", err
+			}
+		}
+		h.store.put(reassignPartitionsPath, encodeLegacyReassignment(m), 0)
+	case "preferred":
+		// preferred T/P ...: a 2.x tool writes /admin/preferred_replica_election.
+		var tps []cluster.TopicPartition
+		for _, a := range args {
+			tp, err := parseTP(a)
+			if err != nil {
+				return "", err
+			}
+			tps = append(tps, tp)
+		}
+		h.store.put(preferredReplicaElectionPath, encodePreferredElection(tps), 0)
 	default:
 		return "", fmt.Errorf("unknown command %q", f[0])
 	}
@@ -624,11 +657,36 @@ func (h *ctrlHarness) snapshot(full bool) []string {
 					p, st.Leader, st.LeaderEpoch, ints(st.Isr), st.ControllerEpoch, st.ZkVersion)
 			}
 			out = append(out, line)
-		case parent(p) == topicsPath, parent(p) == deleteTopicsRootPath, parent(p) == isrChangeNotificationPath:
+		case parent(p) == topicsPath:
+			out = append(out, p+h.assignmentNote(p[len(topicsPath)+1:], n.data))
+		case parent(p) == deleteTopicsRootPath, parent(p) == isrChangeNotificationPath:
 			out = append(out, p)
+		case p == reassignPartitionsPath, p == preferredReplicaElectionPath:
+			out = append(out, fmt.Sprintf("%s %s", p, n.data))
 		}
 	}
 	return out
+}
+
+// assignmentNote shows a topic znode's assignment when it is not the one
+// the script created (a reassignment changed it), with its adding and
+// removing replicas.
+func (h *ctrlHarness) assignmentNote(t string, data []byte) string {
+	a, err := decodeTopicAssignmentFull(t, data)
+	if err != nil {
+		return " " + err.Error()
+	}
+	if maps.EqualFunc(a.Replicas, h.topics[t], slices.Equal[[]int32]) && len(a.Adding)+len(a.Removing) == 0 {
+		return ""
+	}
+	show := func(m map[int32][]int32) string {
+		var s []string
+		for _, p := range slices.Sorted(maps.Keys(m)) {
+			s = append(s, fmt.Sprintf("%d:%s", p, ints(m[p])))
+		}
+		return strings.Join(s, ";")
+	}
+	return fmt.Sprintf(" replicas=%s adding=%s removing=%s", show(a.Replicas), show(a.Adding), show(a.Removing))
 }
 
 // ---- the end-state checks ----
@@ -1127,4 +1185,116 @@ func (f *fenceSpy) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		f.mark()
 	}
 	return res, err
+}
+
+// adminCall runs an admin request on the controller, as a client would:
+// retried against the current controller while it answers NOT_CONTROLLER
+// (kadm refreshes the controller and retries).
+//
+//	reassign T/P R,R,... [T/P R,R,...]  AlterPartitionReassignments
+//	cancel T/P ...                      AlterPartitionReassignments, null replicas
+//	list [T/P ...]                      ListPartitionReassignments (none: all)
+//	leaders preferred|unclean [T/P ...] ElectLeaders (none: all partitions)
+func (h *ctrlHarness) adminCall(cmd string, args []string) error {
+	var tps []cluster.TopicPartition
+	reqs := map[cluster.TopicPartition][]int32{}
+	typ := cluster.ElectPreferred
+	if cmd == "leaders" {
+		if len(args) == 0 {
+			return fmt.Errorf("leaders preferred|unclean [T/P ...]")
+		}
+		if args[0] == "unclean" {
+			typ = cluster.ElectUnclean
+		}
+		args = args[1:]
+	}
+	for i := 0; i < len(args); i++ {
+		tp, err := parseTP(args[i])
+		if err != nil {
+			return err
+		}
+		tps = append(tps, tp)
+		if cmd == "reassign" {
+			if i+1 >= len(args) {
+				return fmt.Errorf("reassign T/P R,R,...")
+			}
+			i++
+			r, err := parseInts(args[i])
+			if err != nil {
+				return err
+			}
+			if r == nil {
+				r = []int32{}
+			}
+			reqs[tp] = r
+		} else {
+			reqs[tp] = nil
+		}
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		c := h.ctrl
+		if c == nil {
+			h.printf("%s: no controller", cmd)
+			return nil
+		}
+		var res map[cluster.TopicPartition]error
+		var list []cluster.PartitionReassignment
+		var err error
+		switch cmd {
+		case "reassign", "cancel":
+			res, err = c.alterReassignments(reqs)
+		case "list":
+			if len(tps) == 0 {
+				tps = nil
+			}
+			list, err = c.listReassignments(tps)
+		case "leaders":
+			if len(tps) == 0 {
+				tps = nil
+			}
+			res, err = c.electLeaders(typ, tps)
+		}
+		c.afterEvent(c.now())
+		if err != nil {
+			h.printf("%s error: %v", cmd, err)
+			h.settle()
+			continue
+		}
+		for _, tp := range slices.SortedFunc(maps.Keys(res), compareTP) {
+			code := "NONE"
+			if e := res[tp]; e != nil {
+				code = adminErrName(e)
+			}
+			h.printf("result %s/%d %s", tp.Topic, tp.Partition, code)
+		}
+		for _, r := range list {
+			h.printf("reassigning %s/%d replicas=%s adding=%s removing=%s", r.TopicPartition.Topic, r.TopicPartition.Partition,
+				ints(r.Replicas), ints(r.AddingReplicas), ints(r.RemovingReplicas))
+		}
+		h.settle()
+		return nil
+	}
+	h.t.Fatalf("%s never succeeded", cmd)
+	return nil
+}
+
+// adminErrName is the Kafka error name of a controller operation's error.
+func adminErrName(err error) string {
+	for _, x := range []struct {
+		err  error
+		name string
+	}{
+		{cluster.ErrUnknownTopic, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{cluster.ErrInvalidReplicaAssignment, "INVALID_REPLICA_ASSIGNMENT"},
+		{cluster.ErrNoReassignmentInProgress, "NO_REASSIGNMENT_IN_PROGRESS"},
+		{cluster.ErrElectionNotNeeded, "ELECTION_NOT_NEEDED"},
+		{cluster.ErrPreferredLeaderNotAvailable, "PREFERRED_LEADER_NOT_AVAILABLE"},
+		{cluster.ErrEligibleLeadersNotAvailable, "ELIGIBLE_LEADERS_NOT_AVAILABLE"},
+		{cluster.ErrTopicBeingDeleted, "INVALID_TOPIC_EXCEPTION"},
+	} {
+		if errors.Is(err, x.err) {
+			return x.name
+		}
+	}
+	return "error: " + err.Error()
 }

@@ -128,6 +128,23 @@ func (c *controller) readAssignment(t string) (map[int32][]int32, bool, error) {
 	return a, true, nil
 }
 
+// readAssignmentFull is readAssignment with the reassignment state.
+func (c *controller) readAssignmentFull(t string) (fullAssignment, bool, error) {
+	data, _, err := c.store.Get(topicPath(t))
+	if errors.Is(err, zk.ErrNoNode) {
+		return fullAssignment{}, false, nil
+	}
+	if err != nil {
+		return fullAssignment{}, false, fmt.Errorf("get %s: %w", topicPath(t), err)
+	}
+	a, err := decodeTopicAssignmentFull(t, data)
+	if err != nil {
+		c.log.Error().Err(err).Str("topic", t).Msg("ignoring topic assignment")
+		return fullAssignment{}, false, nil
+	}
+	return a, true, nil
+}
+
 // readState reads one state znode; ok is false if it does not exist.
 func (c *controller) readState(tp cluster.TopicPartition) (cluster.LeaderAndIsr, bool, error) {
 	p := partitionStatePath(tp.Topic, tp.Partition)

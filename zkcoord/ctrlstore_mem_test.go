@@ -192,6 +192,12 @@ func (m *memStore) changed(p string, created bool) {
 	case configTopicsPath:
 		m.events.merge(pendingEvents{configs: map[string]bool{name: true}})
 	}
+	switch p {
+	case reassignPartitionsPath:
+		m.events.reassign = true
+	case preferredReplicaElectionPath:
+		m.events.preferredElection = true
+	}
 }
 
 // ---- ctrlStore: the controller's calls ----

@@ -20,6 +20,7 @@ import (
 type loadedTopic struct {
 	gone       bool // no (readable) assignment: drop the topic
 	assignment map[int32][]int32
+	full       fullAssignment // with the reassignment state
 	states     map[cluster.TopicPartition]cluster.LeaderAndIsr
 	fresh      []cluster.TopicPartition // partitions without a state znode yet
 }
@@ -29,14 +30,15 @@ type loadedTopic struct {
 // changes nothing, so a failure leaves the context as it was and the
 // retry reads the topic again.
 func (c *controller) readTopic(t string) (loadedTopic, error) {
-	a, ok, err := c.readAssignment(t)
+	full, ok, err := c.readAssignmentFull(t)
 	if err != nil {
 		return loadedTopic{}, err
 	}
 	if !ok {
 		return loadedTopic{gone: true}, nil
 	}
-	lt := loadedTopic{assignment: a, states: map[cluster.TopicPartition]cluster.LeaderAndIsr{}}
+	a := full.Replicas
+	lt := loadedTopic{assignment: a, full: full, states: map[cluster.TopicPartition]cluster.LeaderAndIsr{}}
 	for _, p := range slices.Sorted(maps.Keys(a)) {
 		tp := cluster.TopicPartition{Topic: t, Partition: p}
 		if _, known := c.states[tp]; known {
@@ -65,6 +67,15 @@ func (c *controller) commitTopic(t string, lt loadedTopic) {
 		c.dropTopic(t)
 		return
 	}
+	// A partition being reassigned keeps the context's assignment: only
+	// this controller changes it (the znode may lag its write).
+	for tp := range c.reassigning {
+		if old, ok := c.assignments[t][tp.Partition]; ok && tp.Topic == t {
+			if _, still := lt.assignment[tp.Partition]; still {
+				lt.assignment[tp.Partition] = old
+			}
+		}
+	}
 	c.assignments[t] = lt.assignment
 	maps.Copy(c.states, lt.states)
 	for _, tp := range lt.fresh {
@@ -89,6 +100,19 @@ func (c *controller) dropTopic(t string) {
 	for tp := range c.unknown {
 		if tp.Topic == t {
 			delete(c.unknown, tp)
+		}
+	}
+	for _, m := range []map[cluster.TopicPartition][]int32{c.adding, c.removing} {
+		for tp := range m {
+			if tp.Topic == t {
+				delete(m, tp)
+			}
+		}
+	}
+	for tp := range c.reassigning {
+		if tp.Topic == t {
+			delete(c.reassigning, tp)
+			delete(c.work.reassign, tp)
 		}
 	}
 }
@@ -322,6 +346,16 @@ func (c *controller) onIsrChange() error {
 	}
 	if len(tps) > 0 {
 		c.sendUpdateMetadata(c.aliveIDs(), tps)
+	}
+	// A reassignment waits for its target to join the ISR (Kafka's
+	// PartitionReassignmentIsrChange).
+	for _, tp := range tps {
+		if _, ok := c.reassigning[tp]; ok {
+			c.work.reassign[tp] = true
+		}
+	}
+	if err := c.reassignPartitions(); err != nil {
+		return err
 	}
 	return c.deleteIsrNotifications(kids)
 }

@@ -241,16 +241,146 @@ func encodeTopicAssignment(assignment map[int32][]int32) []byte {
 }
 
 // decodeTopicAssignment returns the replicas of every partition; it accepts
-// versions 1 and 2 and ignores reassignment state.
+// versions 1 and 2 and leaves out reassignment state (see
+// decodeTopicAssignmentFull).
 func decodeTopicAssignment(topic string, data []byte) (map[int32][]int32, error) {
+	a, err := decodeTopicAssignmentFull(topic, data)
+	if err != nil {
+		return nil, err
+	}
+	return a.Replicas, nil
+}
+
+// fullAssignment is a topic znode with its reassignment state (Kafka's
+// ReplicaAssignment per partition): Replicas is RS, and Adding and Removing
+// hold AR and RR for the partitions being reassigned only.
+type fullAssignment struct {
+	Replicas map[int32][]int32
+	Adding   map[int32][]int32
+	Removing map[int32][]int32
+}
+
+// decodeTopicAssignmentFull parses a version 1 or 2 topic znode, keeping
+// adding_replicas and removing_replicas (version 2, KIP-455); empty lists
+// are dropped, so a partition is in Adding or Removing only while it is
+// being reassigned. A partition of adding or removing that is not in
+// partitions is refused, as Kafka's TopicZNode.decode refuses it.
+func decodeTopicAssignmentFull(topic string, data []byte) (fullAssignment, error) {
 	var t topicAssignment
 	if err := json.Unmarshal(data, &t); err != nil {
-		return nil, decodeErr(topicPath(topic), err)
+		return fullAssignment{}, decodeErr(topicPath(topic), err)
 	}
 	if t.Partitions == nil {
-		return nil, decodeErr(topicPath(topic), errors.New("no partitions"))
+		return fullAssignment{}, decodeErr(topicPath(topic), errors.New("no partitions"))
 	}
-	return t.Partitions, nil
+	a := fullAssignment{Replicas: t.Partitions, Adding: map[int32][]int32{}, Removing: map[int32][]int32{}}
+	for _, x := range []struct {
+		from partitionReplicas
+		to   map[int32][]int32
+	}{{t.AddingReplicas, a.Adding}, {t.RemovingReplicas, a.Removing}} {
+		for p, rs := range x.from {
+			if len(rs) == 0 {
+				continue
+			}
+			if _, ok := t.Partitions[p]; !ok {
+				return fullAssignment{}, decodeErr(topicPath(topic), fmt.Errorf("partition %d reassigned but not assigned", p))
+			}
+			x.to[p] = rs
+		}
+	}
+	return a, nil
+}
+
+// encodeTopicAssignmentFull writes a version 2 topic znode with the
+// reassignment state of a.
+func encodeTopicAssignmentFull(a fullAssignment) []byte {
+	t := topicAssignment{
+		Version:          2,
+		Partitions:       partitionReplicas(a.Replicas),
+		AddingReplicas:   partitionReplicas{},
+		RemovingReplicas: partitionReplicas{},
+	}
+	for p, rs := range a.Adding {
+		if len(rs) > 0 {
+			t.AddingReplicas[p] = rs
+		}
+	}
+	for p, rs := range a.Removing {
+		if len(rs) > 0 {
+			t.RemovingReplicas[p] = rs
+		}
+	}
+	return marshal(t)
+}
+
+// ---- /admin/reassign_partitions ----
+
+// legacyReassignment is the payload of /admin/reassign_partitions (ZkData
+// ReassignPartitionsZNode), written by 2.x kafka-reassign-partitions.sh.
+type legacyReassignment struct {
+	Version    int                           `json:"version"`
+	Partitions []legacyReassignmentPartition `json:"partitions"`
+}
+
+type legacyReassignmentPartition struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Replicas  []int32 `json:"replicas"`
+}
+
+func encodeLegacyReassignment(m map[cluster.TopicPartition][]int32) []byte {
+	r := legacyReassignment{Version: 1, Partitions: []legacyReassignmentPartition{}}
+	tps := make([]cluster.TopicPartition, 0, len(m))
+	for tp := range m {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool { return compareTP(tps[i], tps[j]) < 0 })
+	for _, tp := range tps {
+		r.Partitions = append(r.Partitions, legacyReassignmentPartition{Topic: tp.Topic, Partition: tp.Partition, Replicas: m[tp]})
+	}
+	return marshal(r)
+}
+
+func decodeLegacyReassignment(data []byte) (map[cluster.TopicPartition][]int32, error) {
+	var r legacyReassignment
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, decodeErr(reassignPartitionsPath, err)
+	}
+	out := make(map[cluster.TopicPartition][]int32, len(r.Partitions))
+	for _, p := range r.Partitions {
+		out[cluster.TopicPartition{Topic: p.Topic, Partition: p.Partition}] = p.Replicas
+	}
+	return out, nil
+}
+
+// ---- /admin/preferred_replica_election ----
+
+// preferredElection is the payload of /admin/preferred_replica_election
+// (ZkData PreferredReplicaElectionZNode), written by 2.x
+// kafka-preferred-replica-election.sh.
+type preferredElection struct {
+	Version    int                  `json:"version"`
+	Partitions []isrChangePartition `json:"partitions"`
+}
+
+func decodePreferredElection(data []byte) ([]cluster.TopicPartition, error) {
+	var e preferredElection
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, decodeErr(preferredReplicaElectionPath, err)
+	}
+	out := make([]cluster.TopicPartition, 0, len(e.Partitions))
+	for _, p := range e.Partitions {
+		out = append(out, cluster.TopicPartition{Topic: p.Topic, Partition: p.Partition})
+	}
+	return out, nil
+}
+
+func encodePreferredElection(tps []cluster.TopicPartition) []byte {
+	e := preferredElection{Version: 1, Partitions: make([]isrChangePartition, 0, len(tps))}
+	for _, tp := range tps {
+		e.Partitions = append(e.Partitions, isrChangePartition{Topic: tp.Topic, Partition: tp.Partition})
+	}
+	return marshal(e)
 }
 
 // ---- /brokers/topics/<t>/partitions/<p>/state ----

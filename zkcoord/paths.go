@@ -20,6 +20,8 @@ const (
 	configBrokersPath              = "/config/brokers"
 	adminPath                      = "/admin"
 	deleteTopicsRootPath           = "/admin/delete_topics"
+	reassignPartitionsPath         = "/admin/reassign_partitions"
+	preferredReplicaElectionPath   = "/admin/preferred_replica_election"
 	isrChangeNotificationPath      = "/isr_change_notification"
 	latestProducerIDBlockPath      = "/latest_producer_id_block"
 	logDirEventNotificationPath    = "/log_dir_event_notification"

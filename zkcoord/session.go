@@ -509,6 +509,9 @@ func (s *Session) resync() {
 	if err := s.refreshIsrChanges(); err != nil {
 		s.markDirty("read isr changes", err)
 	}
+	if err := s.refreshAdminRequests(0); err != nil {
+		s.markDirty("read admin requests", err)
+	}
 	// Whatever the failed or missed reads hid, the controller re-reads.
 	s.postController(pendingEvents{brokers: true, topicList: true, deletions: true, isrChanges: true})
 }

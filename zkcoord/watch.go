@@ -21,15 +21,17 @@ import (
 type watchKind uint8
 
 const (
-	wBrokerIDs     watchKind = iota + 1 // children of /brokers/ids
-	wBroker                             // /brokers/ids/<id>
-	wController                         // /controller
-	wTopics                             // children of /brokers/topics
-	wTopic                              // /brokers/topics/<t>
-	wConfig                             // /config/topics/<t>
-	wDeleteTopics                       // children of /admin/delete_topics
-	wIsrChanges                         // children of /isr_change_notification (controller only)
-	wConfigChanges                      // children of /config/changes
+	wBrokerIDs          watchKind = iota + 1 // children of /brokers/ids
+	wBroker                                  // /brokers/ids/<id>
+	wController                              // /controller
+	wTopics                                  // children of /brokers/topics
+	wTopic                                   // /brokers/topics/<t>
+	wConfig                                  // /config/topics/<t>
+	wDeleteTopics                            // children of /admin/delete_topics
+	wIsrChanges                              // children of /isr_change_notification (controller only)
+	wConfigChanges                           // children of /config/changes
+	wReassignPartitions                      // /admin/reassign_partitions (controller only)
+	wPreferredElection                       // /admin/preferred_replica_election (controller only)
 )
 
 type watchKey struct {
@@ -168,6 +170,8 @@ func (s *Session) handleFire(f watchFire) {
 		err = s.refreshIsrChanges()
 	case wConfigChanges:
 		err = s.refreshConfigChanges()
+	case wReassignPartitions, wPreferredElection:
+		err = s.refreshAdminRequests(f.key.kind)
 	}
 	if err != nil {
 		s.markDirty("refresh "+s.zk.rel(f.ev.Path), err)

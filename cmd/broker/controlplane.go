@@ -52,7 +52,8 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 		}
 		states = append(states, partition.PartitionState{
 			TopicPartition: p.TopicPartition, Replicas: p.Replicas, LeaderAndIsr: p.LeaderAndIsr,
-			Config: c.topicConfig(p.TopicPartition.Topic),
+			Config:         c.topicConfig(p.TopicPartition.Topic),
+			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 		})
 	}
 	applied := c.replicas.BecomeLeaderOrFollower(states)
