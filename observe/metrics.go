@@ -35,6 +35,17 @@ type Groups interface {
 	FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error)
 }
 
+// ReplicationQuotas is the replication throttles' measured rates;
+// partition.Manager implements it.
+type ReplicationQuotas interface {
+	// ReplicationByteRates is the throttled bytes per second over the
+	// quota window, sent as leader and fetched as follower.
+	ReplicationByteRates() (leader, follower float64)
+	// ReplicationQuotas is leader.replication.throttled.rate and
+	// follower.replication.throttled.rate, math.MaxInt64 when unlimited.
+	ReplicationQuotas() (leaderRate, followerRate int64)
+}
+
 // Cleaner is the log cleaner's figures; partition.Manager implements it.
 type Cleaner interface {
 	CleanerStatus() partition.CleanerStatus
@@ -65,6 +76,8 @@ type Sources struct {
 	ProduceWaits func() int64
 	// Cleaner, if set, gives the log cleaner gauges.
 	Cleaner Cleaner
+	// Quotas, if set, gives the replication throttle byte rates.
+	Quotas ReplicationQuotas
 }
 
 // Observer holds the broker's Prometheus registry. It implements
@@ -127,6 +140,11 @@ const (
 	mMaxCleanTime    = "kafka_log_logcleaner_max_clean_time_secs"
 	mMaxBufferUtil   = "kafka_log_logcleaner_max_buffer_utilization_percent"
 	mDeadThreads     = "kafka_log_logcleaner_deadthreadcount"
+	// kafka.server:type=LeaderReplication,name=byte-rate and
+	// kafka.server:type=FollowerReplication,name=byte-rate, the
+	// ReplicationQuotaManager sensors of KIP-73.
+	mLeaderReplRate   = "kafka_server_leaderreplication_byte_rate"
+	mFollowerReplRate = "kafka_server_followerreplication_byte_rate"
 )
 
 // fetchKey is the Fetch API key.
@@ -275,10 +293,17 @@ var (
 	dGroupLag        = prometheus.NewDesc(mGroupLag, "For groups coordinated here: the HW of this broker's replica of the partition minus the group's committed offset (kafka_exporter's kafka_consumergroup_lag); partitions with no replica here are left out.", []string{"consumergroup", "topic", "partition"}, nil)
 )
 
+// The replication throttles' gauges.
+var (
+	dLeaderReplRate   = prometheus.NewDesc(mLeaderReplRate, "Bytes per second sent to followers of leader-throttled replicas (leader.replication.throttled.replicas), over the quota window of 11 samples of 1 s (LeaderReplication byte-rate).", nil, nil)
+	dFollowerReplRate = prometheus.NewDesc(mFollowerReplRate, "Bytes per second fetched for follower-throttled replicas (follower.replication.throttled.replicas), over the quota window of 11 samples of 1 s (FollowerReplication byte-rate).", nil, nil)
+)
+
 func (statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dUnderReplicated, dPartitionCount, dLeaderCount, dActive, dOffline,
 		dPurgatory, dFetcherLag, dPartUnder, dPartIsr, dPartReplicas, dLogEnd, dLogStart, dGroupLag,
-		dMaxDirty, dUncleanable, dRecopy, dMaxCleanTime, dMaxBufferUtil, dDeadThreads} {
+		dMaxDirty, dUncleanable, dRecopy, dMaxCleanTime, dMaxBufferUtil, dDeadThreads,
+		dLeaderReplRate, dFollowerReplRate} {
 		ch <- d
 	}
 }
@@ -329,6 +354,11 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(dPurgatory, float64(o.fetchesInFlight.Load()), "Fetch")
 	if o.cfg.Sources.Groups != nil {
 		o.collectGroupLag(hws, gauge)
+	}
+	if o.cfg.Sources.Quotas != nil {
+		l, f := o.cfg.Sources.Quotas.ReplicationByteRates()
+		gauge(dLeaderReplRate, l)
+		gauge(dFollowerReplRate, f)
 	}
 	if o.cfg.Sources.Cleaner != nil {
 		cs := o.cfg.Sources.Cleaner.CleanerStatus()

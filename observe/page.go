@@ -20,6 +20,8 @@ var page = template.Must(template.New("page").Funcs(template.FuncMap{
 	"pct":   pct,
 	"optn":  optInt,
 	"ratio": formatRatio,
+	"thr":   formatThrottled,
+	"rate":  formatRate,
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -39,6 +41,8 @@ tr.under td { background: #fff3f0; }
 .bar .leo { position: absolute; left: 0; top: 0; height: 12px; background: #eb5; }
 .bar .f { position: absolute; top: 0; height: 12px; background: #36c; }
 .osr { color: #c33; font-weight: bold; }
+tr.adding td { color: #555; font-size: 0.9em; background: #f3f7ff; }
+.throttled { color: #a60; font-weight: bold; }
 .due { color: #c33; font-weight: bold; }
 p.legend span { display: inline-block; width: 1em; height: 0.8em; margin: 0 0.3em 0 1em; }
 </style>
@@ -48,6 +52,10 @@ p.legend span { display: inline-block; width: 1em; height: 0.8em; margin: 0 0.3e
 <p id="summary">{{len .V.Partitions}} replicas; replica.lag.time.max.ms = {{.V.ReplicaLagTimeMaxMs}};
 as of <time>{{.V.Time.Format "2006-01-02 15:04:05.000"}}</time>; this page reloads every {{.Refresh}} s.
 JSON: <a href="/v1/partitions">/v1/partitions</a>, metrics: <a href="/metrics">/metrics</a>.</p>
+{{- with .V.ReplicationThrottle}}
+<p id="throttle">Replication throttle: leader.replication.throttled.rate {{rate .LeaderRate}}, throttled bytes sent {{printf "%.0f" .LeaderByteRate}} B/s;
+follower.replication.throttled.rate {{rate .FollowerRate}}, throttled bytes fetched {{printf "%.0f" .FollowerByteRate}} B/s.</p>
+{{- end}}
 <p class="legend">AR = ISR + OSR. Consumers read below HW (the smallest LEO in the ISR).
 <span style="background:#4a9"></span>committed (&lt; HW)
 <span style="background:#eb5"></span>written, not committed (HW … LEO)
@@ -58,6 +66,7 @@ JSON: <a href="/v1/partitions">/v1/partitions</a>, metrics: <a href="/metrics">/
 <th class="name">AR</th><th class="name">ISR</th><th class="name">OSR</th>
 <th>log start</th><th>LEO</th><th>HW</th><th class="name">log</th>
 <th>records behind</th><th>caught up (ms ago)</th><th>ms until ISR removal</th><th>dirty ratio</th>
+<th class="name">throttled</th><th class="name">reassignment</th>
 </tr></thead>
 <tbody>
 {{- range .V.Partitions}}{{$p := .}}
@@ -69,7 +78,14 @@ JSON: <a href="/v1/partitions">/v1/partitions</a>, metrics: <a href="/metrics">/
 <td class="name"><div class="bar"><div class="leo" style="width:{{pct .LogEndOffset .LogStartOffset .LogEndOffset}}%"></div><div class="hw" style="width:{{pct .HighWatermark .LogStartOffset .LogEndOffset}}%"></div></div></td>
 <td>{{if .LeaderHighWatermark}}leader HW {{optn .LeaderHighWatermark}}{{end}}</td><td></td><td></td>
 <td class="dirty">{{if .DirtyRatio}}{{ratio .DirtyRatio}}{{end}}</td>
+<td class="name throttled">{{thr .LeaderThrottled .FollowerThrottled}}</td>
+<td class="name reassignment">{{with .Reassignment}}adding {{ids .AddingReplicas}}, removing {{ids .RemovingReplicas}}{{end}}</td>
 </tr>
+{{- with .Reassignment}}{{range .Adding}}
+<tr class="adding" data-topic="{{$p.Topic}}" data-partition="{{$p.Partition}}" data-broker="{{.BrokerID}}">
+<td class="name" colspan="18">adding replica {{.BrokerID}}{{if .InISR}} (in ISR){{end}}: <span class="left">{{.RecordsLeft}} records, about {{.BytesLeft}} bytes left</span>{{if .Throttled}} <span class="throttled">(throttled by the leader)</span>{{end}}</td>
+</tr>
+{{- end}}{{end}}
 {{- range .Followers}}
 <tr class="follower" data-topic="{{$p.Topic}}" data-partition="{{$p.Partition}}" data-broker="{{.BrokerID}}">
 <td class="name"></td><td></td><td class="name">follower {{.BrokerID}}{{if not .InISR}} <span class="osr">(OSR)</span>{{end}}</td>
@@ -78,10 +94,11 @@ JSON: <a href="/v1/partitions">/v1/partitions</a>, metrics: <a href="/metrics">/
 <td class="name"><div class="bar"><div class="f" style="width:{{pct .LogEndOffset $p.LogStartOffset $p.LogEndOffset}}%"></div></div></td>
 <td class="behind">{{optn .RecordsBehind}}</td><td class="caughtup">{{optn .CaughtUpMsAgo}}</td>
 <td class="removal{{if .MsUntilISRRemoval}}{{if eq (optn .MsUntilISRRemoval) "0"}} due{{end}}{{end}}">{{optn .MsUntilISRRemoval}}</td><td></td>
+<td class="name"></td><td class="name"></td>
 </tr>
 {{- end}}
 {{- else}}
-<tr class="empty"><td class="name" colspan="16">no replicas on this broker</td></tr>
+<tr class="empty"><td class="name" colspan="18">no replicas on this broker</td></tr>
 {{- end}}
 </tbody>
 </table>
@@ -114,6 +131,28 @@ func optInt(p *int64) string {
 		return "–"
 	}
 	return fmt.Sprint(*p)
+}
+
+// formatThrottled names the replication throttles that apply to a
+// replica: "leader", "follower", both or none.
+func formatThrottled(leader, follower bool) string {
+	switch {
+	case leader && follower:
+		return "leader, follower"
+	case leader:
+		return "leader"
+	case follower:
+		return "follower"
+	}
+	return ""
+}
+
+// formatRate shows a quota bound: bytes per second, or unlimited.
+func formatRate(p *int64) string {
+	if p == nil {
+		return "unlimited"
+	}
+	return fmt.Sprintf("%d B/s", *p)
 }
 
 // formatRatio shows a dirty ratio with two decimals.

@@ -41,7 +41,11 @@ func (o *Observer) View() View {
 		sts = o.cfg.Sources.Partitions.PartitionStatus()
 	}
 	ctrl := o.cfg.Sources.Controller != nil && o.cfg.Sources.Controller.IsController()
-	return BuildView(o.cfg.BrokerID, ctrl, o.cfg.ReplicaLagTimeMax, sts, o.cfg.Now())
+	v := BuildView(o.cfg.BrokerID, ctrl, o.cfg.ReplicaLagTimeMax, sts, o.cfg.Now())
+	if o.cfg.Sources.Quotas != nil {
+		v.ReplicationThrottle = throttleView(o.cfg.Sources.Quotas)
+	}
+	return v
 }
 
 func (o *Observer) servePartitions(w http.ResponseWriter, _ *http.Request) {

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"math"
 	"slices"
 	"time"
 
@@ -13,9 +14,51 @@ type View struct {
 	BrokerID   int32 `json:"broker_id"`
 	Controller bool  `json:"controller"`
 	// ReplicaLagTimeMaxMs is replica.lag.time.max.ms.
-	ReplicaLagTimeMaxMs int64           `json:"replica_lag_time_max_ms"`
-	Time                time.Time       `json:"time"`
+	ReplicaLagTimeMaxMs int64     `json:"replica_lag_time_max_ms"`
+	Time                time.Time `json:"time"`
+	// ReplicationThrottle is the broker's replication quotas (KIP-73);
+	// nil when the broker does not report them.
+	ReplicationThrottle *ThrottleView   `json:"replication_throttle,omitempty"`
 	Partitions          []PartitionView `json:"partitions"`
+}
+
+// ThrottleView is the two replication quotas: the configured bounds
+// (leader.replication.throttled.rate, follower.replication.throttled.rate,
+// nil when unlimited) and the throttled byte rates measured over the
+// quota window (Kafka's LeaderReplication and FollowerReplication
+// byte-rate).
+type ThrottleView struct {
+	LeaderRate       *int64  `json:"leader_replication_throttled_rate"`
+	FollowerRate     *int64  `json:"follower_replication_throttled_rate"`
+	LeaderByteRate   float64 `json:"leader_replication_byte_rate"`
+	FollowerByteRate float64 `json:"follower_replication_byte_rate"`
+}
+
+// ReassignmentView is a reassignment in progress of one partition
+// (KIP-455), as the controller's LeaderAndIsr gave it to this broker.
+type ReassignmentView struct {
+	AddingReplicas   []int32 `json:"adding_replicas"`
+	RemovingReplicas []int32 `json:"removing_replicas"`
+	// Adding is set on the leader: how far each adding replica has to go.
+	Adding []AddingReplicaView `json:"adding,omitempty"`
+}
+
+// AddingReplicaView is one replica a reassignment adds, as its leader sees
+// it.
+type AddingReplicaView struct {
+	BrokerID int32 `json:"broker_id"`
+	InISR    bool  `json:"in_isr"`
+	// RecordsLeft is the leader's LEO minus the replica's (the log from
+	// its start before the replica's first fetch).
+	RecordsLeft int64 `json:"records_left"`
+	// BytesLeft estimates the bytes left: RecordsLeft at the log's
+	// average bytes per record (its size over LEO - log start), the
+	// whole log before the replica's first fetch.
+	BytesLeft int64 `json:"bytes_left"`
+	// Throttled: the leader throttles what it sends the replica (the
+	// partition is leader-throttled here and the replica is outside
+	// the ISR).
+	Throttled bool `json:"throttled"`
 }
 
 // PartitionView is one replica on this broker.
@@ -44,6 +87,14 @@ type PartitionView struct {
 	// compact): the share of its cleanable bytes not yet cleaned, which
 	// the cleaner compares with min.cleanable.dirty.ratio.
 	DirtyRatio *float64 `json:"dirty_ratio,omitempty"`
+	// LeaderThrottled and FollowerThrottled: the topic's
+	// leader.replication.throttled.replicas and
+	// follower.replication.throttled.replicas name this replica.
+	LeaderThrottled   bool `json:"leader_throttled"`
+	FollowerThrottled bool `json:"follower_throttled"`
+	// Reassignment is set while a reassignment of the partition is in
+	// progress.
+	Reassignment *ReassignmentView `json:"reassignment,omitempty"`
 }
 
 // FollowerView is one follower as its leader sees it.
@@ -89,6 +140,8 @@ func partitionView(st partition.ReplicaStatus, lag time.Duration, now time.Time)
 	if st.Compacted {
 		p.DirtyRatio = ptr(st.DirtyRatio)
 	}
+	p.LeaderThrottled, p.FollowerThrottled = st.LeaderThrottled, st.FollowerThrottled
+	p.Reassignment = reassignmentView(st)
 	if st.Role != partition.RoleLeader {
 		if st.LeaderHighWatermark >= 0 {
 			p.LeaderHighWatermark = ptr(st.LeaderHighWatermark)
@@ -109,6 +162,47 @@ func partitionView(st partition.ReplicaStatus, lag time.Duration, now time.Time)
 		p.Followers = append(p.Followers, fv)
 	}
 	return p
+}
+
+// reassignmentView is st's reassignment in progress, nil when none is.
+func reassignmentView(st partition.ReplicaStatus) *ReassignmentView {
+	if len(st.AddingReplicas) == 0 && len(st.RemovingReplicas) == 0 {
+		return nil
+	}
+	v := &ReassignmentView{AddingReplicas: nonNil(st.AddingReplicas), RemovingReplicas: nonNil(st.RemovingReplicas)}
+	if st.Role != partition.RoleLeader {
+		return v
+	}
+	records := st.LogEndOffset - st.LogStartOffset
+	for _, id := range st.AddingReplicas {
+		a := AddingReplicaView{BrokerID: id, InISR: slices.Contains(st.Isr, id), RecordsLeft: records, BytesLeft: st.SizeBytes}
+		for _, f := range st.Followers {
+			if f.BrokerID == id && f.LogEndOffset >= 0 {
+				a.RecordsLeft = max(0, st.LogEndOffset-f.LogEndOffset)
+				a.BytesLeft = 0
+				if records > 0 {
+					a.BytesLeft = int64(math.Round(float64(a.RecordsLeft) * float64(st.SizeBytes) / float64(records)))
+				}
+			}
+		}
+		a.Throttled = st.LeaderThrottled && !a.InISR
+		v.Adding = append(v.Adding, a)
+	}
+	return v
+}
+
+// throttleView is the quotas' figures.
+func throttleView(q ReplicationQuotas) *ThrottleView {
+	l, f := q.ReplicationQuotas()
+	v := &ThrottleView{}
+	if l != math.MaxInt64 {
+		v.LeaderRate = ptr(l)
+	}
+	if f != math.MaxInt64 {
+		v.FollowerRate = ptr(f)
+	}
+	v.LeaderByteRate, v.FollowerByteRate = q.ReplicationByteRates()
+	return v
 }
 
 // underReplicated is Kafka's rule: this broker leads and ISR < AR.

@@ -244,7 +244,29 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 		MinBytes: cfg.ReplicaFetchMinBytes, MaxBytes: cfg.ReplicaFetchResponseMaxBytes}
 	offsets := map[cluster.TopicPartition]int64{}
 	var sent []partSnap
+	// throttled: the follower-throttled partitions sent; overQuota: the
+	// follower quota, checked once per round when needed (-1: not yet).
+	var throttled map[cluster.TopicPartition]bool
+	overQuota := -1
 	for _, s := range parts {
+		if th, inSync := s.r.followerThrottle(); th {
+			// Kafka's shouldFollowerThrottle: a throttled replica that
+			// is not in sync waits while the quota is exceeded; the
+			// others are fetched as usual.
+			if overQuota < 0 {
+				overQuota = 0
+				if f.m.followerQuota.exceeded(cfg.Now()) {
+					overQuota = 1
+				}
+			}
+			if !inSync && overQuota == 1 {
+				continue
+			}
+			if throttled == nil {
+				throttled = map[cluster.TopicPartition]bool{}
+			}
+			throttled[s.tp] = true
+		}
 		off, start, ok := s.r.fetchPosition(s.leaderEpoch)
 		if !ok {
 			continue
@@ -276,7 +298,11 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 		off := offsets[s.tp]
 		switch {
 		case res.Err == nil:
-			if err := s.r.appendFromLeader(s.leaderEpoch, off, res); err != nil && !errors.Is(err, errStale) {
+			err := s.r.appendFromLeader(s.leaderEpoch, off, res)
+			if err == nil && throttled[s.tp] {
+				f.m.followerQuota.record(cfg.Now(), int64(len(res.Records)))
+			}
+			if err != nil && !errors.Is(err, errStale) {
 				switch {
 				case errors.Is(err, logstore.ErrOffsetMismatch):
 					s.r.logger.Warn().Err(err).Int64("offset", off).Msg("leader batches do not line up with our log, truncating again")

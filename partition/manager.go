@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -148,6 +149,10 @@ type Manager struct {
 
 	// cleaner is the log cleaner: its threads, checkpoints and figures.
 	cleaner *cleaner
+
+	// leaderQuota and followerQuota are the replication throttles
+	// (throttle.go).
+	leaderQuota, followerQuota replicationQuota
 }
 
 // goFunc runs f on a goroutine counted in m.wg, unless Close has begun;
@@ -192,6 +197,9 @@ func NewManager(cfg Config) (*Manager, error) {
 		stop:     make(chan struct{}),
 	}
 	m.cleaner = newCleaner(m, cfg.Cleaner)
+	// Unlimited until SetReplicationQuotas.
+	m.leaderQuota.bound.Store(math.MaxInt64)
+	m.followerQuota.bound.Store(math.MaxInt64)
 	for _, dir := range cfg.LogDirs {
 		dir = filepath.Clean(dir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -765,7 +773,8 @@ func (m *Manager) Read(tp cluster.TopicPartition, req ReadRequest) (ReadResult, 
 	if err != nil {
 		return ReadResult{}, err
 	}
-	res, change, err := r.read(req, m.cfg.Now())
+	now := m.cfg.Now()
+	res, change, err := r.read(req, now, req.ReplicaID >= 0 && m.leaderQuota.exceeded(now))
 	m.writeIsrChangeAsync(r, change)
 	if n := len(res.Records); n > 0 {
 		m.cfg.Metrics.BytesOut(tp.Topic, int64(n), req.ReplicaID >= 0)

@@ -92,6 +92,11 @@ type Replica struct {
 	// leaderHW is, on a follower, the HW of the leader's last fetch
 	// response in this epoch (-1 before one), for the fetcher lag metric.
 	leaderHW int64
+	// leaderThrottled and followerThrottled say whether the topic's
+	// leader.replication.throttled.replicas and
+	// follower.replication.throttled.replicas name this replica
+	// (setThrottlesLocked, whenever cfg is set).
+	leaderThrottled, followerThrottled bool
 }
 
 // logstoreConfig is the log's part of a topic config. Time and size
@@ -139,6 +144,7 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 		producers: map[int64]*producerState{},
 		stateCh:   make(chan struct{}),
 	}
+	r.setThrottlesLocked()
 	r.cleanTruncatedTo.Store(math.MaxInt64)
 	r.hw = min(max(hwCheckpoint, l.LogStartOffset()), l.LogEndOffset())
 	if err := r.rebuildProducerState(); err != nil {
@@ -255,6 +261,7 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 	if st.Config != r.cfg {
 		r.cfg = st.Config
 		r.log.SetConfig(logstoreConfig(st.Config, r.logger))
+		r.setThrottlesLocked()
 	}
 	r.replicas = slices.Clone(st.Replicas)
 	r.isr = slices.Clone(lai.Isr)
@@ -619,8 +626,10 @@ func (r *Replica) updateFollowerLocked(id int32, offset, logStart int64, now tim
 
 // read serves a Fetch: consumers up to the HW, followers up to the LEO. A
 // follower's fetch may qualify it for the ISR: the change to write is
-// returned for the Manager to publish.
-func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, error) {
+// returned for the Manager to publish. overQuota says whether the leader
+// replication quota is exceeded: a follower outside the ISR then reads no
+// records of a leader-throttled replica (Kafka's shouldLeaderThrottle).
+func (r *Replica) read(req ReadRequest, now time.Time, overQuota bool) (ReadResult, *isrChange, error) {
 	r.mu.Lock()
 	if !r.isLeaderLocked() {
 		r.mu.Unlock()
@@ -639,11 +648,14 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, 
 	hw := r.hw
 	leo := r.log.LogEndOffset()
 	start := r.log.LogStartOffset()
+	throttled := req.ReplicaID >= 0 && r.leaderThrottled
+	holdBack := throttled && overQuota && !slices.Contains(r.isr, req.ReplicaID)
 	r.mu.Unlock()
 
 	// Records is never nil: a null record set means "no data" to old
 	// clients but librdkafka refuses it (invalid MessageSetSize -1).
-	res := ReadResult{Records: []byte{}, Buf: req.Buf, HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start}
+	res := ReadResult{Records: []byte{}, Buf: req.Buf, HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start,
+		Throttled: throttled}
 	if req.FetchOffset < start || req.FetchOffset > leo {
 		return res, change, fmt.Errorf("%w: fetch offset %d outside [%d, %d]", ErrOffsetOutOfRange, req.FetchOffset, start, leo)
 	}
@@ -651,7 +663,7 @@ func (r *Replica) read(req ReadRequest, now time.Time) (ReadResult, *isrChange, 
 	if req.ReplicaID >= 0 {
 		maxOffset = leo
 	}
-	if req.FetchOffset >= maxOffset {
+	if req.FetchOffset >= maxOffset || holdBack {
 		return res, change, nil
 	}
 	buf, err := r.log.AppendRead(req.Buf, req.FetchOffset, req.MaxBytes, maxOffset)

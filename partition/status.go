@@ -59,6 +59,16 @@ type ReplicaStatus struct {
 	// cleanableRatio).
 	Compacted  bool
 	DirtyRatio float64
+	// LeaderThrottled and FollowerThrottled say whether the topic's
+	// leader.replication.throttled.replicas and
+	// follower.replication.throttled.replicas name this replica (KIP-73).
+	LeaderThrottled, FollowerThrottled bool
+	// SizeBytes is the log's size on disk (Kafka's Log Size).
+	SizeBytes int64
+	// AddingReplicas and RemovingReplicas are the replicas a reassignment
+	// in progress adds and removes (KIP-455), as the controller's last
+	// LeaderAndIsr said; empty when none is in progress.
+	AddingReplicas, RemovingReplicas []int32
 }
 
 // status snapshots the replica.
@@ -70,6 +80,7 @@ func (r *Replica) status() ReplicaStatus {
 		ZkVersion: r.zkVersion, Replicas: slices.Clone(r.replicas), Isr: slices.Clone(r.isr),
 		LogEndOffset: r.log.LogEndOffset(), HighWatermark: r.hw, LogStartOffset: r.log.LogStartOffset(),
 		LeaderHighWatermark: -1,
+		LeaderThrottled:     r.leaderThrottled, FollowerThrottled: r.followerThrottled, SizeBytes: r.log.Size(),
 	}
 	if r.isLeaderLocked() {
 		st.Role = RoleLeader

@@ -135,6 +135,7 @@ func (r *Replica) setConfig(cfg cluster.LogConfig) bool {
 	}
 	r.cfg = cfg
 	r.log.SetConfig(logstoreConfig(cfg, r.logger))
+	r.setThrottlesLocked()
 	r.logger.Info().Interface("config", cfg).Msg("topic config updated")
 	return true
 }

@@ -95,6 +95,11 @@ type ReadResult struct {
 	HighWatermark    int64
 	LastStableOffset int64
 	LogStartOffset   int64
+	// Throttled is set on a follower's read of a replica that the topic's
+	// leader.replication.throttled.replicas names on this broker: the
+	// caller passes the bytes it sends of such reads, once its response is
+	// final, to Manager.RecordLeaderReplication.
+	Throttled bool
 }
 
 // ListOffsets timestamps with special meaning, as in Kafka's protocol.

@@ -23,6 +23,12 @@ package protocol
 //     HW (no transactions here, so read_committed equals read_uncommitted);
 //     AbortedTransactions empty; PreferredReadReplica -1 (v11+).
 //   - A failed partition has HW, LSO and log start offset -1, as in Kafka.
+//   - Replication throttle (KIP-73): Read returns nothing for a leader-
+//     throttled replica while the leader quota is exceeded; once the
+//     response of a follower's fetch is final, the record bytes it carries
+//     of throttled partitions (ReadResult.Throttled) are recorded against
+//     the quota when Replicas implements ReplicationQuota, as Kafka's
+//     KafkaApis records sizeOfThrottledPartitions.
 
 import (
 	"context"
@@ -51,8 +57,9 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	if req.MaxWaitMillis > 0 {
 		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
 	}
-	resp, n, failed := s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
+	resp, n, throttled, failed := s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
 	if req.MaxWaitMillis <= 0 || failed || n >= int64(req.MinBytes) || len(req.Topics) == 0 {
+		s.recordThrottled(throttled)
 		return resp, nil
 	}
 	timer := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
@@ -61,14 +68,17 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 		select {
 		case <-changed:
 		case <-timer.C:
-			resp, _, _ = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
+			resp, _, throttled, _ = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
+			s.recordThrottled(throttled)
 			return resp, nil
 		case <-ctx.Done():
+			s.recordThrottled(throttled)
 			return resp, nil
 		}
 		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
-		resp, n, failed = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
+		resp, n, throttled, failed = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
 		if failed || n >= int64(req.MinBytes) {
+			s.recordThrottled(throttled)
 			return resp, nil
 		}
 	}
@@ -82,10 +92,18 @@ func replicaIDOf(req *kmsg.FetchRequest) int32 {
 	return req.ReplicaID
 }
 
+// recordThrottled records the leader-throttled bytes of a final response.
+func (s *Server) recordThrottled(n int64) {
+	if q, ok := s.cfg.Replicas.(ReplicationQuota); ok && n > 0 {
+		q.RecordLeaderReplication(n)
+	}
+}
+
 // fetchOnce reads every requested partition once, into *buf (emptied
 // first; grown if short). It returns the response, whose records alias
-// *buf, the record bytes in it, and whether any partition failed.
-func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest, buf *[]byte) (*kmsg.FetchResponse, int64, bool) {
+// *buf, the record bytes in it, those of leader-throttled partitions, and
+// whether any partition failed.
+func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest, buf *[]byte) (*kmsg.FetchResponse, int64, int64, bool) {
 	*buf = (*buf)[:0]
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.SessionID = 0
@@ -96,8 +114,8 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 		remaining = 0
 	}
 	var (
-		total  int64
-		failed bool
+		total, throttled int64
+		failed           bool
 	)
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
@@ -141,6 +159,9 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 				if total == 0 || n <= remaining {
 					rp.RecordBatches = res.Records
 					total += int64(n)
+					if res.Throttled {
+						throttled += int64(n)
+					}
 					remaining = max(remaining-n, 0)
 					if res.Buf != nil {
 						*buf = res.Buf
@@ -151,5 +172,7 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, total, failed
+	return resp, total, throttled, failed
 }
+
+var _ ReplicationQuota = (*partition.Manager)(nil)

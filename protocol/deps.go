@@ -186,6 +186,15 @@ type RecordDeleter interface {
 	DeleteRecords(ctx context.Context, tp cluster.TopicPartition, offset int64, alive func(brokerID int32) bool) (lowWatermark int64, err error)
 }
 
+// ReplicationQuota is the leader side of the replication throttle
+// (KIP-73); partition.Manager implements it. Without it, no fetch is
+// recorded against a quota.
+type ReplicationQuota interface {
+	// RecordLeaderReplication counts n bytes sent to a follower for
+	// partitions whose read was partition.ReadResult.Throttled.
+	RecordLeaderReplication(n int64)
+}
+
 // LogDirs serves DescribeLogDirs; partition.Manager implements it.
 type LogDirs interface {
 	// DescribeLogDirs lists this broker's log dirs with their replicas,

@@ -84,6 +84,10 @@ type Config struct {
 	// --override, as written: DescribeConfigs reports a topic default
 	// they set as STATIC_BROKER_CONFIG.
 	StaticProps map[string]string
+	// LeaderReplicationThrottledRate and FollowerReplicationThrottledRate
+	// are leader.replication.throttled.rate and
+	// follower.replication.throttled.rate (KIP-73), bytes per second.
+	LeaderReplicationThrottledRate, FollowerReplicationThrottledRate int64
 }
 
 // topicDefaultKeys are the broker keys that set a topic key's default in
@@ -148,6 +152,8 @@ var keyDefaults = map[string]string{
 	"replica.fetch.max.bytes":                       "1048576",
 	"replica.fetch.wait.max.ms":                     "500",
 	"replica.fetch.min.bytes":                       "1",
+	"leader.replication.throttled.rate":             strconv.FormatInt(math.MaxInt64, 10),
+	"follower.replication.throttled.rate":           strconv.FormatInt(math.MaxInt64, 10),
 	"controlled.shutdown.enable":                    "true",
 	"auto.leader.rebalance.enable":                  "true",
 	"offsets.topic.replication.factor":              "3",
@@ -303,6 +309,8 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.ReplicaFetchMaxBytes = int32(p.int("replica.fetch.max.bytes", 0, math.MaxInt32))
 	c.ReplicaFetchWaitMax = p.ms("replica.fetch.wait.max.ms", 0)
 	c.ReplicaFetchMinBytes = int32(p.int("replica.fetch.min.bytes", 1, math.MaxInt32))
+	c.LeaderReplicationThrottledRate = p.int("leader.replication.throttled.rate", 0, math.MaxInt64)
+	c.FollowerReplicationThrottledRate = p.int("follower.replication.throttled.rate", 0, math.MaxInt64)
 	c.ControlledShutdownEnable = p.bool("controlled.shutdown.enable")
 	c.AutoLeaderRebalanceEnable = p.bool("auto.leader.rebalance.enable")
 	c.OffsetsTopicReplicationFactor = int16(p.int("offsets.topic.replication.factor", 1, math.MaxInt16))

@@ -196,6 +196,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	replicas.SetReplicationQuotas(cfg.LeaderReplicationThrottledRate, cfg.FollowerReplicationThrottledRate)
 	replicas.Start()
 	defer func() {
 		if err := replicas.Close(); err != nil {
@@ -251,7 +252,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger) error {
 	defer func() { _ = srv.Close() }()
 	if obs != nil {
 		obs.SetSources(observe.Sources{Partitions: replicas, Controller: session, Groups: groups,
-			ProduceWaits: replicas.PendingProduceWaits, Cleaner: replicas})
+			ProduceWaits: replicas.PendingProduceWaits, Cleaner: replicas, Quotas: replicas})
 		httpSrv := obs.Serve(httpLn)
 		log.Info().Str("addr", httpLn.Addr().String()).Msg("serving http: /metrics, /v1/partitions, /")
 		httpLn = nil // the server owns it now
