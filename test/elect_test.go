@@ -62,6 +62,7 @@ func partSet(topic string, ps ...int32) kadm.TopicsSet {
 // znode does the same for the partition it names and is deleted.
 func TestElectLeadersPreferred(t *testing.T) {
 	c := NewCluster(t, 3, failoverProps(nil))
+	keepLogs(t, c)
 	const topic = "elect"
 	createTopic(t, c, topic, 0, 0, [][]int32{{1, 2, 3}, {2, 3, 1}, {3, 1, 2}}, nil)
 	adm := adminFor(t, c)

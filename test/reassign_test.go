@@ -197,6 +197,7 @@ func waitBackInISR(t *testing.T, c *Cluster, topic string, parts, id int32, time
 // min.insync.replicas=2), under load.
 func TestReassignReplicationFactor(t *testing.T) {
 	c := NewCluster(t, 3, failoverProps(nil))
+	keepLogs(t, c)
 	const up, down = "rf-up", "rf-down"
 	createTopic(t, c, up, 0, 0, [][]int32{{1}}, map[string]string{"min.insync.replicas": "1"})
 	createTopic(t, c, down, 0, 0, [][]int32{{1, 2, 3}}, nil)
@@ -236,6 +237,7 @@ func TestReassignReplicationFactor(t *testing.T) {
 // the broker runs again, and nothing acknowledged is lost.
 func TestReassignCancel(t *testing.T) {
 	c := NewCluster(t, 3, failoverProps(map[string]string{"zookeeper.session.timeout.ms": "15000"}))
+	keepLogs(t, c)
 	ctl, err := c.ControllerID()
 	if err != nil {
 		t.Fatal(err)
@@ -250,6 +252,12 @@ func TestReassignCancel(t *testing.T) {
 	prod := startProducer(t, c, topic, 1, topic)
 	prod.waitAcks(0, 300, start, 30*time.Second)
 
+	// The admin client must not need a metadata request while a broker is
+	// frozen (it could pick the frozen one and wait out its timeout): one
+	// call now loads the metadata and the controller's connection.
+	if _, err := listReassigning(adm, topic, 1); err != nil {
+		t.Fatal(err)
+	}
 	c.Broker(frozen).Pause()
 	paused := time.Now()
 	target := assignment{0: {frozen, kept}}
@@ -327,6 +335,7 @@ func TestReassignCancel(t *testing.T) {
 // removed.
 func TestReassignControllerKill(t *testing.T) {
 	c := NewCluster(t, 4, failoverProps(nil))
+	keepLogs(t, c)
 	ctl, err := c.ControllerID()
 	if err != nil {
 		t.Fatal(err)
@@ -345,6 +354,9 @@ func TestReassignControllerKill(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if _, err := listReassigning(adm, topic, 2); err != nil { // metadata loaded before the freeze
+		t.Fatal(err)
+	}
 	c.Broker(r[2]).Pause()
 	submitReassignment(t, adm, topic, target)
 	eventually(t, 4*time.Second, func() error {
@@ -395,6 +407,7 @@ func TestReassignControllerKill(t *testing.T) {
 // znode is deleted.
 func TestReassignLegacyZnode(t *testing.T) {
 	c := NewCluster(t, 3, failoverProps(nil))
+	keepLogs(t, c)
 	const topic = "legacy"
 	createTopic(t, c, topic, 0, 0, [][]int32{{1, 2}, {2, 3}}, nil)
 	adm := adminFor(t, c)

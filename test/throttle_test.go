@@ -53,6 +53,7 @@ func TestReassignThrottled(t *testing.T) {
 	// Fetches of at most 64 KiB (batches of 32 KiB) keep the burst a
 	// throttled follower's first fetch may take small beside the rate.
 	c, urls := observeCluster(t, 3, failoverProps(map[string]string{"replica.fetch.max.bytes": "65536"}))
+	keepLogs(t, c)
 	adm := adminFor(t, c)
 	throttles := map[string]string{"leader.replication.throttled.rate": rateS, "follower.replication.throttled.rate": rateS}
 	setBrokerConfigs(t, c, adm, throttles, 1, 2, 3)
