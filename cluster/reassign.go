@@ -43,4 +43,7 @@ var (
 	// ErrTopicBeingDeleted is an election for a topic being deleted
 	// (INVALID_TOPIC_EXCEPTION, as Kafka answers).
 	ErrTopicBeingDeleted = errors.New("cluster: topic is being deleted")
+	// ErrReassignmentInProgress is a change refused while a partition of
+	// the topic is being reassigned (REASSIGNMENT_IN_PROGRESS).
+	ErrReassignmentInProgress = errors.New("cluster: partition reassignment in progress")
 )

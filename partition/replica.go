@@ -46,9 +46,12 @@ type Replica struct {
 	// checkpoint to it, as Kafka's maybeTruncateCheckpoint.
 	cleanTruncatedTo atomic.Int64
 
-	mu                     sync.Mutex
-	cfg                    cluster.LogConfig
-	replicas               []int32
+	mu       sync.Mutex
+	cfg      cluster.LogConfig
+	replicas []int32
+	// adding and removing are the reassignment's, as the last applied
+	// state had them (PartitionState.AddingReplicas, RemovingReplicas).
+	adding, removing       []int32
 	leader                 int32
 	leaderEpoch            int32
 	leaderEpochStartOffset int64
@@ -264,6 +267,7 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 		r.setThrottlesLocked()
 	}
 	r.replicas = slices.Clone(st.Replicas)
+	r.adding, r.removing = slices.Clone(st.AddingReplicas), slices.Clone(st.RemovingReplicas)
 	r.isr = slices.Clone(lai.Isr)
 	r.zkVersion = lai.ZkVersion
 	r.controllerEpoch = lai.ControllerEpoch

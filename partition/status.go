@@ -42,10 +42,14 @@ type ReplicaStatus struct {
 	LeaderEpoch    int32
 	ZkVersion      int32
 	Replicas       []int32
-	Isr            []int32
-	LogEndOffset   int64
-	HighWatermark  int64
-	LogStartOffset int64
+	// AddingReplicas and RemovingReplicas are those of a reassignment in
+	// progress, as the controller last told this replica.
+	AddingReplicas   []int32
+	RemovingReplicas []int32
+	Isr              []int32
+	LogEndOffset     int64
+	HighWatermark    int64
+	LogStartOffset   int64
 	// Followers is set on a leader only, in broker id order.
 	Followers []FollowerStatus
 	// LeaderHighWatermark is set on a follower only: the leader's HW in
@@ -78,6 +82,7 @@ func (r *Replica) status() ReplicaStatus {
 	st := ReplicaStatus{
 		TopicPartition: r.tp, Role: RoleFollower, Leader: r.leader, LeaderEpoch: r.leaderEpoch,
 		ZkVersion: r.zkVersion, Replicas: slices.Clone(r.replicas), Isr: slices.Clone(r.isr),
+		AddingReplicas: slices.Clone(r.adding), RemovingReplicas: slices.Clone(r.removing),
 		LogEndOffset: r.log.LogEndOffset(), HighWatermark: r.hw, LogStartOffset: r.log.LogStartOffset(),
 		LeaderHighWatermark: -1,
 		LeaderThrottled:     r.leaderThrottled, FollowerThrottled: r.followerThrottled, SizeBytes: r.log.Size(),

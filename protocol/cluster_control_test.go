@@ -271,3 +271,51 @@ func TestElectLeadersKadm(t *testing.T) {
 		t.Errorf("t/0: %+v, type %d", r, b.cluster.control.gotType)
 	}
 }
+
+// TestLeaderAndIsrReassignmentFields: AddingReplicas and RemovingReplicas
+// cross the wire from v3 and are dropped below.
+func TestLeaderAndIsrReassignmentFields(t *testing.T) {
+	for v := int16(0); v <= 4; v++ {
+		want := sampleLeaderAndIsr(5, 42)
+		want.Partitions[0].Replicas = []int32{3, 1, 2}
+		want.Partitions[0].AddingReplicas, want.Partitions[0].RemovingReplicas = []int32{3}, []int32{2}
+		kreq, err := leaderAndIsrToKmsg(want, v, "PLAINTEXT")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := kmsg.NewPtrLeaderAndISRRequest()
+		got.SetVersion(v)
+		if err := got.ReadFrom(kreq.AppendTo(nil)); err != nil {
+			t.Fatal(err)
+		}
+		dec := leaderAndIsrFromKmsg(got, "PLAINTEXT").Partitions[0]
+		if v >= 3 && (!slices.Equal(dec.AddingReplicas, []int32{3}) || !slices.Equal(dec.RemovingReplicas, []int32{2})) {
+			t.Errorf("v%d: adding %v removing %v", v, dec.AddingReplicas, dec.RemovingReplicas)
+		}
+		if v < 3 && (dec.AddingReplicas != nil || dec.RemovingReplicas != nil) {
+			t.Errorf("v%d carries adding %v removing %v", v, dec.AddingReplicas, dec.RemovingReplicas)
+		}
+		if other := leaderAndIsrFromKmsg(got, "PLAINTEXT").Partitions[1]; other.AddingReplicas != nil || other.RemovingReplicas != nil {
+			t.Errorf("v%d: a partition not being reassigned decodes adding %v removing %v", v, other.AddingReplicas, other.RemovingReplicas)
+		}
+	}
+}
+
+// TestClusterControlAdvertised: ElectLeaders 0-2 and the reassignment keys
+// at 0 are served only when Admin implements ClusterControl.
+func TestClusterControlAdvertised(t *testing.T) {
+	type adminOnly struct{ Admin }
+	c := newFakeCluster(newFakeReplicas())
+	for _, tc := range []struct {
+		admin Admin
+		want  bool
+	}{{c, true}, {adminOnly{c}, false}} {
+		apis := servedAPIs(&Config{Admin: tc.admin})
+		for _, k := range []struct{ key, max int16 }{{43, 2}, {45, 0}, {46, 0}} {
+			lo, hi, ok := findVersions(apis, k.key)
+			if ok != tc.want || (ok && (lo != 0 || hi != k.max)) {
+				t.Errorf("admin %T: key %d served %t %d-%d, want %t 0-%d", tc.admin, k.key, ok, lo, hi, tc.want, k.max)
+			}
+		}
+	}
+}

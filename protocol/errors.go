@@ -78,6 +78,7 @@ var errorCodes = []struct {
 	{cluster.ErrPreferredLeaderNotAvailable, kerr.PreferredLeaderNotAvailable},
 	{cluster.ErrEligibleLeadersNotAvailable, kerr.EligibleLeadersNotAvailable},
 	{cluster.ErrTopicBeingDeleted, kerr.InvalidTopicException},
+	{cluster.ErrReassignmentInProgress, kerr.ReassignmentInProgress},
 
 	// A wait bounded by the request's timeout, or cut short because the
 	// server is closing: the client should retry, as after any timeout.

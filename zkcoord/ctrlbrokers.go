@@ -291,6 +291,9 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]cluster.
 func (c *controller) checkRebalance() error {
 	parts := make([]PartitionLeadership, 0, len(c.states))
 	for _, tp := range c.partitionsWithState() {
+		if _, moving := c.reassigning[tp]; moving {
+			continue // Kafka leaves partitions being reassigned alone
+		}
 		st := c.states[tp]
 		parts = append(parts, PartitionLeadership{TopicPartition: tp, Replicas: c.replicas(tp), Leader: st.Leader, Isr: st.Isr})
 	}

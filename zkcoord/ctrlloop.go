@@ -122,11 +122,14 @@ type ctrlWork struct {
 	// reassign lists reassigning partitions (c.reassigning) with a step to
 	// take; one waiting for its target to join the ISR is not here.
 	reassign map[cluster.TopicPartition]bool
+	// legacyDrop lists partitions reassigned through the API that are
+	// still to leave /admin/reassign_partitions (the latest request wins).
+	legacyDrop map[cluster.TopicPartition]bool
 }
 
 func (w *ctrlWork) pending() bool {
 	return w.failover || !w.events.empty() || len(w.sync) > 0 || len(w.init) > 0 || len(w.reconcile) > 0 || w.metadataAll ||
-		len(w.reassign) > 0
+		len(w.reassign) > 0 || len(w.legacyDrop) > 0
 }
 
 // hasWork reports whether the loop has work to retry: work items, or
@@ -285,11 +288,12 @@ func newControllerWith(cfg controllerConfig) *controller {
 		states:         map[cluster.TopicPartition]cluster.LeaderAndIsr{},
 		queues:         map[int32]requestQueue{},
 		work: ctrlWork{
-			failover:  true,
-			sync:      map[int32]int64{},
-			init:      map[cluster.TopicPartition]bool{},
-			reconcile: map[cluster.TopicPartition]bool{},
-			reassign:  map[cluster.TopicPartition]bool{},
+			failover:   true,
+			sync:       map[int32]int64{},
+			init:       map[cluster.TopicPartition]bool{},
+			reconcile:  map[cluster.TopicPartition]bool{},
+			reassign:   map[cluster.TopicPartition]bool{},
+			legacyDrop: map[cluster.TopicPartition]bool{},
 		},
 		reassigning: map[cluster.TopicPartition]*reassignment{},
 		adding:      map[cluster.TopicPartition][]int32{},
@@ -481,6 +485,9 @@ func (c *controller) drain() error {
 		return err
 	}
 	if _, err := c.reconcile(); err != nil {
+		return err
+	}
+	if err := c.dropFromLegacy(); err != nil {
 		return err
 	}
 	if err := c.reassignPartitions(); err != nil {

@@ -147,10 +147,6 @@ func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32
 	if target == nil && !c.beingReassigned(tp) {
 		return fmt.Errorf("%w: %s-%d", cluster.ErrNoReassignmentInProgress, tp.Topic, tp.Partition)
 	}
-	current := c.replicas(tp)
-	if r, ok := c.reassigning[tp]; ok {
-		current = r.replicas
-	}
 	origin := c.currentOrigin(tp)
 	if target == nil {
 		target = origin
@@ -158,13 +154,12 @@ func (c *controller) startReassignment(tp cluster.TopicPartition, target []int32
 	rs, adding, removing := reassignTo(origin, target)
 	old := c.reassigning[tp]
 	r := &reassignment{replicas: rs, adding: adding, removing: removing, legacy: legacy, base: -1}
+	// Kafka's U3: replicas of the context's RS (the last one written and
+	// announced) that the new RS drops, and those an earlier request
+	// still had to stop.
+	r.unneeded = without(c.replicas(tp), rs)
 	if old != nil {
-		r.unneeded = old.unneeded
-		if old.written || !slices.Equal(old.replicas, rs) {
-			r.unneeded = append(r.unneeded, without(current, rs)...)
-		}
-	} else {
-		r.unneeded = without(current, rs)
+		r.unneeded = append(r.unneeded, old.unneeded...)
 	}
 	r.unneeded = without(slices.Compact(slices.Sorted(slices.Values(r.unneeded))), rs)
 	r.written = old == nil && slices.Equal(c.replicas(tp), rs) && slices.Equal(c.adding[tp], adding) &&
@@ -208,14 +203,14 @@ func (c *controller) alterReassignments(reqs map[cluster.TopicPartition][]int32)
 		started = append(started, tp)
 		out[tp] = nil
 	}
-	if len(started) > 0 {
-		if err := c.removeFromLegacy(func(tp cluster.TopicPartition, _ []int32) bool { return slices.Contains(started, tp) }); err != nil {
-			if err := c.stepError(err); err != nil && (errors.Is(err, ErrNotController) || zkSessionLost(err)) {
-				return nil, ErrNotController
-			}
-		}
+	for _, tp := range started {
+		c.work.legacyDrop[tp] = true
 	}
-	if err := c.reassignPartitions(); err != nil && (errors.Is(err, ErrNotController) || zkSessionLost(err) || c.fenced) {
+	err := c.dropFromLegacy()
+	if err == nil {
+		err = c.reassignPartitions()
+	}
+	if err != nil && (errors.Is(err, ErrNotController) || zkSessionLost(err) || c.fenced) {
 		return nil, fmt.Errorf("reassign partitions: %w: %w", ErrNotController, err)
 	}
 	return out, nil
@@ -320,7 +315,7 @@ func (c *controller) reassignUpdate(tp cluster.TopicPartition, r *reassignment) 
 			r.base = c.states[tp].LeaderEpoch
 		}
 		unneeded, electable := r.unneeded, c.electableIDs()
-		st, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
+		_, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 			if !hasAny(st.Isr, unneeded) && !slices.Contains(unneeded, st.Leader) {
 				return st, false
 			}
@@ -345,7 +340,6 @@ func (c *controller) reassignUpdate(tp cluster.TopicPartition, r *reassignment) 
 		if ch {
 			c.announce([]cluster.TopicPartition{tp}, false)
 		}
-		_ = st
 	}
 	if err := c.writeAssignment(tp, r.replicas, r.adding, r.removing, false); err != nil {
 		return err
@@ -517,6 +511,19 @@ func (c *controller) legacyRemoval(drop func(cluster.TopicPartition, []int32) bo
 	}
 }
 
+// dropFromLegacy takes the partitions of c.work.legacyDrop (reassigned
+// through the API since) out of /admin/reassign_partitions.
+func (c *controller) dropFromLegacy() error {
+	if len(c.work.legacyDrop) == 0 {
+		return nil
+	}
+	if err := c.removeFromLegacy(func(tp cluster.TopicPartition, _ []int32) bool { return c.work.legacyDrop[tp] }); err != nil {
+		return err
+	}
+	clear(c.work.legacyDrop)
+	return nil
+}
+
 // removeFromLegacy takes the partitions drop selects out of
 // /admin/reassign_partitions (Kafka's maybeRemoveFromZkReassignment).
 func (c *controller) removeFromLegacy(drop func(cluster.TopicPartition, []int32) bool) error {
@@ -560,6 +567,9 @@ func (c *controller) onLegacyReassignment() error {
 	failed := map[cluster.TopicPartition]bool{}
 	for _, tp := range slices.SortedFunc(maps.Keys(m), compareTP) {
 		target := m[tp]
+		if c.work.legacyDrop[tp] {
+			continue // an API reassignment replaced it; it leaves the znode
+		}
 		if r, ok := c.reassigning[tp]; ok && slices.Equal(r.target(), target) {
 			r.legacy = true
 			continue

@@ -217,6 +217,9 @@ func (c *controller) initPartitions() error {
 		if ours {
 			created = append(created, tp)
 		}
+		if _, moving := c.reassigning[tp]; moving {
+			c.work.reassign[tp] = true // it waited for a state
+		}
 	}
 	return nil
 }

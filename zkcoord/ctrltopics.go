@@ -109,8 +109,11 @@ func (c *controller) dropTopic(t string) {
 			}
 		}
 	}
-	for tp := range c.reassigning {
+	for tp, r := range c.reassigning {
 		if tp.Topic == t {
+			if r.legacy {
+				c.work.legacyDrop[tp] = true // it can never complete
+			}
 			delete(c.reassigning, tp)
 			delete(c.work.reassign, tp)
 		}

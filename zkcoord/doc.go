@@ -62,6 +62,16 @@
 // deciding, never its cache, and reads what else a decision needs (a
 // topic's unclean.leader.election.enable) before it, not inside it.
 //
+// Partition reassignment (KIP-455, ctrlreassign.go) and admin leader
+// elections (KIP-460, ctrlelect.go) run on the loop too: Session's
+// AlterPartitionReassignments, ListPartitionReassignments and ElectLeaders
+// are calls into it (ErrNotController on any other broker), and
+// /admin/reassign_partitions and /admin/preferred_replica_election, which
+// 2.x tools write, are watched while this broker is the controller. A
+// reassignment keeps RS with adding and removing replicas in the topic
+// znode (version 2) until its target is in the ISR, which it learns from
+// ISR change notifications; a new controller resumes it from there.
+//
 // The controller reaches ZooKeeper only through ctrlStore, which *zkConn
 // implements (an in-memory memStore with per-call fault injection drives
 // the scripted tests in testdata/controller). What an event leaves to do is

@@ -44,6 +44,15 @@ func TestJSONGolden(t *testing.T) {
 		{"cluster id", encodeClusterID("AAAAAAAAAAAAAAAAAAAAAA"), `{"version":"1","id":"AAAAAAAAAAAAAAAAAAAAAA"}`},
 		{"isr change", encodeIsrChangeNotification([]cluster.TopicPartition{{Topic: "a", Partition: 0}, {Topic: "b", Partition: 3}}),
 			`{"version":1,"partitions":[{"topic":"a","partition":0},{"topic":"b","partition":3}]}`},
+		{"topic reassigning", encodeTopicAssignmentFull(fullAssignment{
+			Replicas: map[int32][]int32{0: {3, 1, 2}, 1: {2, 3}},
+			Adding:   map[int32][]int32{0: {3}, 1: {}},
+			Removing: map[int32][]int32{0: {2}},
+		}), `{"version":2,"partitions":{"0":[3,1,2],"1":[2,3]},"adding_replicas":{"0":[3]},"removing_replicas":{"0":[2]}}`},
+		{"reassign partitions", encodeLegacyReassignment(map[cluster.TopicPartition][]int32{{Topic: "b", Partition: 0}: {1}, {Topic: "a", Partition: 2}: {2, 3}}),
+			`{"version":1,"partitions":[{"topic":"a","partition":2,"replicas":[2,3]},{"topic":"b","partition":0,"replicas":[1]}]}`},
+		{"preferred replica election", encodePreferredElection([]cluster.TopicPartition{{Topic: "a", Partition: 1}}),
+			`{"version":1,"partitions":[{"topic":"a","partition":1}]}`},
 		{"producer id block", encodeProducerIDBlock(2, 1000, 1999),
 			`{"version":1,"broker":2,"block_start":"1000","block_end":"1999"}`},
 	}
@@ -73,6 +82,24 @@ func TestJSONDecode(t *testing.T) {
 	a, err := decodeTopicAssignment("t", []byte(`{"version":1,"partitions":{"1":[2,3],"0":[1,2]}}`))
 	if err != nil || !reflect.DeepEqual(a, map[int32][]int32{0: {1, 2}, 1: {2, 3}}) {
 		t.Fatalf("topic v1: %v %v", a, err)
+	}
+	// Version 2 with a reassignment (Kafka 2.4+), and an empty list, as
+	// Kafka writes for partitions not being reassigned.
+	full, err := decodeTopicAssignmentFull("t", []byte(`{"version":2,"partitions":{"0":[3,1,2],"1":[1,2]},"adding_replicas":{"0":[3],"1":[]},"removing_replicas":{"0":[2]}}`))
+	if err != nil || !reflect.DeepEqual(full, fullAssignment{Replicas: map[int32][]int32{0: {3, 1, 2}, 1: {1, 2}},
+		Adding: map[int32][]int32{0: {3}}, Removing: map[int32][]int32{0: {2}}}) {
+		t.Fatalf("topic v2 reassigning: %+v %v", full, err)
+	}
+	if _, err := decodeTopicAssignmentFull("t", []byte(`{"version":2,"partitions":{"0":[1]},"adding_replicas":{"5":[3]},"removing_replicas":{}}`)); !errors.Is(err, ErrBadZNode) {
+		t.Fatalf("adding replicas of an unassigned partition: %v", err)
+	}
+	legacy, err := decodeLegacyReassignment([]byte(`{"version":1,"partitions":[{"topic":"a","partition":2,"replicas":[2,3]}]}`))
+	if err != nil || !reflect.DeepEqual(legacy, map[cluster.TopicPartition][]int32{{Topic: "a", Partition: 2}: {2, 3}}) {
+		t.Fatalf("reassign partitions: %v %v", legacy, err)
+	}
+	pref, err := decodePreferredElection([]byte(`{"version":1,"partitions":[{"topic":"a","partition":1}]}`))
+	if err != nil || !reflect.DeepEqual(pref, []cluster.TopicPartition{{Topic: "a", Partition: 1}}) {
+		t.Fatalf("preferred replica election: %v %v", pref, err)
 	}
 	st, err := decodePartitionState([]byte(`{"controller_epoch":3,"leader":2,"version":1,"leader_epoch":7,"isr":[2,1],"leader_recovery_state":0}`), 12)
 	if err != nil || !reflect.DeepEqual(st, cluster.LeaderAndIsr{Leader: 2, LeaderEpoch: 7, Isr: []int32{2, 1}, ControllerEpoch: 3, ZkVersion: 12}) {

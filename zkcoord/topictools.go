@@ -67,10 +67,16 @@ func (s *Session) CreatePartitions(ctx context.Context, spec PartitionSpec) (map
 		} else if deleting {
 			return nil, fmt.Errorf("%w: topic %s is queued for deletion", cluster.ErrInvalidTopic, spec.Topic)
 		}
-		existing, err := decodeTopicAssignment(spec.Topic, data)
+		full, err := decodeTopicAssignmentFull(spec.Topic, data)
 		if err != nil {
 			return nil, fmt.Errorf("create partitions of %s: %w", spec.Topic, err)
 		}
+		if len(full.Adding)+len(full.Removing) > 0 {
+			// Kafka's ZkAdminManager.createPartitions refuses too: the
+			// write would drop the reassignment from the topic znode.
+			return nil, fmt.Errorf("%w: a partition reassignment is in progress for topic %s", cluster.ErrReassignmentInProgress, spec.Topic)
+		}
+		existing := full.Replicas
 		added, err := planPartitions(existing, spec, s.liveBrokerIDs())
 		if err != nil {
 			return nil, err
