@@ -4,7 +4,10 @@
 // AR, ISR, OSR, log start, LEO, HW and, on a leader, each follower's LEO,
 // records behind, time since caught up and time left before
 // replica.lag.time.max.ms removes it from the ISR; for a compacted log,
-// its dirty ratio):
+// its dirty ratio; the replication throttles (KIP-73) that apply to it;
+// and, while a reassignment is in progress, its adding and removing
+// replicas with, on the leader, what each adding replica has left to
+// fetch):
 //
 //	/metrics         Prometheus text format
 //	/v1/partitions   JSON (View)
@@ -14,8 +17,9 @@
 // protocol.RequestObserver, so those packages report events through small
 // interfaces they declare and never import Prometheus. Gauges (under-
 // replicated partitions, follower lag, controller state, consumer-group
-// lag, and the log cleaner's LogCleaner and LogCleanerManager gauges) are
-// computed from partition.Manager's PartitionStatus and CleanerStatus and
-// the controller when scraped, so a replica that goes away leaves no
-// stale series. cmd/broker starts the listener when http.listener is set.
+// lag, the log cleaner's LogCleaner and LogCleanerManager gauges, and the
+// LeaderReplication and FollowerReplication byte-rate of the replication
+// quotas) are computed from partition.Manager's PartitionStatus,
+// CleanerStatus and ReplicationByteRates and the controller when scraped,
+// so a replica that goes away leaves no stale series. cmd/broker starts the listener when http.listener is set.
 package observe

@@ -35,6 +35,8 @@ type Groups interface {
 	FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error)
 }
 
+var _ partition.ReassignmentMetrics = (*Observer)(nil)
+
 // ReplicationQuotas is the replication throttles' measured rates;
 // partition.Manager implements it.
 type ReplicationQuotas interface {
@@ -93,6 +95,7 @@ type Observer struct {
 	unclean                prometheus.Counter
 	bytesIn, messagesIn    *prometheus.CounterVec
 	bytesOut, replBytesOut *prometheus.CounterVec
+	reassIn, reassOut      prometheus.Counter
 	requests               *prometheus.CounterVec
 	requestTime            *prometheus.HistogramVec
 	inFlight               *prometheus.GaugeVec
@@ -120,6 +123,8 @@ const (
 	mMessagesIn        = "kafka_server_brokertopicmetrics_messagesin_total"
 	mBytesOut          = "kafka_server_brokertopicmetrics_bytesout_total"
 	mReplBytesOut      = "kafka_server_brokertopicmetrics_replicationbytesout_total"
+	mReassignIn        = "kafka_server_brokertopicmetrics_reassignmentbytesin_total"
+	mReassignOut       = "kafka_server_brokertopicmetrics_reassignmentbytesout_total"
 	mRequests          = "kafka_network_requestmetrics_requests_total"
 	mRequestTime       = "kafka_network_requestmetrics_totaltimems"
 	mInFlight          = "kafka_network_requestmetrics_requestsinflight"
@@ -176,6 +181,10 @@ func New(cfg Config) *Observer {
 		Help: "Bytes returned to consumers' fetches (BytesOutPerSec)."}, []string{"topic"})
 	o.replBytesOut = prometheus.NewCounterVec(prometheus.CounterOpts{Name: mReplBytesOut,
 		Help: "Bytes returned to followers' fetches (ReplicationBytesOutPerSec)."}, []string{"topic"})
+	o.reassIn = prometheus.NewCounter(prometheus.CounterOpts{Name: mReassignIn,
+		Help: "Bytes appended here as a follower a reassignment is adding (ReassignmentBytesInPerSec, KIP-573)."})
+	o.reassOut = prometheus.NewCounter(prometheus.CounterOpts{Name: mReassignOut,
+		Help: "Bytes returned to followers a reassignment is adding (ReassignmentBytesOutPerSec, KIP-573)."})
 	o.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: mRequests,
 		Help: "Requests handled, by API (RequestsPerSec)."}, []string{"request"})
 	o.requestTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: mRequestTime,
@@ -185,7 +194,7 @@ func New(cfg Config) *Observer {
 		Help: "Requests being handled now, by API. This broker has no shared request queue (each connection handles its own requests), so this stands in for RequestQueueSize."},
 		[]string{"request"})
 	o.reg.MustRegister(o.shrinks, o.expands, o.elections, o.unclean, o.bytesIn, o.messagesIn, o.bytesOut,
-		o.replBytesOut, o.requests, o.requestTime, o.inFlight, statusCollector{o},
+		o.replBytesOut, o.reassIn, o.reassOut, o.requests, o.requestTime, o.inFlight, statusCollector{o},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return o
 }
@@ -219,6 +228,15 @@ func (o *Observer) BytesOut(topic string, bytes int64, replication bool) {
 		o.replBytesOut.WithLabelValues(topic).Add(float64(bytes))
 	} else {
 		o.bytesOut.WithLabelValues(topic).Add(float64(bytes))
+	}
+}
+
+// ReassignmentBytes implements partition.ReassignmentMetrics.
+func (o *Observer) ReassignmentBytes(bytes int64, in bool) {
+	if in {
+		o.reassIn.Add(float64(bytes))
+	} else {
+		o.reassOut.Add(float64(bytes))
 	}
 }
 

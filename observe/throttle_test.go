@@ -1,11 +1,18 @@
 package observe
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"fmt"
+	"hash/crc32"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
@@ -117,4 +124,93 @@ func TestObserveReassignmentView(t *testing.T) {
 	if t.Failed() {
 		t.Log(html)
 	}
+}
+
+// TestObserveReassignmentFromManager: a real replica manager leading a
+// partition that a reassignment adds broker 2 to, throttled as leader:
+// the view shows the adding replica's records and bytes left, and the
+// metrics its reassignment bytes.
+func TestObserveReassignmentFromManager(t *testing.T) {
+	o := New(Config{BrokerID: 1, ReplicaLagTimeMax: 10 * time.Second, Now: func() time.Time { return now }})
+	m, err := partition.NewManager(partition.Config{BrokerID: 1, LogDirs: []string{filepath.Join(t.TempDir(), "logs")},
+		HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
+		RetentionCheckInterval: time.Hour, Now: func() time.Time { return now }, Metrics: o,
+		Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	o.SetSources(Sources{Partitions: m, Quotas: m})
+	m.SetReplicationQuotas(5000, 0)
+	tp := cluster.TopicPartition{Topic: "mv", Partition: 0}
+	cfg := cluster.DefaultLogConfig()
+	cfg.LeaderReplicationThrottledReplicas = "0:1"
+	if err := m.ApplyPartitionStates([]partition.PartitionState{{TopicPartition: tp, Replicas: []int32{1, 3, 2},
+		LeaderAndIsr: cluster.LeaderAndIsr{Leader: 1, Isr: []int32{1, 3}}, Config: cfg,
+		AddingReplicas: []int32{2}, RemovingReplicas: []int32{3}}}); err != nil {
+		t.Fatal(err)
+	}
+	batch := testBatch(4, 100)
+	for range 4 {
+		// A fresh batch each time: the append assigns offsets in place.
+		if _, err := m.Append(tp, testBatch(4, 100), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Broker 2 fetches the first batch (4 records): 12 records left.
+	res, err := m.Read(tp, partition.ReadRequest{FetchOffset: 0, MaxBytes: 1, ReplicaID: 2, CurrentLeaderEpoch: -1})
+	if err != nil || len(res.Records) != len(batch) || !res.Throttled {
+		t.Fatalf("read: %d bytes, throttled %v, err %v", len(res.Records), res.Throttled, err)
+	}
+	m.RecordLeaderReplication(int64(len(res.Records)))
+	// Its next fetch, at 4, tells the leader its LEO (and returns the
+	// second batch, not recorded against the quota here).
+	if _, err := m.Read(tp, partition.ReadRequest{FetchOffset: 4, MaxBytes: 0, ReplicaID: 2, CurrentLeaderEpoch: -1}); err != nil {
+		t.Fatal(err)
+	}
+	v := o.View()
+	r := v.Partitions[0].Reassignment
+	if r == nil || len(r.Adding) != 1 {
+		t.Fatalf("reassignment view %+v", r)
+	}
+	want := AddingReplicaView{BrokerID: 2, RecordsLeft: 12, BytesLeft: 3 * int64(len(batch)), Throttled: true}
+	if r.Adding[0] != want || r.RemovingReplicas[0] != 3 {
+		t.Fatalf("adding %+v removing %v, want %+v and [3]", r.Adding[0], r.RemovingReplicas, want)
+	}
+	if th := v.ReplicationThrottle; th == nil || th.LeaderRate == nil || *th.LeaderRate != 5000 || th.LeaderByteRate != float64(len(batch)) {
+		t.Fatalf("throttle view %+v", th)
+	}
+	body := get(t, o.Handler(), "/metrics")
+	for _, line := range []string{
+		fmt.Sprintf("kafka_server_brokertopicmetrics_reassignmentbytesout_total %d", 2*len(batch)),
+		"kafka_server_brokertopicmetrics_reassignmentbytesin_total 0",
+		fmt.Sprintf("kafka_server_leaderreplication_byte_rate %d", len(batch)),
+		"kafka_server_followerreplication_byte_rate 0",
+	} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
+	}
+}
+
+// testBatch is a v2 record batch of n records of size-byte values, as a
+// producer sends it (base offset 0), with its CRC-32C.
+func testBatch(n, size int) []byte {
+	var recs []byte
+	for i := range n {
+		r := kmsg.Record{OffsetDelta: int32(i), Key: nil, Value: make([]byte, size)}
+		r.Length = int32(len(r.AppendTo(nil)) - 1) // the body after a 1-byte zero length
+		recs = r.AppendTo(recs)
+	}
+	b := kmsg.RecordBatch{FirstOffset: 0, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(n - 1),
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: recs}
+	raw := b.AppendTo(nil)
+	b.Length = int32(len(raw) - 12)
+	raw = b.AppendTo(nil)
+	crc := crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli))
+	binary.BigEndian.PutUint32(raw[17:], crc)
+	return raw
 }

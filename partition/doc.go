@@ -224,6 +224,7 @@
 //	cleaner.fileMu -> cleaner.mu -> Manager.mu
 //	Manager.fetchMu -> fetcher.mu
 //
-// (logstore.Log: its internal locks.) Manager.changedMu and Manager.goMu
-// are leaf locks.
+// (logstore.Log: its internal locks.) Manager.changedMu, Manager.goMu and
+// the replication quotas' mutexes (throttle.go, taken on the fetch paths
+// outside any Replica.mu) are leaf locks.
 package partition

@@ -302,6 +302,9 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 			if err == nil && throttled[s.tp] {
 				f.m.followerQuota.record(cfg.Now(), int64(len(res.Records)))
 			}
+			if rm, ok := cfg.Metrics.(ReassignmentMetrics); ok && err == nil && len(res.Records) > 0 && s.r.isAdding(cfg.BrokerID) {
+				rm.ReassignmentBytes(int64(len(res.Records)), true)
+			}
 			if err != nil && !errors.Is(err, errStale) {
 				switch {
 				case errors.Is(err, logstore.ErrOffsetMismatch):

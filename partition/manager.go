@@ -778,6 +778,9 @@ func (m *Manager) Read(tp cluster.TopicPartition, req ReadRequest) (ReadResult, 
 	m.writeIsrChangeAsync(r, change)
 	if n := len(res.Records); n > 0 {
 		m.cfg.Metrics.BytesOut(tp.Topic, int64(n), req.ReplicaID >= 0)
+		if rm, ok := m.cfg.Metrics.(ReassignmentMetrics); ok && req.ReplicaID >= 0 && r.isAdding(req.ReplicaID) {
+			rm.ReassignmentBytes(int64(n), false)
+		}
 	}
 	return res, err
 }

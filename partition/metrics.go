@@ -22,6 +22,15 @@ type Metrics interface {
 	BytesOut(topic string, bytes int64, replication bool)
 }
 
+// ReassignmentMetrics is what a Metrics may also implement to count the
+// replication traffic of reassignments (KIP-573's ReassignmentBytesInPerSec
+// and ReassignmentBytesOutPerSec): bytes a leader returned to a follower
+// that a reassignment in progress is adding, and bytes this broker
+// appended as such an adding follower. Same rules as Metrics.
+type ReassignmentMetrics interface {
+	ReassignmentBytes(bytes int64, in bool)
+}
+
 // noMetrics is the Metrics of a Manager configured without one.
 type noMetrics struct{}
 

@@ -69,10 +69,6 @@ type ReplicaStatus struct {
 	LeaderThrottled, FollowerThrottled bool
 	// SizeBytes is the log's size on disk (Kafka's Log Size).
 	SizeBytes int64
-	// AddingReplicas and RemovingReplicas are the replicas a reassignment
-	// in progress adds and removes (KIP-455), as the controller's last
-	// LeaderAndIsr said; empty when none is in progress.
-	AddingReplicas, RemovingReplicas []int32
 }
 
 // status snapshots the replica.

@@ -32,6 +32,7 @@ package partition
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -225,4 +226,12 @@ func (r *Replica) followerThrottle() (throttled, inSync bool) {
 		return false, false
 	}
 	return true, r.leaderHW >= 0 && r.log.LogEndOffset() >= r.leaderHW
+}
+
+// isAdding reports whether a reassignment in progress adds broker's
+// replica (PartitionState.AddingReplicas of the last state).
+func (r *Replica) isAdding(broker int32) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.adding, broker)
 }

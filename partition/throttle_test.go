@@ -157,7 +157,7 @@ func (c *quotaClient) OffsetsForLeaderEpoch(_ context.Context, _ int32, queries 
 }
 
 // throttlePair is broker 1 leading t-0 and u-0 (replicas [1 2], ISR [1]:
-// broker 2 is a new replica catching up, as in a reassignment) with
+// broker 2 is a new replica catching up; for t-0, a reassignment adds it) with
 // `batches` batches of 8 KiB each, and broker 2 following both, with
 // replica.fetch.max.bytes 64 KiB, on one fake clock. Both Managers are
 // never started: rounds run with replicateOnce.
@@ -170,6 +170,12 @@ type throttlePair struct {
 const throttleBatch = 8 << 10
 
 func newThrottlePair(t *testing.T, tCfg cluster.LogConfig, batches int) *throttlePair {
+	return newThrottlePairMetrics(t, tCfg, batches, nil)
+}
+
+// newThrottlePairMetrics is newThrottlePair with both Managers reporting
+// to metrics.
+func newThrottlePairMetrics(t *testing.T, tCfg cluster.LogConfig, batches int, metrics Metrics) *throttlePair {
 	t.Helper()
 	p := &throttlePair{clock: &fakeClock{t: time.Unix(1000, 0)},
 		tT: cluster.TopicPartition{Topic: "t", Partition: 0}, tU: cluster.TopicPartition{Topic: "u", Partition: 0}}
@@ -178,7 +184,8 @@ func newThrottlePair(t *testing.T, tCfg cluster.LogConfig, batches int) *throttl
 		m, err := NewManager(Config{BrokerID: id, LogDirs: []string{filepath.Join(base, fmt.Sprint(id))},
 			HighWatermarkCheckpointInterval: time.Second, RecoveryPointCheckpointInterval: time.Second,
 			RetentionCheckInterval: time.Hour, Now: p.clock.Now, ReplicaFetchMaxBytes: 64 << 10,
-			LeaderClient: lc, Log: zerolog.New(zerolog.NewTestWriter(t)).With().Int32("broker_id", id).Logger()})
+			LeaderClient: lc, Metrics: metrics,
+			Log: zerolog.New(zerolog.NewTestWriter(t)).With().Int32("broker_id", id).Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,8 +195,9 @@ func newThrottlePair(t *testing.T, tCfg cluster.LogConfig, batches int) *throttl
 	p.leader = mk(1, nil)
 	p.follower = mk(2, &quotaClient{leader: p.leader})
 	lai := cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 0, Isr: []int32{1}}
+	// t-0 is being reassigned: 2 is the replica it adds.
 	states := []PartitionState{
-		{TopicPartition: p.tT, Replicas: []int32{1, 2}, LeaderAndIsr: lai, Config: tCfg},
+		{TopicPartition: p.tT, Replicas: []int32{1, 2}, LeaderAndIsr: lai, Config: tCfg, AddingReplicas: []int32{2}},
 		{TopicPartition: p.tU, Replicas: []int32{1, 2}, LeaderAndIsr: lai, Config: cluster.DefaultLogConfig()},
 	}
 	for _, m := range []*Manager{p.leader, p.follower} {
@@ -409,4 +417,36 @@ func TestReplicationQuotasConcurrent(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// reassignCounter counts ReassignmentBytes.
+type reassignCounter struct {
+	noMetrics
+	mu      sync.Mutex
+	in, out int64
+}
+
+func (c *reassignCounter) ReassignmentBytes(n int64, in bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in {
+		c.in += n
+	} else {
+		c.out += n
+	}
+}
+
+// TestReassignmentBytesMetrics: only t-0, which a reassignment adds broker
+// 2 to, counts as reassignment traffic, on both ends (KIP-573).
+func TestReassignmentBytesMetrics(t *testing.T) {
+	c := &reassignCounter{}
+	p := newThrottlePairMetrics(t, cluster.DefaultLogConfig(), 16, c)
+	p.run(t, time.Second, 100*time.Millisecond)
+	want := logBytes(t, p.leader, p.tT)
+	if got := logBytes(t, p.follower, p.tT); got != want || leo(t, p.follower, p.tU) != leo(t, p.leader, p.tU) {
+		t.Fatalf("follower did not catch up: t-0 %d of %d bytes", got, want)
+	}
+	if c.in != want || c.out != want {
+		t.Fatalf("reassignment bytes in %d out %d, want %d each (t-0 only, u-0 is not reassigned)", c.in, c.out, want)
+	}
 }
