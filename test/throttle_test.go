@@ -5,12 +5,15 @@ package test
 // copies at most the brokers' leader/follower.replication.throttled.rate,
 // as the leader's replication bytes-out counter and the throttle's
 // byte-rate gauges in /metrics show, while an unthrottled move beside it is
-// not slowed.
+// not slowed. Mid-move, ListPartitionReassignments and the leader's
+// /v1/partitions show the reassignment, its bytes left and its throttle.
 
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -101,6 +104,54 @@ func TestReassignThrottled(t *testing.T) {
 	start := time.Now()
 	submitReassignment(t, adm, thr, assignment{0: {1, 2}})
 	submitReassignment(t, adm, free, assignment{0: {1, 3}})
+	// Mid-move, ListPartitionReassignments and the leader's
+	// /v1/partitions show the throttled reassignment in progress.
+	var midMove string
+	eventually(t, 5*time.Second, func() error {
+		live, err := listReassigning(adm, thr, 1)
+		if err != nil {
+			return err
+		}
+		if r, ok := live[0]; !ok || !slices.Equal(r.AddingReplicas, []int32{2}) || len(r.RemovingReplicas) != 0 {
+			return fmt.Errorf("ListPartitionReassignments %s: %+v, want %s-0 adding [2]", thr, live, thr)
+		}
+		body, err := httpGet(urls[1] + "/v1/partitions")
+		if err != nil {
+			return err
+		}
+		var v struct {
+			Partitions []struct {
+				Topic           string `json:"topic"`
+				Partition       int32  `json:"partition"`
+				LeaderThrottled bool   `json:"leader_throttled"`
+				Reassignment    *struct {
+					AddingReplicas []int32 `json:"adding_replicas"`
+					Adding         []struct {
+						BrokerID  int32 `json:"broker_id"`
+						BytesLeft int64 `json:"bytes_left"`
+						Throttled bool  `json:"throttled"`
+					} `json:"adding"`
+				} `json:"reassignment"`
+			} `json:"partitions"`
+		}
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			return err
+		}
+		for _, pv := range v.Partitions {
+			if pv.Topic != thr || pv.Partition != 0 {
+				continue
+			}
+			r := pv.Reassignment
+			if !pv.LeaderThrottled || r == nil || !slices.Equal(r.AddingReplicas, []int32{2}) || len(r.Adding) != 1 ||
+				r.Adding[0].BrokerID != 2 || !r.Adding[0].Throttled || r.Adding[0].BytesLeft <= 0 {
+				return fmt.Errorf("broker 1 /v1/partitions %s-0 mid-move: leader_throttled %v reassignment %+v", thr, pv.LeaderThrottled, r)
+			}
+			midMove = fmt.Sprintf("adding %v, %d bytes left, throttled", r.AddingReplicas, r.Adding[0].BytesLeft)
+			return nil
+		}
+		return fmt.Errorf("broker 1 /v1/partitions lists no %s-0", thr)
+	})
+	t.Logf("mid-move, broker 1's /v1/partitions shows %s-0 %s", thr, midMove)
 	freeEnd := waitReassigned(t, c, adm, free, assignment{0: {1, 3}}, 60*time.Second)
 	thrEnd := waitReassigned(t, c, adm, thr, assignment{0: {1, 2}}, 120*time.Second)
 	close(stop)
