@@ -163,6 +163,7 @@ func TestElectLeadersUnclean(t *testing.T) {
 		"zookeeper.session.timeout.ms": fmt.Sprint(session.Milliseconds()),
 		"replica.lag.time.max.ms":      fmt.Sprint(lag.Milliseconds()),
 	}))
+	keepLogs(t, c)
 	ctl, err := c.ControllerID()
 	if err != nil {
 		t.Fatal(err)
