@@ -64,8 +64,19 @@ func freePortRange(t *testing.T, n int) int {
 	return 0
 }
 
-// TestClusterRollScript: see the file comment.
-func TestClusterRollScript(t *testing.T) {
+// scriptCluster is a cluster that scripts/cluster.sh started in its own
+// layout; Cluster gives the ZooKeeper readers and clients (Brokers hold
+// only ids, addresses and data dirs: the script owns the processes).
+type scriptCluster struct {
+	*Cluster
+	run func(timeout time.Duration, args ...string) (string, error)
+}
+
+// startScriptCluster runs `cluster.sh up` for n brokers (ids 0..n-1) in a
+// temporary CLUSTER_DIR on free ports, with the test's ZooKeeper under a
+// new chroot, and `cluster.sh down` at the end.
+func startScriptCluster(t *testing.T, n int) *scriptCluster {
+	t.Helper()
 	if zkSkip != "" {
 		t.Skip(zkSkip)
 	}
@@ -79,18 +90,17 @@ func TestClusterRollScript(t *testing.T) {
 	}
 	// BROKER_TEST_CLUSTER_SH runs another copy of the script (for a branch
 	// whose cluster.sh is not merged yet); it must sit in a tree with
-	// config/server.properties beside scripts/.
+	// config/ (and cmd/, for kafka-admin) beside scripts/.
 	clusterSh := filepath.Join(root, "scripts", "cluster.sh")
 	if alt := os.Getenv("BROKER_TEST_CLUSTER_SH"); alt != "" {
 		clusterSh = alt
 	}
-	const n = 3
-	c := &Cluster{t: t, Chroot: fmt.Sprintf("/roll-%d-%d", os.Getpid(), chrootSeq.Add(1)), ZK: zkConn, dir: t.TempDir()}
+	c := &Cluster{t: t, Chroot: fmt.Sprintf("/sh-%d-%d", os.Getpid(), chrootSeq.Add(1)), ZK: zkConn, dir: t.TempDir()}
 	if _, err := c.ZK.Create(c.Chroot, nil, 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatalf("create chroot %s: %v", c.Chroot, err)
 	}
 	base, httpBase := freePortRange(t, n), freePortRange(t, n)
-	for id := int32(0); id < n; id++ {
+	for id := int32(0); id < int32(n); id++ {
 		c.Brokers = append(c.Brokers, &Broker{c: c, id: id, addr: fmt.Sprintf("127.0.0.1:%d", base+int(id)),
 			DataDir: filepath.Join(c.dir, fmt.Sprintf("broker-%d", id), "data")})
 	}
@@ -103,7 +113,8 @@ func TestClusterRollScript(t *testing.T) {
 		"CLUSTER_DIR="+c.dir, fmt.Sprintf("BROKERS=%d", n), fmt.Sprintf("BASE_PORT=%d", base),
 		fmt.Sprintf("HTTP_BASE_PORT=%d", httpBase), "ZK_PORT="+zkPort, "ZK_CHROOT="+c.Chroot,
 		"BROKER_BIN="+brokerBin, "BROKER_OVERRIDES="+strings.Join(overrides, " "), "READY_TIMEOUT=90")
-	script := func(timeout time.Duration, args ...string) (string, error) {
+	sc := &scriptCluster{Cluster: c}
+	sc.run = func(timeout time.Duration, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, clusterSh, args...)
@@ -111,11 +122,11 @@ func TestClusterRollScript(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := script(3*time.Minute, "up"); err != nil {
+	if out, err := sc.run(3*time.Minute, "up"); err != nil {
 		t.Fatalf("cluster.sh up: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
-		if out, err := script(2*time.Minute, "down"); err != nil {
+		if out, err := sc.run(2*time.Minute, "down"); err != nil {
 			t.Errorf("cluster.sh down: %v\n%s", err, out)
 		}
 		if t.Failed() {
@@ -125,8 +136,13 @@ func TestClusterRollScript(t *testing.T) {
 			}
 		}
 	})
+	return sc
+}
 
-	const topic, parts = "roll", 6
+// createScriptTopic creates topic with RF 3 through kadm and waits for full
+// ISRs.
+func createScriptTopic(t *testing.T, c *Cluster, topic string, parts int32) {
+	t.Helper()
 	adm := kadm.NewClient(c.Client())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -141,6 +157,15 @@ func TestClusterRollScript(t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// TestClusterRollScript: see the file comment.
+func TestClusterRollScript(t *testing.T) {
+	const n = 3
+	sc := startScriptCluster(t, n)
+	c, script := sc.Cluster, sc.run
+	const topic, parts = "roll", 6
+	createScriptTopic(t, c, topic, parts)
 	ctl, err := c.ControllerID()
 	if err != nil {
 		t.Fatal(err)
@@ -199,4 +224,64 @@ func TestClusterRollScript(t *testing.T) {
 	logFigures(t, t.Name(), map[string]any{"roll_ms": rollDur.Milliseconds(), "acked": res.Acked, "lost": res.Lost,
 		"p50_during_ms": ms(d50), "p99_during_ms": ms(d99), "records_during": dn, "p50_before_ms": ms(b50), "p99_before_ms": ms(b99), "records_before": bn})
 	t.Logf("longest gap between acknowledgements of p0 during the roll: %s", longestGap(acked, 0, rollStart, rollStart.Add(rollDur)).Round(time.Millisecond))
+}
+
+// TestClusterDecommissionScript: `scripts/cluster.sh decommission 3` on a
+// producing four-broker cluster moves every replica off broker 3 (through
+// kafka-admin's reassignment), then stops it: the topic znode names broker 3
+// nowhere, /brokers/ids/3 is gone, its partition directories are deleted,
+// nothing acknowledged is lost and no partition falls below
+// min.insync.replicas on the way.
+func TestClusterDecommissionScript(t *testing.T) {
+	const n = 4
+	sc := startScriptCluster(t, n)
+	c := sc.Cluster
+	const topic, parts = "decom", 8
+	createScriptTopic(t, c, topic, parts)
+	const gone = 3
+	held := 0
+	for _, r := range c.currentAssignment(t, topic) {
+		if slices.Contains(r, gone) {
+			held++
+		}
+	}
+	if held == 0 {
+		t.Fatalf("broker %d holds no replica of %s: nothing to decommission", gone, topic)
+	}
+	start := time.Now()
+	prod := startProducer(t, c, topic, parts, topic)
+	prod.waitAcks(-1, 500, start, 30*time.Second)
+	samp := startISRSampler(t, c, map[string]int32{topic: parts}, 2, 100*time.Millisecond)
+	began := time.Now()
+	out, err := sc.run(5*time.Minute, "decommission", fmt.Sprint(gone))
+	took := time.Since(began)
+	t.Logf("cluster.sh decommission %d (%s):\n%s", gone, took.Round(time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("cluster.sh decommission %d: %v", gone, err)
+	}
+	final := c.currentAssignment(t, topic)
+	for p, r := range final {
+		if slices.Contains(r, gone) || len(r) != 3 {
+			t.Errorf("%s-%d after the decommission: replicas %v, want 3 without broker %d", topic, p, r, gone)
+		}
+	}
+	if ok, _ := c.Registered(gone); ok {
+		t.Errorf("/brokers/ids/%d still registered after the decommission", gone)
+	}
+	for p := range final {
+		if dirs := replicaDirs(c.Broker(gone), topic, p); len(dirs) > 0 {
+			t.Errorf("broker %d still has %v of %s-%d after the decommission", gone, dirs, topic, p)
+		}
+	}
+	prod.waitAcks(-1, 300, time.Now(), 30*time.Second)
+	acked := prod.Stop(false)
+	samp.check(t, "during the decommission")
+	var seeds []string
+	for _, b := range c.Brokers {
+		if b.ID() != gone {
+			seeds = append(seeds, b.Addr())
+		}
+	}
+	checkHistory(t, "after the decommission", recsOf(acked), readAll(t, seeds, topic, readTimeout), false)
+	t.Logf("decommission of broker %d (%d of %d partitions held a replica there) took %s", gone, held, parts, took.Round(time.Millisecond))
 }
