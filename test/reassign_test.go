@@ -429,3 +429,49 @@ func TestReassignLegacyZnode(t *testing.T) {
 	acked := prod.Stop(false)
 	checkHistory(t, "after the legacy reassignment", recsOf(acked), readAll(t, c.liveSeeds(), topic, readTimeout), false)
 }
+
+// TestReassignBadInput: AlterPartitionAssignments answers Kafka's
+// per-partition errors and changes nothing: INVALID_REPLICA_ASSIGNMENT for
+// an empty replica list, a duplicate replica and a broker that does not
+// exist, UNKNOWN_TOPIC_OR_PARTITION for a partition or topic that does not
+// exist; a valid partition in the same request is still reassigned.
+func TestReassignBadInput(t *testing.T) {
+	c := NewCluster(t, 3, failoverProps(nil))
+	keepLogs(t, c)
+	const topic = "bad"
+	createTopic(t, c, topic, 0, 0, [][]int32{{1, 2}, {2, 3}, {3, 1}, {1, 3}}, nil)
+	adm := adminFor(t, c)
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, 0, []int32{})
+	req.Assign(topic, 1, []int32{2, 2})
+	req.Assign(topic, 2, []int32{3, 9})
+	req.Assign(topic, 3, []int32{2, 3}) // valid
+	req.Assign(topic, 7, []int32{1, 2})
+	req.Assign("no-such-topic", 0, []int32{1, 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[int32]error{
+		topic:           {0: kerr.InvalidReplicaAssignment, 1: kerr.InvalidReplicaAssignment, 2: kerr.InvalidReplicaAssignment, 3: nil, 7: kerr.UnknownTopicOrPartition},
+		"no-such-topic": {0: kerr.UnknownTopicOrPartition},
+	}
+	for tp, ps := range want {
+		for p, w := range ps {
+			r, ok := resp[tp][p]
+			switch {
+			case !ok:
+				t.Errorf("%s-%d: no result", tp, p)
+			case w == nil && r.Err != nil, w != nil && !errors.Is(r.Err, w):
+				t.Errorf("%s-%d: %v (%s), want %v", tp, p, r.Err, r.ErrMessage, w)
+			default:
+				t.Logf("%s-%d: %v %s", tp, p, r.Err, r.ErrMessage)
+			}
+		}
+	}
+	target := assignment{0: {1, 2}, 1: {2, 3}, 2: {3, 1}, 3: {2, 3}}
+	waitReassigned(t, c, adm, topic, target, 30*time.Second)
+	waitReplicaDirs(t, c, topic, target, 30*time.Second)
+}
