@@ -289,7 +289,12 @@ func checkSamples(res *CheckResult, samples []Sample, uncleanAllowed bool) {
 					res.EpochViolation++
 					res.note("epoch", "p%d at %s: leader_epoch %d after %d", p, s.At, st.LeaderEpoch, ps.LeaderEpoch)
 				}
-				if !uncleanAllowed && st.Leader >= 0 && st.LeaderEpoch > ps.LeaderEpoch && st.Leader != ps.Leader &&
+				// The previous sample is the ISR the election chose from
+				// only if no write came between them: a leader that added
+				// a replica to the ISR just before the controller elected
+				// it (a reassignment's new leader) is not unclean.
+				consecutive := st.ZkVersion <= ps.ZkVersion+1
+				if !uncleanAllowed && consecutive && st.Leader >= 0 && st.LeaderEpoch > ps.LeaderEpoch && st.Leader != ps.Leader &&
 					len(ps.ISR) > 0 && !slices.Contains(ps.ISR, st.Leader) {
 					res.UncleanLeader++
 					res.note("unclean-leader", "p%d at %s: leader %d (epoch %d) not in the previous ISR %v", p, s.At, st.Leader, st.LeaderEpoch, ps.ISR)

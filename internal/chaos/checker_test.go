@@ -80,6 +80,19 @@ func TestCheckerCatches(t *testing.T) {
 	if res.Total() != 0 {
 		t.Errorf("unclean allowed: %+v", res.Anomalies)
 	}
+	// A write between the two samples (zkVersion 5 -> 7: the ISR grew to
+	// hold 2, then 2 was elected) hides the ISR the election saw: not an
+	// anomaly. Consecutive versions with the leader outside are.
+	isrThenElect := []Sample{
+		{States: []PartState{{Leader: 1, LeaderEpoch: 3, ISR: []int32{1}, ZkVersion: 5}}},
+		{States: []PartState{{Leader: 2, LeaderEpoch: 4, ISR: []int32{1, 2}, ZkVersion: 7}}}}
+	if res := Check(CheckInput{Samples: isrThenElect}); res.Total() != 0 {
+		t.Errorf("election after an unsampled ISR expansion: %+v", res.Anomalies)
+	}
+	isrThenElect[1].States[0].ZkVersion = 6
+	if res := Check(CheckInput{Samples: isrThenElect}); res.UncleanLeader == 0 {
+		t.Errorf("leader outside the ISR of the previous zkVersion not caught: %+v", res.Anomalies)
+	}
 }
 
 // TestProxyHoldsAndHeals: a blocked source's bytes are held, not dropped,

@@ -33,13 +33,17 @@ const LagTime = 5 * time.Second
 // Kafka proxy (its advertised listener, used by clients and by the other
 // brokers) and a ZooKeeper proxy (its zookeeper.connect).
 type Cluster struct {
-	Brokers []*Broker
-	Chroot  string
-	ZK      *zk.Conn // direct to ZooKeeper (not through a proxy), at the root
-	zkAddr  string
-	bin     string
-	dir     string
-	logf    func(string, ...any)
+	// Brokers grows only through AddBroker, on the nemesis's goroutine;
+	// brokersMu orders that with Broker, which the workload calls.
+	Brokers   []*Broker
+	brokersMu sync.Mutex
+	Chroot    string
+	ZK        *zk.Conn // direct to ZooKeeper (not through a proxy), at the root
+	zkAddr    string
+	bin       string
+	dir       string
+	props     map[string]string // every broker's overrides (ClusterConfig.Props)
+	logf      func(string, ...any)
 }
 
 // Broker is one broker process handle with its two proxies.
@@ -82,7 +86,7 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 	seq := chrootSeq
 	chrootMu.Unlock()
 	c := &Cluster{Chroot: fmt.Sprintf("/chaos-%d-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6, seq),
-		ZK: cfg.ZK, zkAddr: cfg.ZKAddr, bin: cfg.Binary, dir: cfg.Dir, logf: cfg.Logf}
+		ZK: cfg.ZK, zkAddr: cfg.ZKAddr, bin: cfg.Binary, dir: cfg.Dir, props: cfg.Props, logf: cfg.Logf}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
@@ -163,6 +167,23 @@ func (c *Cluster) addBroker(id int32, props map[string]string) (*Broker, error) 
 	return b, nil
 }
 
+// AddBroker prepares broker id (its proxies, directory and the cluster's
+// properties), adds it to the cluster and starts it, as an operator adds a
+// broker to a running cluster.
+func (c *Cluster) AddBroker(id int32) (*Broker, error) {
+	if c.Broker(id) != nil {
+		return nil, fmt.Errorf("broker %d already in the cluster", id)
+	}
+	b, err := c.addBroker(id, c.props)
+	if err != nil {
+		return nil, err
+	}
+	c.brokersMu.Lock()
+	c.Brokers = append(c.Brokers, b)
+	c.brokersMu.Unlock()
+	return b, b.Start()
+}
+
 // Seeds are the proxies' addresses: what clients bootstrap from.
 func (c *Cluster) Seeds() []string {
 	out := make([]string, len(c.Brokers))
@@ -174,6 +195,8 @@ func (c *Cluster) Seeds() []string {
 
 // Broker returns the broker with id, or nil.
 func (c *Cluster) Broker(id int32) *Broker {
+	c.brokersMu.Lock()
+	defer c.brokersMu.Unlock()
 	for _, b := range c.Brokers {
 		if b.ID == id {
 			return b
@@ -523,19 +546,56 @@ func (c *Cluster) CreateTopic(topic string, partitions int32, configs map[string
 	return c.WaitFullISR(topic, partitions, 45*time.Second)
 }
 
-// WaitFullISR waits until every partition has a leader and every broker in
-// its ISR.
+// WaitFullISR waits until every partition has a leader and all of its
+// assigned replicas (the topic znode's) in its ISR.
 func (c *Cluster) WaitFullISR(topic string, partitions int32, timeout time.Duration) error {
 	return waitFor(timeout, func() error {
+		assigned, err := c.Assignment(topic)
+		if err != nil {
+			return err
+		}
 		for p := int32(0); p < partitions; p++ {
 			s, err := c.State(topic, p)
 			if err != nil {
 				return err
 			}
-			if s.Leader < 0 || len(s.ISR) != len(c.Brokers) {
-				return fmt.Errorf("%s-%d: leader %d isr %v", topic, p, s.Leader, s.ISR)
+			if s.Leader < 0 || len(s.ISR) != len(assigned.Partitions[p]) {
+				return fmt.Errorf("%s-%d: leader %d isr %v, replicas %v", topic, p, s.Leader, s.ISR, assigned.Partitions[p])
 			}
 		}
 		return nil
 	})
+}
+
+// TopicAssignment is /brokers/topics/<topic>: replicas, and the replicas
+// being added and removed by a reassignment, by partition.
+type TopicAssignment struct {
+	Partitions, Adding, Removing map[int32][]int32
+}
+
+// Assignment reads /brokers/topics/<topic>.
+func (c *Cluster) Assignment(topic string) (TopicAssignment, error) {
+	path := c.Path("/brokers/topics/" + topic)
+	data, _, err := c.ZK.Get(path)
+	if err != nil {
+		return TopicAssignment{}, fmt.Errorf("get %s: %w", path, err)
+	}
+	var z struct {
+		Partitions map[string][]int32 `json:"partitions"`
+		Adding     map[string][]int32 `json:"adding_replicas"`
+		Removing   map[string][]int32 `json:"removing_replicas"`
+	}
+	if err := json.Unmarshal(data, &z); err != nil {
+		return TopicAssignment{}, fmt.Errorf("%s: %w", path, err)
+	}
+	conv := func(m map[string][]int32) map[int32][]int32 {
+		out := map[int32][]int32{}
+		for k, v := range m {
+			if p, err := strconv.Atoi(k); err == nil {
+				out[int32(p)] = v
+			}
+		}
+		return out
+	}
+	return TopicAssignment{Partitions: conv(z.Partitions), Adding: conv(z.Adding), Removing: conv(z.Removing)}, nil
 }

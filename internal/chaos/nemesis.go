@@ -18,6 +18,9 @@ type Env struct {
 	// Notes collects what a run should report besides the checker's
 	// counts (a broker that exited on its own, a restart that failed).
 	Notes []string
+	// Err, set by a nemesis, is an operation of the scenario that did
+	// not complete (a reassignment that never finished): the run's error.
+	Err error
 }
 
 func (e *Env) note(format string, args ...any) {
@@ -331,6 +334,10 @@ func Scenarios(randomFor time.Duration) []Scenario {
 		}),
 		safe("random-mix", fmt.Sprintf("random faults (kill, SIGTERM, pauses, cuts, ZooKeeper cut/loss, isolation) for %s", randomFor), func(e *Env) {
 			e.Random(randomFor)
+		}),
+		safe("reassign-bounce", "brokers 4 and 5 join and every partition moves onto both; brokers 1, 4, 2 bounced (SIGTERM) one at a time during the move", func(e *Env) {
+			e.ReassignBounce()
+			time.Sleep(5 * time.Second)
 		}),
 		{Name: "ack1-cut-then-kill", Profile: ACK1, Desc: "acks=1: leader cut from followers 2.5 s, then kill -9 (loss expected)", Nemesis: func(e *Env) {
 			e.CutThenKill(e.LeaderTarget(), LagTime/2)

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -128,9 +129,18 @@ func Run(cfg RunConfig, sc Scenario) (res Result) {
 			env.note("broker %d's log mentions a panic (%s)", b.ID, b.LogPath)
 		}
 	}
+	// The replicas are the topic znode's: a reassignment may have moved
+	// them off some brokers (which deleted their copies).
+	assigned, err := c.Assignment(Topic)
+	if err != nil {
+		env.note("%v", err)
+	}
 	reps := map[int32][]Replica{}
 	for p := int32(0); p < Partitions; p++ {
 		for _, b := range c.Brokers {
+			if assigned.Partitions != nil && !slices.Contains(assigned.Partitions[p], b.ID) {
+				continue
+			}
 			r := ReadReplica(b.ID, b.DataDir, Topic, p)
 			if r.Err != "" {
 				env.note("broker %d p%d: %s", b.ID, p, r.Err)
@@ -143,6 +153,7 @@ func Run(cfg RunConfig, sc Scenario) (res Result) {
 		FinalLeader: final, UncleanAllowed: sc.Profile.BrokerProps["unclean.leader.election.enable"] == "true"})
 	res.Figures = ComputeFigures(writes, faults, samples, Partitions, writesEnd)
 	res.Notes = env.Notes
+	res.Err = env.Err
 	logf("done in %s: %s; attempted=%d ok=%d fail=%d info=%d anomalies=%+v", time.Since(began).Round(time.Second),
 		res.Verdict(), res.Check.Attempted, res.Check.OKs, res.Check.Fails, res.Check.Infos, res.Check.Anomalies)
 	for name, ex := range res.Check.Examples {
