@@ -535,21 +535,12 @@ func alterBrokerConfigs(adm *kadm.Client, cfg map[string]string, ids ...int32) e
 }
 
 // setBrokerConfigs sets broker configs on ids dynamically
-// (alterBrokerConfigs); if the cluster refuses, it writes them into each
-// broker's server.properties and restarts it, and says so.
-func setBrokerConfigs(t *testing.T, c *Cluster, adm *kadm.Client, cfg map[string]string, ids ...int32) {
+// (alterBrokerConfigs, /config/brokers/<id>), failing the test if the
+// cluster refuses.
+func setBrokerConfigs(t *testing.T, adm *kadm.Client, cfg map[string]string, ids ...int32) {
 	t.Helper()
-	err := alterBrokerConfigs(adm, cfg, ids...)
-	if err == nil {
-		return
-	}
-	t.Logf("NOTE: %v; setting %v in server.properties and restarting brokers %v instead", err, cfg, ids)
-	for _, id := range ids {
-		b := c.Broker(id)
-		for k, v := range cfg {
-			b.Props[k] = v
-		}
-		b.Restart()
+	if err := alterBrokerConfigs(adm, cfg, ids...); err != nil {
+		t.Fatal(err)
 	}
 }
 

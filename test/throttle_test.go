@@ -59,7 +59,7 @@ func TestReassignThrottled(t *testing.T) {
 	keepLogs(t, c)
 	adm := adminFor(t, c)
 	throttles := map[string]string{"leader.replication.throttled.rate": rateS, "follower.replication.throttled.rate": rateS}
-	setBrokerConfigs(t, c, adm, throttles, 1, 2, 3)
+	setBrokerConfigs(t, adm, throttles, 1, 2, 3)
 
 	const thr, free = "thr", "free"
 	for _, topic := range []string{thr, free} {
