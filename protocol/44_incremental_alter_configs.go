@@ -153,17 +153,7 @@ func (s *Server) incrementalOps(topic string, ops []kmsg.IncrementalAlterConfigs
 				if !ok {
 					old = s.effectiveValue(topic, op.Name)
 				}
-				list := splitList(old)
-				for _, v := range splitList(*op.Value) {
-					if op.Op == kmsg.IncrementalAlterConfigOpAppend {
-						if !slices.Contains(list, v) {
-							list = append(list, v)
-						}
-					} else {
-						list = slices.DeleteFunc(list, func(x string) bool { return x == v })
-					}
-				}
-				cur[op.Name] = strings.Join(list, ",")
+				cur[op.Name] = applyListOp(op.Op, old, *op.Value)
 			}
 		}
 		return cur, nil
@@ -185,6 +175,24 @@ func (s *Server) effectiveValue(topic, name string) string {
 }
 
 // splitList splits a LIST config value on commas, dropping empty items.
+// applyListOp is IncrementalAlterConfigs' APPEND or SUBTRACT of the
+// comma-separated value to the list old (ConfigAdminManager
+// prepareIncrementalConfigs): APPEND adds the items not there yet, in
+// order; SUBTRACT removes every occurrence.
+func applyListOp(op kmsg.IncrementalAlterConfigOp, old, value string) string {
+	list := splitList(old)
+	for _, v := range splitList(value) {
+		if op == kmsg.IncrementalAlterConfigOpAppend {
+			if !slices.Contains(list, v) {
+				list = append(list, v)
+			}
+		} else {
+			list = slices.DeleteFunc(list, func(x string) bool { return x == v })
+		}
+	}
+	return strings.Join(list, ",")
+}
+
 func splitList(v string) []string {
 	var out []string
 	for _, x := range strings.Split(v, ",") {

@@ -334,20 +334,7 @@ func (s *Server) alterBrokerIncremental(ctx context.Context, r kmsg.IncrementalA
 					k, _ := cluster.LookupBrokerKey(op.Name)
 					old = k.Default
 				}
-				var list []string
-				if old != "" {
-					list = strings.Split(old, ",")
-				}
-				for _, v := range strings.Split(*op.Value, ",") {
-					if op.Op == kmsg.IncrementalAlterConfigOpAppend {
-						if !slices.Contains(list, v) {
-							list = append(list, v)
-						}
-					} else {
-						list = slices.DeleteFunc(list, func(x string) bool { return x == v })
-					}
-				}
-				cur[op.Name] = strings.Join(list, ",")
+				cur[op.Name] = applyListOp(op.Op, old, *op.Value)
 			}
 		}
 		return cur, nil
