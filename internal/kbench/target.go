@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -120,6 +121,21 @@ func (t *Target) DeleteTopic(ctx context.Context, topic string) error {
 
 // endOffsets returns each partition's end offset.
 func (t *Target) endOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
+	// A leader named in Metadata may not have applied its LeaderAndIsr yet
+	// (the controller tells each broker on its own queue), and answers
+	// UNKNOWN_TOPIC_OR_PARTITION meanwhile: retry retriable errors, as
+	// clients do, for a few seconds.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := t.listEndOffsets(ctx, topic)
+		if err == nil || !kerr.IsRetriable(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return out, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (t *Target) listEndOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
 	listed, err := t.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
 		return nil, err
