@@ -56,18 +56,6 @@ func (s *Session) TopicConfig(name string) (map[string]string, bool) {
 	return cfg, true
 }
 
-// liveBrokerIDs returns the registered broker ids, sorted.
-func (s *Session) liveBrokerIDs() []int32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ids := make([]int32, 0, len(s.brokers))
-	for id := range s.brokers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
 // liveBrokerRacks returns the registered brokers with their broker.rack
 // ("" for none), sorted by id: what replica assignment places replicas on.
 func (s *Session) liveBrokerRacks() []cluster.BrokerRack {
