@@ -50,6 +50,12 @@ type ReplicaStatus struct {
 	LogEndOffset     int64
 	HighWatermark    int64
 	LogStartOffset   int64
+	// LastStableOffset is min(first offset of an unstable transaction,
+	// HW); see ReadResult.LastStableOffset.
+	LastStableOffset int64
+	// OngoingTxns are the open transactions (leader and follower alike),
+	// by first offset.
+	OngoingTxns []OngoingTxn
 	// Followers is set on a leader only, in broker id order.
 	Followers []FollowerStatus
 	// LeaderHighWatermark is set on a follower only: the leader's HW in
