@@ -402,6 +402,13 @@ func (c *cleaner) grabFilthiest(now time.Time) *toClean {
 		if cr.CleanBytes+cr.CleanableBytes == 0 {
 			continue
 		}
+		if cr.FirstUncleanableOffset <= cr.FirstDirtyOffset {
+			// Nothing between the first dirty offset and the bound (the
+			// LSO inside the segment the last pass stopped at): Kafka's
+			// cleanable range is then empty, and a pass would find
+			// nothing, again and again.
+			continue
+		}
 		dirtiest = max(dirtiest, cr.DirtyRatio)
 		// Kafka's maxCompactionDelay: the first dirty batch waited longer
 		// than max.compaction.lag.ms.
