@@ -176,3 +176,287 @@ func TestTxnIndexEndToEnd(t *testing.T) {
 		t.Fatal("file name")
 	}
 }
+
+// abortAt adds an entry with marker at off and first offset first.
+func abortAt(t testing.TB, l *Log, pid, first, off int64) AbortedTxn {
+	t.Helper()
+	a := AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: off, LastStableOffset: off + 1}
+	mustAbort(t, l, a)
+	return a
+}
+
+func fileExists(t testing.TB, fsys FS, name string) bool {
+	t.Helper()
+	names, err := fsys.ReadDir(dirOf(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if n == baseOf(name) {
+			return true
+		}
+	}
+	return false
+}
+
+func dirOf(p string) string  { i := strings.LastIndexByte(p, '/'); return p[:max(i, 1)] }
+func baseOf(p string) string { return p[strings.LastIndexByte(p, '/')+1:] }
+
+func TestTxnIndexTruncateTo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, cfg := txnLog(t, dir)
+	fill(t, l, 40)
+	a := abortAt(t, l, 1, 0, 5)
+	b := abortAt(t, l, 2, 3, 8)
+	c := abortAt(t, l, 3, 9, 12)
+	d := abortAt(t, l, 4, 20, 33)
+	// Into the segment of b: b's marker goes, a stays; the later segments
+	// go with their files.
+	if err := l.TruncateTo(8); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustCollect(t, l, 0, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{a}) {
+		t.Fatalf("after TruncateTo(8): %+v", got)
+	}
+	for _, base := range []int64{10, 30} {
+		if fileExists(t, OSFS, segPath(dir, base, txnIndexSuffix)) {
+			t.Errorf("segment %d's .txnindex survived the truncation", base)
+		}
+	}
+	raw, err := os.ReadFile(segPath(dir, 0, txnIndexSuffix))
+	if err != nil || !reflect.DeepEqual(raw, encodeAbortedTxns([]AbortedTxn{a})) {
+		t.Fatalf("truncated file %x, %v", raw, err)
+	}
+	// New entries append after the cut, and a replay of b is taken again.
+	fill(t, l, 5)
+	mustAbort(t, l, b)
+	_ = c
+	_ = d
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, cfg, l.RecoveryPoint())
+	if got := mustCollect(t, l, 0, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{a, b}) {
+		t.Fatalf("after reopen: %+v", got)
+	}
+	// A full truncation removes every file.
+	if err := l.TruncateFullyAndStartAt(100); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustCollect(t, l, 0, math.MaxInt64); got != nil {
+		t.Fatalf("after full truncation: %+v", got)
+	}
+	if fileExists(t, OSFS, segPath(dir, 0, txnIndexSuffix)) {
+		t.Fatal(".txnindex survived the full truncation")
+	}
+}
+
+func TestTxnIndexDeletedWithSegments(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, cfg := txnLog(t, dir)
+	fill(t, l, 40)
+	abortAt(t, l, 1, 0, 5)
+	b := abortAt(t, l, 2, 3, 15)
+	c := abortAt(t, l, 3, 18, 25)
+	// DeleteRecords moving the start into segment 10 deletes segment 0.
+	if _, err := l.IncrementLogStartOffset(12); err != nil {
+		t.Fatal(err)
+	}
+	if fileExists(t, OSFS, segPath(dir, 0, txnIndexSuffix)) {
+		t.Fatal("segment 0's .txnindex survived DeleteRecords")
+	}
+	if got := mustCollect(t, l, 12, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{b, c}) {
+		t.Fatalf("after start moved: %+v", got)
+	}
+	// Retention by size down to the active segment.
+	cfg.RetentionBytes = 0
+	l.SetConfig(cfg)
+	if _, err := l.DeleteOldSegments(0); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []int64{10, 20} {
+		if fileExists(t, OSFS, segPath(dir, base, txnIndexSuffix)) {
+			t.Errorf("segment %d's .txnindex survived retention", base)
+		}
+	}
+	if got := mustCollect(t, l, 0, math.MaxInt64); got != nil {
+		t.Fatalf("after retention: %+v", got)
+	}
+}
+
+// memTxnLog is txnLog on a MemFS.
+func memTxnLog(t testing.TB, m *MemFS, rp int64) (*Log, error) {
+	cfg := testConfig(t)
+	cfg.SegmentBytes = 780
+	cfg.FS = m
+	return Open("/p-0", cfg, rp)
+}
+
+func TestTxnIndexFlushedWithSegment(t *testing.T) {
+	t.Parallel()
+	m := NewMemFS()
+	mkdirSynced(t, m, "/p-0")
+	l, err := memTxnLog(t, m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 15)
+	a := abortAt(t, l, 1, 0, 12) // in the active segment
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	b := abortAt(t, l, 2, 13, 14) // not flushed
+	_ = b
+	rp := l.RecoveryPoint()
+	m.Crash()
+	l2, err := memTxnLog(t, m, rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := mustCollect(t, l2, 0, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{a}) {
+		t.Fatalf("after crash: %+v (the flushed entry must survive)", got)
+	}
+}
+
+func TestTxnIndexRollFlushAndOldSegment(t *testing.T) {
+	t.Parallel()
+	m := NewMemFS()
+	mkdirSynced(t, m, "/p-0")
+	l, err := memTxnLog(t, m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, l, 9)
+	a := abortAt(t, l, 1, 0, 8) // segment 0, still active
+	fill(t, l, 12)              // rolls twice: segment 0 is flushed in the background
+	waitRecoveryPoint(t, l, 10)
+	// An entry replayed into segment 10, below the recovery point once it
+	// reaches 20, is fsynced at once.
+	waitRecoveryPoint(t, l, 20)
+	b := abortAt(t, l, 2, 9, 15)
+	rp := l.RecoveryPoint()
+	m.Crash()
+	l2, err := memTxnLog(t, m, rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := mustCollect(t, l2, 0, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{a, b}) {
+		t.Fatalf("after crash: %+v", got)
+	}
+}
+
+// waitRecoveryPoint waits for the background flush to move the recovery
+// point to at least off. It flushes no more than the roll asked for:
+// Flush would sync everything.
+func waitRecoveryPoint(t testing.TB, l *Log, off int64) {
+	t.Helper()
+	l.bg.Wait()
+	if rp := l.RecoveryPoint(); rp < off {
+		t.Fatalf("recovery point %d, want >= %d", rp, off)
+	}
+}
+
+func TestTxnIndexRecovery(t *testing.T) {
+	t.Parallel()
+	t.Run("entries past the recovered end", func(t *testing.T) {
+		t.Parallel()
+		m := NewMemFS()
+		mkdirSynced(t, m, "/p-0")
+		l, err := memTxnLog(t, m, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 5)
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		fill(t, l, 3)
+		a := abortAt(t, l, 1, 0, 2)
+		abortAt(t, l, 2, 5, 7)
+		// The kernel wrote back the index but not the segment's tail.
+		m.CrashWith(func(name string, synced, current []byte) []byte {
+			if strings.HasSuffix(name, logSuffix) {
+				return synced
+			}
+			return current
+		})
+		l2, err := memTxnLog(t, m, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l2.Close()
+		if l2.LogEndOffset() != 5 {
+			t.Fatalf("LEO %d", l2.LogEndOffset())
+		}
+		if got := mustCollect(t, l2, 0, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{a}) {
+			t.Fatalf("entries %+v, want only the one below 5", got)
+		}
+		raw, _ := m.ReadFile(segPath("/p-0", 0, txnIndexSuffix))
+		if !reflect.DeepEqual(raw, encodeAbortedTxns([]AbortedTxn{a})) {
+			t.Fatalf("file %x", raw)
+		}
+		// Appending again works from the cut.
+		fill(t, l2, 3)
+		b := abortAt(t, l2, 2, 5, 7)
+		if got := mustCollect(t, l2, 0, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{a, b}) {
+			t.Fatalf("entries %+v", got)
+		}
+	})
+	t.Run("torn last entry", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		l, cfg := txnLog(t, dir)
+		fill(t, l, 5)
+		a := abortAt(t, l, 1, 0, 2)
+		abortAt(t, l, 2, 3, 4)
+		must(t, l.Close())
+		name := segPath(dir, 0, txnIndexSuffix)
+		raw, err := os.ReadFile(name)
+		must(t, err)
+		must(t, os.WriteFile(name, raw[:abortedTxnSize+20], 0o644))
+		l2 := openLog(t, dir, cfg, l.RecoveryPoint())
+		if got := mustCollect(t, l2, 0, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{a}) {
+			t.Fatalf("entries %+v", got)
+		}
+		b := abortAt(t, l2, 2, 3, 4)
+		must(t, l2.Close())
+		raw, err = os.ReadFile(name)
+		if err != nil || !reflect.DeepEqual(raw, encodeAbortedTxns([]AbortedTxn{a, b})) {
+			t.Fatalf("file %x, %v", raw, err)
+		}
+	})
+	t.Run("bad version", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		l, cfg := txnLog(t, dir)
+		fill(t, l, 5)
+		abortAt(t, l, 1, 0, 2)
+		must(t, l.Close())
+		name := segPath(dir, 0, txnIndexSuffix)
+		raw, err := os.ReadFile(name)
+		must(t, err)
+		raw[1] = 1
+		must(t, os.WriteFile(name, raw, 0o644))
+		_, err = Open(dir, cfg, l.RecoveryPoint())
+		if !errorsIs(err, ErrCorrupt) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "version 1") {
+			t.Fatalf("Open = %v, want ErrCorrupt naming %s", err, name)
+		}
+	})
+	t.Run("orphan removed", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		l, cfg := txnLog(t, dir)
+		fill(t, l, 5)
+		must(t, l.Close())
+		orphan := segPath(dir, 50, txnIndexSuffix)
+		must(t, os.WriteFile(orphan, encodeAbortedTxns([]AbortedTxn{{LastOffset: 55}}), 0o644))
+		openLog(t, dir, cfg, 0)
+		if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+			t.Fatalf("orphan .txnindex kept: %v", err)
+		}
+	})
+}
