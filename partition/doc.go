@@ -126,7 +126,11 @@
 // rebuilt from the newest producer snapshot (<offset>.snapshot, version 2;
 // version 1, from before transactions, is still read) and the log's
 // batches after it when a replica is opened, or truncated at or below a
-// batch, transaction start or marker it remembers.
+// batch, transaction start or marker it remembers. An open uses only a
+// snapshot at or below the checkpointed recovery point (an unclean
+// shutdown may have lost .txnindex entries above it, which the replay adds
+// again, as Kafka's recovery does), so besides the newest two the newest
+// snapshot at or below the log's recovery point is kept.
 //
 // # Transactions
 //

@@ -59,7 +59,7 @@ func (r *Replica) truncateLocked(endOffset int64) error {
 		// snapshot and log below the new end (the log dropped the
 		// aborted-index entries of markers it removed).
 		r.resetProducerStateLocked()
-		if err := r.rebuildProducerState(); err != nil {
+		if err := r.rebuildProducerState(r.log.LogEndOffset()); err != nil {
 			return err
 		}
 	}

@@ -164,7 +164,12 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 	r.setThrottlesLocked()
 	r.cleanTruncatedTo.Store(math.MaxInt64)
 	r.hw = min(max(hwCheckpoint, l.LogStartOffset()), l.LogEndOffset())
-	if err := r.rebuildProducerState(); err != nil {
+	// After an unclean shutdown (the checkpointed recovery point below
+	// the LEO) a snapshot above the recovery point may describe markers
+	// whose .txnindex entries, not yet fsynced, were lost: start from one
+	// at or below it, as Kafka's recovery reloads the producer state from
+	// a snapshot below the first unflushed segment, and replay the rest.
+	if err := r.rebuildProducerState(min(max(recoveryPoint, 0), l.LogEndOffset())); err != nil {
 		_ = l.Close()
 		return nil, err
 	}
@@ -173,12 +178,12 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 }
 
 // rebuildProducerState restores the producers' sequence history and
-// transactions: from the newest producer snapshot at or below the LEO,
-// then the batches of the log after it (the whole log without a
+// transactions: from the newest producer snapshot at or below upTo and the
+// LEO, then the batches of the log after it (the whole log without a
 // snapshot), replaying the markers there (an ABORT's aborted-index entry
 // is added again, which the log ignores when it has it already).
-func (r *Replica) rebuildProducerState() error {
-	off := r.loadProducerSnapshot()
+func (r *Replica) rebuildProducerState(upTo int64) error {
+	off := r.loadProducerSnapshot(upTo)
 	end := r.log.LogEndOffset()
 	for off < end {
 		data, err := r.log.Read(off, 4<<20, end)

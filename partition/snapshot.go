@@ -174,7 +174,9 @@ func decodeSnapshot(b []byte) (map[int64]*producerState, []txnMeta, error) {
 
 // writeProducerSnapshotLocked records the producer state at the LEO
 // (written with logstore.WriteFileAtomic: a temporary file, fsync, rename,
-// fsync of the directory) and keeps the newest snapshotsKept snapshots.
+// fsync of the directory) and keeps the newest snapshotsKept snapshots,
+// and the newest at or below the log's recovery point: an open after an
+// unclean shutdown starts from that one (see openReplica).
 // Caller holds r.mu, so no append moves the LEO.
 func (r *Replica) writeProducerSnapshotLocked() error {
 	leo := r.log.LogEndOffset()
@@ -187,23 +189,36 @@ func (r *Replica) writeProducerSnapshotLocked() error {
 		return fmt.Errorf("write producer snapshot %s: %w", path, err)
 	}
 	offs := snapshotOffsets(r.dir)
+	rp := r.log.RecoveryPoint()
+	keep := int64(-1) // the newest at or below the recovery point
+	for _, off := range offs {
+		if off <= rp {
+			keep = off
+		}
+	}
 	for i := 0; i+snapshotsKept < len(offs); i++ {
-		_ = os.Remove(snapshotPath(r.dir, offs[i]))
+		if offs[i] != keep {
+			_ = os.Remove(snapshotPath(r.dir, offs[i]))
+		}
 	}
 	return nil
 }
 
 // loadProducerSnapshot restores the producer and transaction state from
-// the newest usable snapshot at or below the LEO and returns the offset to read the log from;
-// snapshots above the LEO (written before a truncation) are deleted. With
-// no usable snapshot it returns the log start offset and an empty state.
-func (r *Replica) loadProducerSnapshot() int64 {
+// the newest usable snapshot at or below upTo (and the LEO) and returns the
+// offset to read the log from; snapshots above the LEO (written before a
+// truncation) are deleted. With no usable snapshot it returns the log
+// start offset and an empty state.
+func (r *Replica) loadProducerSnapshot(upTo int64) int64 {
 	leo, start := r.log.LogEndOffset(), r.log.LogStartOffset()
 	offs := snapshotOffsets(r.dir)
 	for i := len(offs) - 1; i >= 0; i-- {
 		off := offs[i]
 		if off > leo {
 			_ = os.Remove(snapshotPath(r.dir, off))
+			continue
+		}
+		if off > upTo {
 			continue
 		}
 		if off < start {

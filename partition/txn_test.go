@@ -730,3 +730,56 @@ func TestCleanerStopsAtLSO(t *testing.T) {
 	data := slices.DeleteFunc(logRecords(t, m), func(r logRecord) bool { return r.offset == marker })
 	checkCompacted(t, "after the commit", data, want, m.cleaner.checkpoint(tp0))
 }
+
+// TestUncleanOpenReplaysFromRecoveryPoint: after an unclean shutdown (the
+// checkpointed recovery point below the LEO) the state is rebuilt from a
+// snapshot at or below the recovery point, not from a newer one, so an
+// ABORT's .txnindex entry that had not reached the disk is added again by
+// the replay and read_committed consumers still learn of the abort.
+func TestUncleanOpenReplaysFromRecoveryPoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	m := txnManager(t, dir, false, []int32{1}, []int32{1})
+	mustAppendWith(t, m, tb(1, 0, 0, 1, true, 1), AppendOptions{Acks: 1})             // 0
+	mustMarker(t, m, TxnMarker{ProducerID: 1, ProducerEpoch: 0, CoordinatorEpoch: 0}) // 1 abort
+	mustAppendWith(t, m, tb(-1, -1, -1, 1, false, 1), AppendOptions{Acks: 1})         // 2
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pdir := filepath.Join(dir, "t-0")
+	if offs := snapshotOffsets(pdir); !slices.Contains(offs, 3) {
+		t.Fatalf("snapshots %v, want one at the LEO 3", offs)
+	}
+	// The crash: the index entry never reached the disk, and the last
+	// recovery-point checkpoint was written before the marker was flushed.
+	if err := os.Remove(filepath.Join(pdir, "00000000000000000000.txnindex")); err != nil {
+		t.Fatal(err)
+	}
+	if err := logstore.WriteOffsetCheckpoint(filepath.Join(dir, logstore.RecoveryPointCheckpointFile),
+		[]logstore.CheckpointEntry{{Topic: tp0.Topic, Partition: tp0.Partition, Offset: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	m2 := txnManager(t, dir, false, []int32{1}, []int32{1})
+	if got := readAt(t, m2, 0, 1).AbortedTransactions; !slices.Equal(got, []AbortedTransaction{{ProducerID: 1, FirstOffset: 0}}) {
+		t.Fatalf("aborted transactions after an unclean open: %+v, want producer 1's from 0", got)
+	}
+}
+
+// TestSnapshotBelowRecoveryPointKept: beside the newest snapshots, the
+// newest one at or below the log's recovery point is kept, so that an
+// unclean open need not read the whole log.
+func TestSnapshotBelowRecoveryPointKept(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	m := txnManager(t, dir, false, []int32{1}, []int32{1})
+	r, _ := m.get(tp0)
+	for i := 0; i < 4; i++ {
+		m.writeCheckpoints(true)
+		mustAppendWith(t, m, tb(-1, -1, -1, 1, false, 1), AppendOptions{Acks: 1})
+	}
+	m.writeCheckpoints(true)
+	if rp := r.log.RecoveryPoint(); rp != 0 {
+		t.Fatalf("recovery point %d, want 0 (nothing flushed)", rp)
+	}
+	if offs := snapshotOffsets(r.dir); !slices.Equal(offs, []int64{0, 3, 4}) {
+		t.Fatalf("snapshots %v, want [0 3 4]: the newest two and the one at the recovery point", offs)
+	}
+}
