@@ -426,23 +426,36 @@ func TestTxnIndexRecovery(t *testing.T) {
 			t.Fatalf("file %x, %v", raw, err)
 		}
 	})
-	t.Run("bad version", func(t *testing.T) {
-		t.Parallel()
-		dir := t.TempDir()
-		l, cfg := txnLog(t, dir)
-		fill(t, l, 5)
-		abortAt(t, l, 1, 0, 2)
-		must(t, l.Close())
-		name := segPath(dir, 0, txnIndexSuffix)
-		raw, err := os.ReadFile(name)
-		must(t, err)
-		raw[1] = 1
-		must(t, os.WriteFile(name, raw, 0o644))
-		_, err = Open(dir, cfg, l.RecoveryPoint())
-		if !errorsIs(err, ErrCorrupt) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "version 1") {
-			t.Fatalf("Open = %v, want ErrCorrupt naming %s", err, name)
-		}
-	})
+	// Kafka's sanity check, and ours: a bad entry is an error naming the
+	// file, never a panic nor a silent drop.
+	for name, c := range map[string]struct {
+		entries []AbortedTxn
+		mutate  func([]byte)
+		why     string
+	}{
+		"bad version":  {[]AbortedTxn{{ProducerID: 1, LastOffset: 12}}, func(b []byte) { b[1] = 1 }, "version 1"},
+		"below base":   {[]AbortedTxn{{ProducerID: 1, LastOffset: 5}}, nil, "below the segment base"},
+		"out of order": {[]AbortedTxn{{ProducerID: 1, LastOffset: 14}, {ProducerID: 2, LastOffset: 13}}, nil, "not above"},
+		"first > last": {[]AbortedTxn{{ProducerID: 1, FirstOffset: 15, LastOffset: 14}}, nil, "above the last offset"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			l, cfg := txnLog(t, dir)
+			fill(t, l, 20)
+			must(t, l.Close())
+			name := segPath(dir, 10, txnIndexSuffix)
+			raw := encodeAbortedTxns(c.entries)
+			if c.mutate != nil {
+				c.mutate(raw)
+			}
+			must(t, os.WriteFile(name, raw, 0o644))
+			_, err := Open(dir, cfg, l.RecoveryPoint())
+			if !errorsIs(err, ErrCorrupt) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), c.why) {
+				t.Fatalf("Open = %v, want ErrCorrupt naming %s (%s)", err, name, c.why)
+			}
+		})
+	}
 	t.Run("orphan removed", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
