@@ -111,16 +111,17 @@ type CleanStats struct {
 	RecordsDropped   int64 // superseded, tombstones past the horizon, keyless, aborted, and markers dropped
 	TombstonesKept   int64
 	EmptyBatchesKept int64 // batches left empty and kept as their producer's last
+	SegmentsCleaned  int   // old segments replaced
+	SegmentsWritten  int   // new segments
+	Elapsed          time.Duration
+
 	// AbortedRecordsDropped counts the records of aborted transactions
 	// removed (also in RecordsDropped).
 	AbortedRecordsDropped int64
 	// MarkersDropped counts the COMMIT/ABORT markers removed: their
 	// transaction had no data left before them and they were past the
 	// delete horizon.
-	MarkersDropped  int64
-	SegmentsCleaned int // old segments replaced
-	SegmentsWritten int // new segments
-	Elapsed         time.Duration
+	MarkersDropped int64
 }
 
 // CleanableRange is what a log offers the cleaner, for choosing the

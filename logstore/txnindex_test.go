@@ -209,8 +209,8 @@ func TestTxnIndexTruncateTo(t *testing.T) {
 	fill(t, l, 40)
 	a := abortAt(t, l, 1, 0, 5)
 	b := abortAt(t, l, 2, 3, 8)
-	c := abortAt(t, l, 3, 9, 12)
-	d := abortAt(t, l, 4, 20, 33)
+	abortAt(t, l, 3, 9, 12)
+	abortAt(t, l, 4, 20, 33)
 	// Into the segment of b: b's marker goes, a stays; the later segments
 	// go with their files.
 	if err := l.TruncateTo(8); err != nil {
@@ -231,8 +231,6 @@ func TestTxnIndexTruncateTo(t *testing.T) {
 	// New entries append after the cut, and a replay of b is taken again.
 	fill(t, l, 5)
 	mustAbort(t, l, b)
-	_ = c
-	_ = d
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -307,8 +305,7 @@ func TestTxnIndexFlushedWithSegment(t *testing.T) {
 	if err := l.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	b := abortAt(t, l, 2, 13, 14) // not flushed
-	_ = b
+	abortAt(t, l, 2, 13, 14) // not flushed: may be lost, the caller replays it
 	rp := l.RecoveryPoint()
 	m.Crash()
 	l2, err := memTxnLog(t, m, rp)
@@ -429,23 +426,36 @@ func TestTxnIndexRecovery(t *testing.T) {
 			t.Fatalf("file %x, %v", raw, err)
 		}
 	})
-	t.Run("bad version", func(t *testing.T) {
-		t.Parallel()
-		dir := t.TempDir()
-		l, cfg := txnLog(t, dir)
-		fill(t, l, 5)
-		abortAt(t, l, 1, 0, 2)
-		must(t, l.Close())
-		name := segPath(dir, 0, txnIndexSuffix)
-		raw, err := os.ReadFile(name)
-		must(t, err)
-		raw[1] = 1
-		must(t, os.WriteFile(name, raw, 0o644))
-		_, err = Open(dir, cfg, l.RecoveryPoint())
-		if !errorsIs(err, ErrCorrupt) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "version 1") {
-			t.Fatalf("Open = %v, want ErrCorrupt naming %s", err, name)
-		}
-	})
+	// Kafka's sanity check, and ours: a bad entry is an error naming the
+	// file, never a panic nor a silent drop.
+	for name, c := range map[string]struct {
+		entries []AbortedTxn
+		mutate  func([]byte)
+		why     string
+	}{
+		"bad version":  {[]AbortedTxn{{ProducerID: 1, LastOffset: 12}}, func(b []byte) { b[1] = 1 }, "version 1"},
+		"below base":   {[]AbortedTxn{{ProducerID: 1, LastOffset: 5}}, nil, "below the segment base"},
+		"out of order": {[]AbortedTxn{{ProducerID: 1, LastOffset: 14}, {ProducerID: 2, LastOffset: 13}}, nil, "not above"},
+		"first > last": {[]AbortedTxn{{ProducerID: 1, FirstOffset: 15, LastOffset: 14}}, nil, "above the last offset"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			l, cfg := txnLog(t, dir)
+			fill(t, l, 20)
+			must(t, l.Close())
+			name := segPath(dir, 10, txnIndexSuffix)
+			raw := encodeAbortedTxns(c.entries)
+			if c.mutate != nil {
+				c.mutate(raw)
+			}
+			must(t, os.WriteFile(name, raw, 0o644))
+			_, err := Open(dir, cfg, l.RecoveryPoint())
+			if !errorsIs(err, ErrCorrupt) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), c.why) {
+				t.Fatalf("Open = %v, want ErrCorrupt naming %s (%s)", err, name, c.why)
+			}
+		})
+	}
 	t.Run("orphan removed", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
