@@ -14,7 +14,7 @@ func TestLegalTransitions(t *testing.T) {
 		{O, PA}: true, {PF, PA}: true,
 		{PC, CC}: true,
 		{PA, CA}: true,
-		{E, D}: true, {CA, D}: true, {CC, D}: true,
+		{E, D}:   true, {CA, D}: true, {CC, D}: true,
 		{O, PF}: true,
 	}
 	all := []txnState{E, O, PC, PA, CC, CA, D, PF}
