@@ -76,18 +76,21 @@ func (c *Coordinator) InitProducerID(ctx context.Context, req InitRequest) (prod
 			ps.txns[id] = m
 		}
 		if m.hasPending {
+			err := fmt.Errorf("%w: %q is writing %s", ErrConcurrentTransactions, id, m.pending)
 			c.mu.Unlock()
-			return fail(fmt.Errorf("%w: %q is writing %s", ErrConcurrentTransactions, id, m.pending))
+			return fail(err)
 		}
 		if expected != nil && !(m.producerEpoch == -1 || req.ProducerID == m.producerID ||
 			(req.ProducerID == m.prevProducerID && epochExhausted(req.ProducerEpoch))) {
+			err := fmt.Errorf("%w: %q has producer id %d, not %d", ErrProducerFenced, id, m.producerID, req.ProducerID)
 			c.mu.Unlock()
-			return fail(fmt.Errorf("%w: %q has producer id %d, not %d", ErrProducerFenced, id, m.producerID, req.ProducerID))
+			return fail(err)
 		}
 		switch m.state {
 		case statePrepareCommit, statePrepareAbort:
+			err := fmt.Errorf("%w: %q is in %s", ErrConcurrentTransactions, id, m.state)
 			c.mu.Unlock()
-			return fail(fmt.Errorf("%w: %q is in %s", ErrConcurrentTransactions, id, m.state))
+			return fail(err)
 		case stateEmpty, stateCompleteCommit, stateCompleteAbort:
 			var t transit
 			if epochExhausted(m.producerEpoch) && (expected == nil || *expected == m.producerEpoch) {
@@ -127,8 +130,9 @@ func (c *Coordinator) InitProducerID(ctx context.Context, req InitRequest) (prod
 			}
 			return fail(fmt.Errorf("%w: aborting the ongoing transaction of %q", ErrConcurrentTransactions, id))
 		default:
+			err := fmt.Errorf("%w: %q found in %s", errIllegalTransition, id, m.state)
 			c.mu.Unlock()
-			return fail(fmt.Errorf("%w: %q found in %s", errIllegalTransition, id, m.state))
+			return fail(err)
 		}
 	}
 }
