@@ -759,6 +759,7 @@ func TestListAndDescribe(t *testing.T) {
 
 func TestCloseStopsEverything(t *testing.T) {
 	h := newHarness(t)
+	h.c.Start()
 	h.markers.fail = func(int, cluster.TopicPartition) error { return partition.ErrNotLeader }
 	pid, e := h.init("t1", 60000)
 	h.add("t1", pid, e, tp("out", 0))
