@@ -262,9 +262,9 @@ func (c *Coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
 	return d, nil
 }
 
-// DeleteGroups deletes empty groups: their offsets and metadata get
-// tombstones in the offsets topic. The result has an entry per group
-// (nil: deleted).
+// DeleteGroups deletes empty groups: their offsets, their pending
+// transactional offsets and their metadata get tombstones in the offsets
+// topic. The result has an entry per group (nil: deleted).
 func (c *Coordinator) DeleteGroups(ctx context.Context, ids []string) map[string]error {
 	out := make(map[string]error, len(ids))
 	type waitFor struct {
