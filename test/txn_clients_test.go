@@ -136,10 +136,10 @@ func pyRecs(out []pyRecord) []Rec {
 
 // pythonConsumeEOF reads every partition of topic with confluent-kafka-python
 // at the given isolation.level up to librdkafka's partition EOF.
-func pythonConsumeEOF(t *testing.T, py string, c *Cluster, topic string, parts int32, isolation string) []Rec {
+func pythonConsumeEOF(t *testing.T, py, bootstrap, topic string, parts int32, isolation string) []Rec {
 	t.Helper()
 	script := writePythonTxnScript(t)
-	return pyRecs(runPython(t, py, script, "consume-eof", c.Bootstrap(), topic, strconv.Itoa(int(parts)), isolation))
+	return pyRecs(runPython(t, py, script, "consume-eof", bootstrap, topic, strconv.Itoa(int(parts)), isolation))
 }
 
 // TestTxnClients: librdkafka's transactions, on a 1-broker cluster.
@@ -163,10 +163,12 @@ func TestTxnClients(t *testing.T) {
 		var in bytes.Buffer
 		enc := json.NewEncoder(&in)
 		byKey := map[string]Rec{}
+		txnOf := map[string]int{}
 		for i, r := range recs {
 			n := i / per
 			r.Partition = int32(i % parts)
 			byKey[hex.EncodeToString(r.Key)] = r
+			txnOf[hex.EncodeToString(r.Key)] = n
 			var hdrs [][]string
 			for _, hd := range r.Headers {
 				hdrs = append(hdrs, []string{hd.Key, hex.EncodeToString(hd.Value)})
@@ -188,14 +190,11 @@ func TestTxnClients(t *testing.T) {
 			if pr.Error != "" || pr.Partition == nil || pr.Offset == nil {
 				t.Fatalf("python delivery failed for %q: %s", r.Key, pr.Error)
 			}
-			r.Partition, r.Offset = *pr.Partition, *pr.Offset
-			var n int
-			for i := range recs {
-				if bytes.Equal(recs[i].Key, r.Key) {
-					n = i / per
-				}
+			if *pr.Partition != r.Partition {
+				t.Fatalf("python delivered %q to partition %d, produced to %d", r.Key, *pr.Partition, r.Partition)
 			}
-			if abort[n] {
+			r.Offset = *pr.Offset
+			if abort[txnOf[pr.Key]] {
 				aborted = append(aborted, r)
 			} else {
 				committed = append(committed, r)
@@ -204,9 +203,9 @@ func TestTxnClients(t *testing.T) {
 		if len(committed)+len(aborted) != len(recs) {
 			t.Fatalf("%d delivery reports for %d records", len(committed)+len(aborted), len(recs))
 		}
-		waitStable(t, c, topic, 30*time.Second)
-		unc := readTxnTopic(t, c, topic, false, readTimeout)
-		com := readTxnTopic(t, c, topic, true, readTimeout)
+		waitStable(t, c.liveSeeds(), topic, 30*time.Second)
+		unc := readTxnTopic(t, c.liveSeeds(), topic, false, readTimeout)
+		com := readTxnTopic(t, c.liveSeeds(), topic, true, readTimeout)
 		checkHistoryOffsets(t, "python transactional producer, kgo read_committed", committed, dataRecs(com.Records), false, false)
 		checkHistoryOffsets(t, "python transactional producer, kgo read_uncommitted", append(append([]Rec(nil), committed...), aborted...), dataRecs(unc.Records), false, false)
 		lg := splitByOutcome(unc.Records)
@@ -233,9 +232,9 @@ func TestTxnClients(t *testing.T) {
 		committed, aborted := produceTxns(t, c, topic, "kcat-tx", parts, []txnStep{
 			{"c0", 40, true}, {"a1", 40, false}, {"c2", 40, true}, {"a3", 40, false}, {"c4", 40, true},
 		})
-		waitStable(t, c, topic, 30*time.Second)
-		com := readTxnTopic(t, c, topic, true, readTimeout)
-		unc := readTxnTopic(t, c, topic, false, readTimeout)
+		waitStable(t, c.liveSeeds(), topic, 30*time.Second)
+		com := readTxnTopic(t, c.liveSeeds(), topic, true, readTimeout)
+		unc := readTxnTopic(t, c.liveSeeds(), topic, false, readTimeout)
 		checkHistoryOffsets(t, "kgo read_committed", committed, dataRecs(com.Records), false, false)
 		got := kcatConsume(t, c.Bootstrap(), topic, "-X", "isolation.level=read_committed")
 		checkHistoryOffsets(t, "kcat read_committed", committed, got, false, false)

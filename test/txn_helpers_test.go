@@ -147,8 +147,8 @@ func produceTxns(t *testing.T, c *Cluster, topic, txid string, parts int32, plan
 
 // listOffsets returns each partition's end offset: the high watermark, or
 // with committed the last stable offset (ListOffsets isolation level 1).
-func listOffsets(c *Cluster, topic string, committed bool) (map[int32]int64, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.liveSeeds()...))
+func listOffsets(seeds []string, topic string, committed bool) (map[int32]int64, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		return nil, err
 	}
@@ -178,15 +178,15 @@ func listOffsets(c *Cluster, topic string, committed bool) (map[int32]int64, err
 
 // waitStable waits until every partition of topic has its last stable
 // offset at its high watermark (no open transaction) and returns them.
-func waitStable(t *testing.T, c *Cluster, topic string, timeout time.Duration) map[int32]int64 {
+func waitStable(t *testing.T, seeds []string, topic string, timeout time.Duration) map[int32]int64 {
 	t.Helper()
 	var hw map[int32]int64
 	eventually(t, timeout, func() error {
 		var err error
-		if hw, err = listOffsets(c, topic, false); err != nil {
+		if hw, err = listOffsets(seeds, topic, false); err != nil {
 			return err
 		}
-		lso, err := listOffsets(c, topic, true)
+		lso, err := listOffsets(seeds, topic, true)
 		if err != nil {
 			return err
 		}
@@ -214,7 +214,7 @@ type txnRead struct {
 // end must be reachable by records kgo returns: the last offset below it is
 // a control record or a non-transactional record, which holds whenever no
 // transaction is open and, with one open, for a topic of one producer.
-func readTxnTopic(t *testing.T, c *Cluster, topic string, committed bool, timeout time.Duration) txnRead {
+func readTxnTopic(t *testing.T, seeds []string, topic string, committed bool, timeout time.Duration) txnRead {
 	t.Helper()
 	what := "read_uncommitted"
 	iso := kgo.ReadUncommitted()
@@ -223,14 +223,14 @@ func readTxnTopic(t *testing.T, c *Cluster, topic string, committed bool, timeou
 	}
 	var ends map[int32]int64
 	eventually(t, 30*time.Second, func() (err error) {
-		ends, err = listOffsets(c, topic, committed)
+		ends, err = listOffsets(seeds, topic, committed)
 		return err
 	})
 	offsets := map[int32]kgo.Offset{}
 	for p := range ends {
 		offsets[p] = kgo.NewOffset().At(0)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.liveSeeds()...),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchIsolationLevel(iso),
 		kgo.KeepControlRecords(),
