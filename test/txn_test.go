@@ -291,7 +291,8 @@ func TestTxnExactlyOnceFailover(t *testing.T) {
 		coord, err = txnCoordinatorOf(c, workers[0].txid)
 		return err
 	})
-	t.Logf("fault 2: kill -9 broker %d, transaction coordinator of %s", coord, workers[0].txid)
+	other, err := txnCoordinatorOf(c, workers[1].txid)
+	t.Logf("fault 2: kill -9 broker %d, transaction coordinator of %s (%s's: broker %d, %v)", coord, workers[0].txid, workers[1].txid, other, err)
 	killed := time.Now()
 	c.Broker(coord).Kill()
 	eventually(t, 3*sessionTimeout, func() error {
