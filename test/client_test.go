@@ -339,15 +339,17 @@ func TestClientKcat(t *testing.T) {
 	})
 }
 
-// kcatConsume reads the whole topic with kcat -C -e (no consumer group).
-func kcatConsume(t *testing.T, bootstrap, topic string) []Rec {
+// kcatConsume reads the whole topic with kcat -C -e (no consumer group);
+// extra are more kcat arguments (e.g. -X isolation.level=read_committed).
+func kcatConsume(t *testing.T, bootstrap, topic string, extra ...string) []Rec {
 	t.Helper()
 	// 10,000 small records take kcat a second or two; a kcat that has not
 	// reached the end after this long is stuck (see its stderr).
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kcat", "-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e",
-		"-f", `%p\t%o\t%k\t%s\t%h\n`)
+	args := append([]string{"-C", "-b", bootstrap, "-t", topic, "-o", "beginning", "-e",
+		"-f", `%p\t%o\t%k\t%s\t%h\n`}, extra...)
+	cmd := exec.CommandContext(ctx, "kcat", args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

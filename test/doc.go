@@ -37,6 +37,19 @@
 // the replicas' segment files offline where every replica must hold
 // everything.
 //
+// Transaction tests (TestTxn..., issue 18) run clusters with the
+// transaction keys sized to them (txnProps) and read transactional topics
+// with control records kept (readTxnTopic), splitting a read_uncommitted
+// read by the marker that ends each record's transaction (splitByOutcome):
+// a read_committed read must return exactly the committed records, never
+// one of an aborted or open transaction (checkReadCommitted, on top of the
+// history checker without its dense-offsets rule). The exactly-once test
+// runs kgo GroupTransactSession workers copying a topic while leaders and
+// the transaction coordinator are killed with kill -9; the others cover
+// fencing, the LSO bound of ListOffsets and Fetch, the timeout abort, and
+// librdkafka (confluent-kafka-python's transactional producer, kcat and
+// python read_committed consumers).
+//
 // Bugs found by this layer (reproduce with the go test command given):
 //
 //   - Fetch v11 answers a partition with no records at the fetch offset

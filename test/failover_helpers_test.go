@@ -348,6 +348,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // buildBatch encodes recs as one uncompressed v2 record batch with no
 // producer id.
 func buildBatch(recs []Rec) []byte {
+	return buildProducerBatch(recs, -1, -1, -1, 0)
+}
+
+// buildProducerBatch is buildBatch with the producer fields and attributes
+// set (0x10: transactional).
+func buildProducerBatch(recs []Rec, producerID int64, producerEpoch int16, firstSequence int32, attributes int16) []byte {
 	now := time.Now().UnixMilli()
 	var records []byte
 	for i, r := range recs {
@@ -359,8 +365,8 @@ func buildBatch(recs []Rec) []byte {
 		records = kr.AppendTo(records)
 	}
 	batch := kmsg.RecordBatch{
-		Magic: 2, LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(recs)), Records: records,
+		Magic: 2, Attributes: attributes, LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: producerID, ProducerEpoch: producerEpoch, FirstSequence: firstSequence, NumRecords: int32(len(recs)), Records: records,
 	}
 	out := batch.AppendTo(nil)
 	binary.BigEndian.PutUint32(out[8:12], uint32(len(out)-12))
