@@ -57,12 +57,12 @@ func TestConcurrentCommitsKeepTheLaterAppend(t *testing.T) {
 	if err := recv(t, first); err != nil {
 		t.Fatal(err)
 	}
-	if offs, err := c.FetchOffsets("s", nil); err != nil || offs[tp].Offset != 10 {
+	if offs, err := c.FetchOffsets("s", nil, false); err != nil || offs[tp].Offset != 10 {
 		t.Fatalf("after both commits: %v (%v), want offset 10, the later append", offs, err)
 	}
 
 	reloaded := newTestCoordinator(t, log, clock, -1)
-	if offs, err := reloaded.FetchOffsets("s", nil); err != nil || offs[tp].Offset != 10 {
+	if offs, err := reloaded.FetchOffsets("s", nil, false); err != nil || offs[tp].Offset != 10 {
 		t.Fatalf("reloaded from the log: %v (%v), want offset 10", offs, err)
 	}
 }

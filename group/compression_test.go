@@ -59,7 +59,7 @@ func TestCompressedOffsetsTopic(t *testing.T) {
 			t.Cleanup(func() { c2.Close() })
 			c2.OnBecomeLeader(c2.PartitionFor("g"), 2)
 			waitLoaded(t, c2)
-			offs, err := c2.FetchOffsets("g", nil)
+			offs, err := c2.FetchOffsets("g", nil, false)
 			if err != nil || len(offs) != 1 || offs[tp].Offset != 42 || offs[tp].Metadata != "meta" {
 				t.Fatalf("offsets loaded from codec %d: %v %v", codec, offs, err)
 			}

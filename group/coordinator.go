@@ -25,6 +25,10 @@ type Log interface {
 	// Append appends records (whole v2 batches) as leader of tp; with acks
 	// -1 it first checks min.insync.replicas.
 	Append(tp cluster.TopicPartition, records []byte, acks int16) (partition.AppendResult, error)
+	// AppendWith is Append with options: the transactional offset
+	// commits go through it with partition.OriginCoordinator (no sequence
+	// checks, no transaction verification) and acks -1.
+	AppendWith(tp cluster.TopicPartition, records []byte, opts partition.AppendOptions) (partition.AppendResult, error)
 	// WaitCommitted blocks until tp's high watermark passes lastOffset,
 	// appended in leaderEpoch (AppendResult's); it fails if that
 	// leadership is lost.

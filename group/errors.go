@@ -55,4 +55,9 @@ var (
 	// ErrRequestTimedOut: a commit or group write was appended but not
 	// replicated within offsets.commit.timeout.ms; it may still commit.
 	ErrRequestTimedOut = errors.New("group: request timed out")
+	// ErrUnstableOffsetCommit (UNSTABLE_OFFSET_COMMIT, 88): FetchOffsets
+	// with requireStable (OffsetFetch v7+, KIP-447) of a partition with a
+	// transactional commit waiting for its transaction's marker, or a
+	// commit still waiting for replication; the consumer retries.
+	ErrUnstableOffsetCommit = errors.New("group: unstable offset commit")
 )

@@ -115,7 +115,7 @@ func commit(t *testing.T, c *Coordinator, req CommitRequest) {
 
 func offsetsOf(t *testing.T, c *Coordinator, groupID string) map[cluster.TopicPartition]Offset {
 	t.Helper()
-	offs, err := c.FetchOffsets(groupID, nil)
+	offs, err := c.FetchOffsets(groupID, nil, false)
 	if err != nil {
 		t.Fatalf("fetch offsets of %s: %v", groupID, err)
 	}
@@ -714,7 +714,7 @@ func TestLoadFailsOnUnreadableBatch(t *testing.T) {
 	c.OnBecomeLeader(0, 1)
 	time.Sleep(300 * time.Millisecond)
 	for _, id := range ids {
-		if _, err := c.FetchOffsets(id, nil); !errors.Is(err, ErrCoordinatorLoadInProgress) {
+		if _, err := c.FetchOffsets(id, nil, false); !errors.Is(err, ErrCoordinatorLoadInProgress) {
 			t.Fatalf("fetch offsets of %s with an unreadable batch in the log: %v, want COORDINATOR_LOAD_IN_PROGRESS", id, err)
 		}
 	}

@@ -132,7 +132,7 @@ func TestJoinSyncHeartbeatLeave(t *testing.T) {
 	if err := commit(2, b, 8); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
-	offs, _ := c.FetchOffsets("g", nil)
+	offs, _ := c.FetchOffsets("g", nil, false)
 	if o := offs[tp]; o.Offset != 8 || o.LeaderEpoch != 3 {
 		t.Fatalf("fetched %+v", offs)
 	}
@@ -335,12 +335,12 @@ func TestSimpleCommitAndDelete(t *testing.T) {
 	if got := c.DeleteGroups(context.Background(), []string{"s"}); got["s"] != nil {
 		t.Fatalf("delete: %v", got)
 	}
-	if offs, _ := c.FetchOffsets("s", nil); len(offs) != 0 {
+	if offs, _ := c.FetchOffsets("s", nil, false); len(offs) != 0 {
 		t.Fatalf("offsets after delete: %v", offs)
 	}
 	// Reloading the log finds nothing of the deleted group.
 	c2 := newTestCoordinator(t, log, clock, -1)
-	if offs, _ := c2.FetchOffsets("s", nil); len(offs) != 0 {
+	if offs, _ := c2.FetchOffsets("s", nil, false); len(offs) != 0 {
 		t.Fatalf("offsets after delete and reload: %v", offs)
 	}
 	if l, _ := c2.ListGroups(); len(l) != 0 {
@@ -367,14 +367,14 @@ func TestCommitWaitsForReplication(t *testing.T) {
 		done <- err
 	}()
 	noAnswer(t, done)
-	if offs, _ := c.FetchOffsets("s", nil); len(offs) != 0 {
+	if offs, _ := c.FetchOffsets("s", nil, false); len(offs) != 0 {
 		t.Fatalf("unreplicated commit visible: %v", offs)
 	}
 	log.setHold(false)
 	if err := recv(t, done); err != nil {
 		t.Fatal(err)
 	}
-	if offs, _ := c.FetchOffsets("s", nil); offs[tp].Offset != 9 {
+	if offs, _ := c.FetchOffsets("s", nil, false); offs[tp].Offset != 9 {
 		t.Fatalf("after replication: %v", offs)
 	}
 	log.mu.Lock()
@@ -431,11 +431,11 @@ func TestLoadFromLog(t *testing.T) {
 	if d.State != "Stable" || len(d.Members) != 1 || string(d.Members[0].Assignment) != "A" || d.Protocol != "range" {
 		t.Fatalf("loaded group: %+v", d)
 	}
-	offs, _ := c2.FetchOffsets("g", []cluster.TopicPartition{tp})
+	offs, _ := c2.FetchOffsets("g", []cluster.TopicPartition{tp}, false)
 	if o := offs[tp]; o.Offset != 77 || o.LeaderEpoch != 4 || o.Metadata != "meta" {
 		t.Fatalf("loaded offsets: %+v", offs)
 	}
-	if _, err := c2.FetchOffsets("not-here", nil); c2.PartitionFor("not-here") != p && !errors.Is(err, ErrNotCoordinator) {
+	if _, err := c2.FetchOffsets("not-here", nil, false); c2.PartitionFor("not-here") != p && !errors.Is(err, ErrNotCoordinator) {
 		t.Fatalf("group of a partition not led: %v", err)
 	}
 }

@@ -66,6 +66,10 @@ func (f *fakeLog) Append(tp cluster.TopicPartition, records []byte, acks int16) 
 	return partition.AppendResult{BaseOffset: base, LastOffset: last}, nil
 }
 
+func (f *fakeLog) AppendWith(tp cluster.TopicPartition, records []byte, opts partition.AppendOptions) (partition.AppendResult, error) {
+	return f.Append(tp, records, opts.Acks)
+}
+
 func (f *fakeLog) setHold(hold bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -155,8 +155,13 @@ func sortTPs(tps []cluster.TopicPartition) {
 
 // FetchOffsets returns the group's committed offsets for tps, or all of
 // them when tps is nil. Partitions without a commit are absent from the
-// map; an unknown group has none.
-func (c *Coordinator) FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]Offset, error) {
+// map; an unknown group has none. With requireStable (OffsetFetch v7+,
+// KIP-447), as Kafka's getOffsets, a partition with a commit not yet
+// stable -- a transactional commit waiting for its transaction's marker,
+// or any commit still waiting for replication -- is answered with offset
+// -1 and Err ErrUnstableOffsetCommit instead, so that the consumer retries
+// rather than start from an offset its transaction is about to replace.
+func (c *Coordinator) FetchOffsets(groupID string, tps []cluster.TopicPartition, requireStable bool) (map[cluster.TopicPartition]Offset, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, err := c.checkLocked(groupID); err != nil {
@@ -168,12 +173,13 @@ func (c *Coordinator) FetchOffsets(groupID string, tps []cluster.TopicPartition)
 		return out, nil
 	}
 	if tps == nil {
-		for tp, o := range g.offsets {
-			out[tp] = o
-		}
-		return out, nil
+		tps = g.allOffsets()
 	}
 	for _, tp := range tps {
+		if requireStable && g.hasUnstableCommit(tp) {
+			out[tp] = Offset{Offset: -1, LeaderEpoch: -1, CommitTimestamp: -1, ExpireTimestamp: -1, Err: ErrUnstableOffsetCommit}
+			continue
+		}
 		if o, ok := g.offsets[tp]; ok {
 			out[tp] = o
 		}

@@ -223,6 +223,10 @@ type Offset struct {
 	// ExpireTimestamp is an explicit expiry (OffsetCommit v2-v4 with a
 	// retention time) in ms, or -1.
 	ExpireTimestamp int64
+	// Err is set only in an answer of FetchOffsets with requireStable:
+	// ErrUnstableOffsetCommit for a partition whose commit is not stable
+	// yet (the other fields are then -1 and empty).
+	Err error
 }
 
 // decodedRecord is one record of the offsets topic, decoded.
