@@ -51,6 +51,9 @@ type fakeTxnReplicas struct {
 	appends     []fakeAppendWith
 	producers   map[cluster.TopicPartition][]partition.ProducerInfo
 	describeErr map[cluster.TopicPartition]error
+	// verificationOff starts a transaction without a guard, as the
+	// replica does with transaction.partition.verification.enable=false.
+	verificationOff bool
 }
 
 type fakeMarkerCall struct {
@@ -102,7 +105,7 @@ func (f *fakeTxnReplicas) AppendWith(tp cluster.TopicPartition, records []byte, 
 	f.tmu.Lock()
 	f.appends = append(f.appends, fakeAppendWith{tp, opts})
 	if bp.transactional && f.exists(tp) && !f.ongoing[tp][bp.producerID] {
-		if opts.VerificationGuard == 0 || opts.VerificationGuard != f.guards[tp][bp.producerID] {
+		if !f.verificationOff && (opts.VerificationGuard == 0 || opts.VerificationGuard != f.guards[tp][bp.producerID]) {
 			f.tmu.Unlock()
 			return partition.AppendResult{}, fmt.Errorf("append to %s: %w", tp, partition.ErrInvalidTxnState)
 		}
