@@ -18,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
@@ -1227,5 +1228,42 @@ func TestTxnSeedsAnswered(t *testing.T) {
 		if resp.Key() != req.Key() || resp.GetVersion() != req.GetVersion() {
 			t.Fatalf("key %d v%d answered as key %d v%d", req.Key(), req.GetVersion(), resp.Key(), resp.GetVersion())
 		}
+	}
+}
+
+// TestKgoTransactionalProducer runs kgo's transactional producer against
+// the fakes: FindCoordinator key type 1, InitProducerId with the id,
+// AddPartitionsToTxn, verified produce, AddOffsetsToTxn, TxnOffsetCommit
+// and EndTxn at the versions kgo picks from our ApiVersions.
+func TestKgoTransactionalProducer(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "t", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := newClient(t, b, kgo.TransactionalID("kgo-tx"), kgo.DefaultProduceTopic("t"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for round, commit := range []kgo.TransactionEndTry{kgo.TryCommit, kgo.TryAbort} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for p := int32(0); p < 2; p++ {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte(fmt.Sprint(round))}).FirstErr(); err != nil {
+				t.Fatalf("round %d produce: %v", round, err)
+			}
+		}
+		if err := cl.EndTransaction(ctx, commit); err != nil {
+			t.Fatalf("round %d end: %v", round, err)
+		}
+	}
+	b.txn.mu.Lock()
+	defer b.txn.mu.Unlock()
+	if len(b.txn.inits) != 1 || b.txn.inits[0].TransactionalID != "kgo-tx" {
+		t.Errorf("inits %+v", b.txn.inits)
+	}
+	if len(b.txn.added["kgo-tx"]) != 2 || !reflect.DeepEqual(b.txn.ends, []fakeEnd{{"kgo-tx", true}, {"kgo-tx", false}}) {
+		t.Errorf("added %v, ends %+v", b.txn.added, b.txn.ends)
+	}
+	if len(b.txn.verifyCalls) == 0 {
+		t.Error("the transactional batches were never verified")
 	}
 }
