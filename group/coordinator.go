@@ -117,6 +117,14 @@ type partState struct {
 	// token changes on every become-leader and resignation, so a load or
 	// a write finishing late can tell it is stale.
 	token uint64
+	// txnGroups is, per producer id, the groups of the partition that may
+	// hold transactional offsets of that producer awaiting its marker
+	// (Kafka's openGroupsForProducer). An entry may be stale (its offsets
+	// dropped since: CompleteTxn then finds none), never missing.
+	txnGroups map[int64]map[string]struct{}
+	// deferred are the transaction completions CompleteTxn got while the
+	// partition was loading, applied in order once the load installs.
+	deferred []txnCompletion
 }
 
 // Coordinator is the group coordinator for the groups whose partition of
@@ -365,8 +373,8 @@ func (c *Coordinator) load(p int32, token uint64) {
 			}
 			continue
 		}
-		next, perr := parseBatches(res.Records, func(at int64, key, value []byte) {
-			if err := l.apply(at, key, value); err != nil {
+		next, perr := walkBatches(res.Records, func(h batchHeader, at int64, key, value []byte) {
+			if err := l.applyRecord(h, at, key, value); err != nil {
 				c.log.Error().Err(err).Int32("partition", p).Msg("skipping record of offsets partition")
 			}
 		})
@@ -413,10 +421,22 @@ func (c *Coordinator) load(p int32, token uint64) {
 	}
 	now := c.cfg.Now()
 	groups := l.build(p, now)
+	ps := c.parts[p]
 	for id, g := range groups {
 		c.groups[id] = g
+		for pid := range g.txnOffsets {
+			ps.trackTxn(pid, id)
+		}
 	}
-	c.parts[p].loaded = true
+	ps.loaded = true
+	// Markers written and committed while loading come after everything
+	// read (they were appended as leader, past end): apply them now, in
+	// order.
+	deferred := ps.deferred
+	ps.deferred = nil
+	for _, d := range deferred {
+		c.completeTxnLocked(p, ps, d.producerID, d.commit)
+	}
 	c.log.Info().Int32("partition", p).Int("groups", len(groups)).Int64("end_offset", end).
 		Dur("took", time.Since(start)).Msg("loaded offsets partition")
 }
@@ -438,13 +458,38 @@ func (c *Coordinator) sleep(d time.Duration) bool {
 // commit, and the offset the batch was appended at (-1 if the append
 // failed: wait then returns its error). Caller holds c.mu.
 func (c *Coordinator) writeLocked(p int32, records []kv) (wait func(ctx context.Context) error, appendedAt int64) {
+	return c.appendLocked(p, records, nil)
+}
+
+// producerRef is the producer of a transactional offset commit.
+type producerRef struct {
+	id    int64
+	epoch int16
+}
+
+// appendLocked is writeLocked for a plain batch (txn nil, through
+// Log.Append) or a transactional one of producer txn (through
+// Log.AppendWith with partition.OriginCoordinator, as Kafka's
+// appendForGroup). Caller holds c.mu.
+func (c *Coordinator) appendLocked(p int32, records []kv, txn *producerRef) (wait func(ctx context.Context) error, appendedAt int64) {
 	tp := c.tp(p)
-	batch, err := encodeBatch(records, c.cfg.Now(), c.cfg.CompressionCodec)
+	var batch []byte
+	var err error
+	if txn == nil {
+		batch, err = encodeBatch(records, c.cfg.Now(), c.cfg.CompressionCodec)
+	} else {
+		batch, err = encodeTxnBatch(records, c.cfg.Now(), c.cfg.CompressionCodec, txn.id, txn.epoch)
+	}
 	if err != nil {
 		err = fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err)
 		return func(context.Context) error { return err }, -1
 	}
-	res, err := c.cfg.Log.Append(tp, batch, -1)
+	var res partition.AppendResult
+	if txn == nil {
+		res, err = c.cfg.Log.Append(tp, batch, -1)
+	} else {
+		res, err = c.cfg.Log.AppendWith(tp, batch, partition.AppendOptions{Acks: -1, Origin: partition.OriginCoordinator})
+	}
 	if err != nil {
 		err = storeError(err)
 		return func(context.Context) error { return err }, -1

@@ -1,9 +1,10 @@
 // Package group is the consumer group coordinator, as Kafka 2.x's
 // GroupCoordinator and GroupMetadataManager: the classic rebalance
 // protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), committed
-// offsets (OffsetCommit, OffsetFetch), ListGroups, DescribeGroups and
-// DeleteGroups, for the groups whose partition of __consumer_offsets this
-// broker leads.
+// offsets (OffsetCommit, OffsetFetch), transactional offsets
+// (TxnOffsetCommit and the markers that end them), ListGroups,
+// DescribeGroups, DeleteGroups and OffsetDelete, for the groups whose
+// partition of __consumer_offsets this broker leads.
 //
 // # Ownership
 //
@@ -71,7 +72,8 @@
 // Empty group left without offsets (Kafka's cleanupGroupMetadata; a
 // group that never had metadata written, generation 0, gets no metadata
 // tombstone). Records go in one v2 batch per write (base offset 0, no
-// producer id, CRC32C), compressed with offsets.topic.compression.codec
+// producer id unless transactional, CRC32C), compressed with
+// offsets.topic.compression.codec
 // (none by default; loading reads every codec), through Log.Append with
 // acks -1, and a commit or a
 // SyncGroup is answered only after Log.WaitCommitted (bounded by
@@ -82,10 +84,53 @@
 // after a reload (Kafka's appendedBatchOffset). Write failures map as Kafka's: too few replicas or an
 // unknown partition -> ErrCoordinatorNotAvailable, not leader ->
 // ErrNotCoordinator, too large -> ErrInvalidCommitOffsetSize, timeout ->
-// ErrRequestTimedOut. Loading applies records in offset order, the last
+// ErrRequestTimedOut; any other partition error (a transactional batch's
+// partition.ErrInvalidProducerEpoch, say) is returned as it is, as
+// Kafka's maybeConvertOffsetCommitError passes it on. Loading applies records in offset order, the last
 // one for a key winning; groups with members come back Stable in their
 // stored generation (sessions restart at load time), so consumers keep
 // heartbeating to the new coordinator without a rebalance.
+//
+// # Transactional offset commits
+//
+// CommitTxnOffsets (TxnOffsetCommit, Kafka's handleTxnCommitOffsets)
+// creates a missing group Empty, checks the member, instance id and
+// generation when the request names them (KIP-447, v3+; older requests
+// name none and any state accepts them), and writes one transactional
+// batch: the producer's id and epoch, base sequence -1, attribute 0x10,
+// the offset records of a plain commit, through Log.AppendWith with
+// partition.OriginCoordinator and acks -1. From the append its offsets are
+// pending for the producer (Kafka's pendingTransactionalOffsetCommits):
+// FetchOffsets does not show them, and with requireStable (OffsetFetch
+// v7+) answers UNSTABLE_OFFSET_COMMIT for their partitions, as for a
+// plain commit still replicating. The call returns once the batch is
+// replicated; a failed write answers its mapped error and forgets the
+// offsets. protocol calls CompleteTxn(p, producerID, commit) once a marker
+// is written and committed on partition p: COMMIT makes the producer's
+// pending offsets of p's groups the committed ones, except for a partition
+// whose cached offset comes from a later record in the log (Kafka's
+// offset-order rule, so that the live cache, a reload and a compacted log
+// agree); ABORT drops them. A CompleteTxn while p loads is kept and
+// applied, in order, when the load installs (the marker lies past what
+// the load reads); one for a partition not led here is ignored, its next
+// leader's load reading the marker.
+//
+// Loading keeps the offsets of a transactional batch pending for its
+// producer and applies (COMMIT) or drops (ABORT, or any other control
+// type, as Kafka) them at the producer's control batch (key: version
+// int16, type int16); transactions without a marker yet stay pending until
+// CompleteTxn. A tombstone of an offset key drops the committed offset and
+// every pending one of the key, both live and when loading (Kafka's
+// OffsetMetadataManager.replay), so what DeleteOffsets or DeleteGroups
+// removed does not come back at a later COMMIT. Accordingly, as Kafka:
+// expiry keeps an offset whose partition has a pending transactional
+// offset, and a group holding any (it is not "without offsets");
+// OffsetDelete of a partition with only a pending offset writes its
+// tombstone, and a group still holding other pending offsets stays;
+// DeleteGroups of an Empty group deletes it even with pending offsets,
+// with a tombstone for every committed and every pending partition
+// (Kafka's deleteAllOffsets). Unloading a partition drops its pending
+// offsets with its groups; the next load rebuilds them from the log.
 //
 // # Retention and compaction
 //

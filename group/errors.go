@@ -60,4 +60,7 @@ var (
 	// transactional commit waiting for its transaction's marker, or a
 	// commit still waiting for replication; the consumer retries.
 	ErrUnstableOffsetCommit = errors.New("group: unstable offset commit")
+	// ErrInvalidProducerIDMapping (INVALID_PRODUCER_ID_MAPPING, 49):
+	// CommitTxnOffsets without a producer id (negative).
+	ErrInvalidProducerIDMapping = errors.New("group: invalid producer id mapping")
 )

@@ -90,7 +90,9 @@ func (g *group) isSubscribedToTopic(topic string) bool {
 //
 // Within those, an offset committed with an explicit retention
 // (OffsetCommit v2-v4) expires at its expire timestamp instead, and an
-// offset with a commit still waiting for replication is kept. Caller holds
+// offset with a commit still waiting for replication, or a transactional
+// commit waiting for its marker, is kept (Kafka's OffsetMetadataManager:
+// its tombstone would drop the pending offset). Caller holds
 // Coordinator.mu.
 func (g *group) expiredOffsets(now time.Time, retention time.Duration) []cluster.TopicPartition {
 	var base func(Offset) int64
@@ -113,7 +115,7 @@ func (g *group) expiredOffsets(now time.Time, retention time.Duration) []cluster
 	nowMs, retentionMs := now.UnixMilli(), retention.Milliseconds()
 	var out []cluster.TopicPartition
 	for tp, o := range g.offsets {
-		if subscribed[tp.Topic] || g.pendingCommits[tp] > 0 {
+		if subscribed[tp.Topic] || g.hasUnstableCommit(tp) {
 			continue
 		}
 		if o.ExpireTimestamp >= 0 {
@@ -128,10 +130,11 @@ func (g *group) expiredOffsets(now time.Time, retention time.Duration) []cluster
 	return out
 }
 
-// hasOffsets is Kafka's GroupMetadata.hasOffsets: committed offsets or
-// commits in flight. Caller holds Coordinator.mu.
+// hasOffsets is Kafka's GroupMetadata.hasOffsets: committed offsets,
+// commits in flight or transactional offsets awaiting their marker.
+// Caller holds Coordinator.mu.
 func (g *group) hasOffsets() bool {
-	return len(g.offsets) > 0 || len(g.pendingCommits) > 0
+	return len(g.offsets) > 0 || len(g.pendingCommits) > 0 || len(g.txnOffsets) > 0
 }
 
 // removeGroupLocked is the end of Kafka's cleanupGroupMetadata for a group

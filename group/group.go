@@ -141,6 +141,10 @@ type group struct {
 	// the members of the current generation subscribe to, computed when
 	// the generation starts and at load; nil when unknown.
 	subscribed map[string]bool
+	// txnOffsets are the transactional offsets awaiting their
+	// transaction's marker, per producer id (Kafka's
+	// pendingTransactionalOffsetCommits), from their append on.
+	txnOffsets map[int64]map[cluster.TopicPartition]txnOffset
 }
 
 func newGroup(id string, p int32, now time.Time) *group {
@@ -148,7 +152,7 @@ func newGroup(id string, p int32, now time.Time) *group {
 		id: id, partition: p, state: stateEmpty, stateTime: now,
 		members: map[string]*member{}, static: map[string]string{}, pending: map[string]time.Time{},
 		offsets: map[cluster.TopicPartition]Offset{}, appendedAt: map[cluster.TopicPartition]int64{},
-		pendingCommits: map[cluster.TopicPartition]int{},
+		pendingCommits: map[cluster.TopicPartition]int{}, txnOffsets: map[int64]map[cluster.TopicPartition]txnOffset{},
 	}
 }
 

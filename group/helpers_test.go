@@ -22,7 +22,12 @@ type fakeLog struct {
 	hw      map[cluster.TopicPartition]int64
 	hold    bool
 	failErr error // Append fails with it when set
-	changed chan struct{}
+	waitErr error // WaitCommitted fails with it when set
+	// opts are the options of every AppendWith, in order.
+	opts []partition.AppendOptions
+	// leoCalls counts LogEndOffset calls (a load starts with one).
+	leoCalls int
+	changed  chan struct{}
 	// gates hold back WaitCommitted of the appends ending at an offset
 	// until closed, so tests can complete appends out of order.
 	gates map[int64]chan struct{}
@@ -67,6 +72,9 @@ func (f *fakeLog) Append(tp cluster.TopicPartition, records []byte, acks int16) 
 }
 
 func (f *fakeLog) AppendWith(tp cluster.TopicPartition, records []byte, opts partition.AppendOptions) (partition.AppendResult, error) {
+	f.mu.Lock()
+	f.opts = append(f.opts, opts)
+	f.mu.Unlock()
 	return f.Append(tp, records, opts.Acks)
 }
 
@@ -86,6 +94,11 @@ func (f *fakeLog) setHold(hold bool) {
 func (f *fakeLog) WaitCommitted(ctx context.Context, tp cluster.TopicPartition, lastOffset int64, _ int32) error {
 	for {
 		f.mu.Lock()
+		if f.waitErr != nil {
+			err := f.waitErr
+			f.mu.Unlock()
+			return err
+		}
 		if f.hw[tp] > lastOffset {
 			gate := f.gates[lastOffset]
 			f.mu.Unlock()
@@ -125,6 +138,7 @@ func (f *fakeLog) Read(tp cluster.TopicPartition, req partition.ReadRequest) (pa
 func (f *fakeLog) LogEndOffset(tp cluster.TopicPartition) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.leoCalls++
 	return f.leo[tp], nil
 }
 

@@ -70,14 +70,17 @@ func (c *Coordinator) deleteOffsetsLocked(groupID string, tps []cluster.TopicPar
 	if len(eligible) == 0 {
 		return out, nil, nil
 	}
-	// A partition counts as present with an offset in the cache or a
-	// commit appended and not yet replicated (its first one, say): that
-	// commit is in the log before the tombstone, which must follow it
-	// (Kafka's removeOffsets drops pending commits too).
+	// A partition counts as present with an offset in the cache, a
+	// commit appended and not yet replicated (its first one, say), or a
+	// transactional offset awaiting its marker: that commit is in the log
+	// before the tombstone, which must follow it (Kafka's removeOffsets
+	// drops pending commits, transactional ones too, and its
+	// OffsetMetadataManager writes the tombstone for a pending
+	// transactional offset alone, so a reload drops it as well).
 	var present []cluster.TopicPartition
 	for _, tp := range eligible {
 		out[tp] = nil
-		if _, ok := g.offsets[tp]; ok || g.pendingCommits[tp] > 0 {
+		if _, ok := g.offsets[tp]; ok || g.hasUnstableCommit(tp) {
 			present = append(present, tp)
 		}
 	}
@@ -86,12 +89,14 @@ func (c *Coordinator) deleteOffsetsLocked(groupID string, tps []cluster.TopicPar
 		o                Offset
 		at               int64
 		hasOffset, hasAt bool
+		txn              map[int64]txnOffset
 	}
 	removed := make(map[cluster.TopicPartition]saved, len(present))
 	for _, tp := range present {
 		var sv saved
 		sv.o, sv.hasOffset = g.offsets[tp]
 		sv.at, sv.hasAt = g.appendedAt[tp]
+		sv.txn = g.txnOffsetsOf(tp)
 		removed[tp] = sv
 	}
 	stateTime := g.stateTime
@@ -115,6 +120,9 @@ func (c *Coordinator) deleteOffsetsLocked(groupID string, tps []cluster.TopicPar
 			}
 			if sv.hasAt {
 				g.appendedAt[tp] = sv.at
+			}
+			for pid, o := range sv.txn {
+				g.addTxnOffset(pid, tp, o)
 			}
 		}
 		if dropped {

@@ -262,9 +262,9 @@ func (c *Coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
 	return d, nil
 }
 
-// DeleteGroups deletes empty groups: their offsets and metadata get
-// tombstones in the offsets topic. The result has an entry per group
-// (nil: deleted).
+// DeleteGroups deletes empty groups: their offsets, their pending
+// transactional offsets and their metadata get tombstones in the offsets
+// topic. The result has an entry per group (nil: deleted).
 func (c *Coordinator) DeleteGroups(ctx context.Context, ids []string) map[string]error {
 	out := make(map[string]error, len(ids))
 	type waitFor struct {
@@ -290,8 +290,13 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, ids []string) map[string
 		}
 		// Kafka's deleteGroups and cleanupGroupMetadata: a tombstone for
 		// every offset key and, if metadata was ever written, the group
-		// key, so that compaction drops them all.
-		records := c.tombstonesLocked(g, g.allOffsets())
+		// key, so that compaction drops them all. An Empty group with
+		// transactional offsets awaiting their marker is deleted too, as
+		// Kafka does: as its OffsetMetadataManager.deleteAllOffsets, the
+		// partitions with only a pending offset get a tombstone as well,
+		// which drops it here and when the log is loaded, so a later
+		// COMMIT does not bring the deleted group back.
+		records := c.tombstonesLocked(g, dedupeTPs(append(g.allOffsets(), g.txnPartitions()...)))
 		records = append(records, c.removeGroupLocked(g, now)...)
 		out[id] = nil
 		wait, _ := c.writeLocked(g.partition, records)
@@ -318,22 +323,41 @@ func (g *group) allOffsets() []cluster.TopicPartition {
 }
 
 // tombstonesLocked returns a tombstone for each of g's offsets in tps
-// (none for an empty tps) and removes them from g. Caller holds c.mu.
+// (none for an empty tps) and removes them from g, with every pending
+// transactional offset of those partitions (as loading the tombstone
+// does). Caller holds c.mu.
 func (c *Coordinator) tombstonesLocked(g *group, tps []cluster.TopicPartition) []kv {
 	var out []kv
 	for _, tp := range tps {
 		out = append(out, kv{key: offsetKey(g.id, tp.Topic, tp.Partition)})
 		delete(g.offsets, tp)
 		delete(g.appendedAt, tp)
+		g.dropTxnOffsets(tp)
 	}
 	return out
 }
 
 // loader rebuilds groups and offsets from one partition's records, the
-// later record for a key winning and a tombstone removing it.
+// later record for a key winning and a tombstone removing it, as Kafka's
+// loadGroupsAndOffsets: a transactional offset commit is pending for its
+// producer until that producer's marker, which applies (COMMIT) or drops
+// (any other type) them; a COMMIT applies an offset only over one whose
+// record is older. A tombstone of an offset key also drops every pending
+// transactional offset of the key, as Kafka's OffsetMetadataManager.replay
+// does and as the live coordinator does when it writes one (DeleteOffsets,
+// DeleteGroups), so a deleted offset does not come back at a later COMMIT.
 type loader struct {
 	offsets map[string]map[cluster.TopicPartition]loadedOffset
 	groups  map[string]*kmsg.GroupMetadataValue
+	// pending are the transactional offsets whose marker was not read
+	// yet, per producer id.
+	pending map[int64]map[groupTP]loadedOffset
+}
+
+// groupTP is one partition of one group.
+type groupTP struct {
+	group string
+	tp    cluster.TopicPartition
 }
 
 // loadedOffset is a commit read back, with the offset of its record.
@@ -343,7 +367,83 @@ type loadedOffset struct {
 }
 
 func newLoader() *loader {
-	return &loader{offsets: map[string]map[cluster.TopicPartition]loadedOffset{}, groups: map[string]*kmsg.GroupMetadataValue{}}
+	return &loader{offsets: map[string]map[cluster.TopicPartition]loadedOffset{}, groups: map[string]*kmsg.GroupMetadataValue{},
+		pending: map[int64]map[groupTP]loadedOffset{}}
+}
+
+// applyRecord applies the record at offset at of the partition, from a
+// batch with header h.
+func (l *loader) applyRecord(h batchHeader, at int64, key, value []byte) error {
+	if h.control {
+		typ, err := controlType(key)
+		if err != nil {
+			return err
+		}
+		l.applyMarker(h.producerID, typ == controlCommit)
+		return nil
+	}
+	if !h.transactional {
+		return l.apply(at, key, value)
+	}
+	d, err := decodeRecord(key, value)
+	if err != nil {
+		return err
+	}
+	if !d.isOffset {
+		// Kafka's transactional commits hold offsets only; group metadata
+		// in such a batch is applied as any other.
+		return l.apply(at, key, value)
+	}
+	gtp := groupTP{d.group, cluster.TopicPartition{Topic: d.topic, Partition: d.partition}}
+	if d.offset == nil {
+		l.removeOffset(gtp)
+		return nil
+	}
+	m := l.pending[h.producerID]
+	if m == nil {
+		m = map[groupTP]loadedOffset{}
+		l.pending[h.producerID] = m
+	}
+	m[gtp] = loadedOffset{Offset: *d.offset, appendedAt: at}
+	return nil
+}
+
+// applyMarker ends producerID's transaction: commit applies its pending
+// offsets over older ones, abort drops them.
+func (l *loader) applyMarker(producerID int64, commit bool) {
+	pending := l.pending[producerID]
+	delete(l.pending, producerID)
+	if !commit {
+		return
+	}
+	for gtp, o := range pending {
+		m := l.offsets[gtp.group]
+		if m == nil {
+			m = map[cluster.TopicPartition]loadedOffset{}
+			l.offsets[gtp.group] = m
+		}
+		if cur, ok := m[gtp.tp]; ok && cur.appendedAt >= o.appendedAt {
+			continue // a later plain commit of the partition stays
+		}
+		m[gtp.tp] = o
+	}
+}
+
+// removeOffset applies a tombstone of gtp's offset key: the committed
+// offset and every pending transactional one go.
+func (l *loader) removeOffset(gtp groupTP) {
+	if m := l.offsets[gtp.group]; m != nil {
+		delete(m, gtp.tp)
+		if len(m) == 0 {
+			delete(l.offsets, gtp.group)
+		}
+	}
+	for pid, m := range l.pending {
+		delete(m, gtp)
+		if len(m) == 0 {
+			delete(l.pending, pid)
+		}
+	}
 }
 
 // apply applies the record at offset at of the partition.
@@ -355,12 +455,7 @@ func (l *loader) apply(at int64, key, value []byte) error {
 	if d.isOffset {
 		tp := cluster.TopicPartition{Topic: d.topic, Partition: d.partition}
 		if d.offset == nil {
-			if m := l.offsets[d.group]; m != nil {
-				delete(m, tp)
-				if len(m) == 0 {
-					delete(l.offsets, d.group)
-				}
-			}
+			l.removeOffset(groupTP{d.group, tp})
 			return nil
 		}
 		m := l.offsets[d.group]
@@ -432,6 +527,19 @@ func (l *loader) build(p int32, now time.Time) map[string]*group {
 		for tp, o := range offs {
 			g.offsets[tp] = o.Offset
 			g.appendedAt[tp] = o.appendedAt
+		}
+	}
+	// Transactional offsets still open at the end of the load stay
+	// pending until CompleteTxn, in their group (a storage-only one if it
+	// has no metadata, as Kafka's pendingEmptyGroupOffsets).
+	for pid, m := range l.pending {
+		for gtp, o := range m {
+			g := out[gtp.group]
+			if g == nil {
+				g = newGroup(gtp.group, p, now)
+				out[gtp.group] = g
+			}
+			g.addTxnOffset(pid, gtp.tp, txnOffset{Offset: o.Offset, appendedAt: o.appendedAt})
 		}
 	}
 	return out

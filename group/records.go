@@ -90,6 +90,20 @@ func groupValue(g *group, now time.Time) []byte {
 	return v.AppendTo(nil)
 }
 
+// Batch attribute bits (Kafka's RecordBatch): the low three bits are the
+// codec.
+const (
+	attrTransactional int16 = 0x10
+	attrControl       int16 = 0x20
+)
+
+// Control record types (Kafka's ControlRecordType, EndTransactionMarker):
+// the key of a control record is version int16 (0), type int16.
+const (
+	controlAbort  int16 = 0
+	controlCommit int16 = 1
+)
+
 // buildBatch is encodeBatch without compression, which cannot fail.
 func buildBatch(records []kv, now time.Time) []byte {
 	b, _ := encodeBatch(records, now, codecNone)
@@ -101,6 +115,18 @@ func buildBatch(records []kv, now time.Time) []byte {
 // 0, no producer id and timestamps of now, CRC32C filled in: the form
 // partition.Manager.Append accepts from a producer.
 func encodeBatch(records []kv, now time.Time, codec int8) ([]byte, error) {
+	return encodeRecordBatch(records, now, codec, -1, -1, false)
+}
+
+// encodeTxnBatch is encodeBatch for a transactional offset commit
+// (Kafka's generateOffsetRecords with a producer id): the batch carries
+// the producer's id and epoch, base sequence -1 (a coordinator write is
+// not sequence checked) and the transactional attribute bit.
+func encodeTxnBatch(records []kv, now time.Time, codec int8, producerID int64, producerEpoch int16) ([]byte, error) {
+	return encodeRecordBatch(records, now, codec, producerID, producerEpoch, true)
+}
+
+func encodeRecordBatch(records []kv, now time.Time, codec int8, producerID int64, producerEpoch int16, transactional bool) ([]byte, error) {
 	ts := now.UnixMilli()
 	var body []byte
 	for i, r := range records {
@@ -126,16 +152,20 @@ func encodeBatch(records []kv, now time.Time, codec int8) ([]byte, error) {
 			return nil, fmt.Errorf("compress %d records: %w", len(records), err)
 		}
 	}
+	attrs := int16(codec)
+	if transactional {
+		attrs |= attrTransactional
+	}
 	rb := kmsg.RecordBatch{
 		FirstOffset:          0,
 		PartitionLeaderEpoch: -1,
 		Magic:                2,
-		Attributes:           int16(codec),
+		Attributes:           attrs,
 		LastOffsetDelta:      int32(len(records) - 1),
 		FirstTimestamp:       ts,
 		MaxTimestamp:         ts,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
+		ProducerID:           producerID,
+		ProducerEpoch:        producerEpoch,
 		FirstSequence:        -1,
 		NumRecords:           int32(len(records)),
 		Records:              body,
@@ -151,6 +181,13 @@ func encodeBatch(records []kv, now time.Time, codec int8) ([]byte, error) {
 // far above what one coordinator write holds.
 const inflatedBatchMaxBytes = 100 << 20
 
+// batchHeader is what loading needs of a batch besides its records.
+type batchHeader struct {
+	producerID    int64
+	transactional bool // attribute bit 0x10: a transactional offset commit
+	control       bool // attribute bit 0x20: a transaction marker
+}
+
 // parseBatches calls fn for every record of the whole v2 batches in b,
 // compressed or not, skipping control batches, and returns the offset
 // after the last batch (-1 if b holds none). On an error (a batch that does
@@ -159,6 +196,16 @@ const inflatedBatchMaxBytes = 100 << 20
 // records; fn may have seen some records of the failing batch, which
 // applying again in order leaves unchanged.
 func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, error) {
+	return walkBatches(b, func(h batchHeader, offset int64, key, value []byte) {
+		if !h.control {
+			fn(offset, key, value)
+		}
+	})
+}
+
+// walkBatches is parseBatches calling fn for the records of control
+// batches too, with each record's batch header.
+func walkBatches(b []byte, fn func(h batchHeader, offset int64, key, value []byte)) (int64, error) {
 	next := int64(-1)
 	for len(b) >= 12 {
 		size := int(int32(binary.BigEndian.Uint32(b[8:12])))
@@ -174,10 +221,8 @@ func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, er
 			return next, fmt.Errorf("%w: magic %d", errBadRecord, rb.Magic)
 		}
 		end := rb.FirstOffset + int64(rb.LastOffsetDelta) + 1
-		if rb.Attributes&0x20 != 0 { // control batch
-			next = end
-			continue
-		}
+		h := batchHeader{producerID: rb.ProducerID, transactional: rb.Attributes&attrTransactional != 0,
+			control: rb.Attributes&attrControl != 0}
 		recs := rb.Records
 		if codec := int8(rb.Attributes & 0x07); codec != codecNone {
 			inflated, err := inflate(codec, recs)
@@ -196,11 +241,21 @@ func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, er
 				return next, fmt.Errorf("%w: record: %v", errBadRecord, err)
 			}
 			recs = recs[n+int(l):]
-			fn(rb.FirstOffset+int64(r.OffsetDelta), r.Key, r.Value)
+			fn(h, rb.FirstOffset+int64(r.OffsetDelta), r.Key, r.Value)
 		}
 		next = end
 	}
 	return next, nil
+}
+
+// controlType parses the key of a control record (Kafka's
+// ControlRecordType.parse): version int16, type int16. A version above 0
+// is read the same way, as Kafka does.
+func controlType(key []byte) (int16, error) {
+	if len(key) < 4 {
+		return 0, fmt.Errorf("%w: control record key of %d bytes", errBadRecord, len(key))
+	}
+	return int16(binary.BigEndian.Uint16(key[2:4])), nil
 }
 
 // inflate returns the records of a batch compressed with codec.

@@ -1,6 +1,9 @@
 package group
 
 import (
+	"context"
+	"sort"
+
 	"github.com/kafkazk/broker/cluster"
 )
 
@@ -20,8 +23,303 @@ type TxnCommitRequest struct {
 	Offsets    map[cluster.TopicPartition]CommitOffset
 }
 
+// txnOffset is one offset of a transactional commit awaiting its
+// transaction's marker, with the offset in Topic of its batch.
+type txnOffset struct {
+	Offset
+	appendedAt int64
+}
+
+// txnCompletion is one CompleteTxn deferred while its partition loads.
+type txnCompletion struct {
+	producerID int64
+	commit     bool
+}
+
+// trackTxn records that groupID may hold transactional offsets of
+// producerID. Caller holds Coordinator.mu.
+func (ps *partState) trackTxn(producerID int64, groupID string) {
+	if ps.txnGroups == nil {
+		ps.txnGroups = map[int64]map[string]struct{}{}
+	}
+	m := ps.txnGroups[producerID]
+	if m == nil {
+		m = map[string]struct{}{}
+		ps.txnGroups[producerID] = m
+	}
+	m[groupID] = struct{}{}
+}
+
+// addTxnOffset records o as producerID's pending offset of tp, replacing
+// an earlier one of the same transaction. Caller holds Coordinator.mu.
+func (g *group) addTxnOffset(producerID int64, tp cluster.TopicPartition, o txnOffset) {
+	m := g.txnOffsets[producerID]
+	if m == nil {
+		m = map[cluster.TopicPartition]txnOffset{}
+		g.txnOffsets[producerID] = m
+	}
+	m[tp] = o
+}
+
+// dropTxnOffsets drops every producer's pending offset of tp, as a
+// tombstone of tp's key does. Caller holds Coordinator.mu.
+func (g *group) dropTxnOffsets(tp cluster.TopicPartition) {
+	for pid, m := range g.txnOffsets {
+		delete(m, tp)
+		if len(m) == 0 {
+			delete(g.txnOffsets, pid)
+		}
+	}
+}
+
+// txnOffsetsOf returns, per producer, the pending offsets of tp (nil if
+// none). Caller holds Coordinator.mu.
+func (g *group) txnOffsetsOf(tp cluster.TopicPartition) map[int64]txnOffset {
+	var out map[int64]txnOffset
+	for pid, m := range g.txnOffsets {
+		if o, ok := m[tp]; ok {
+			if out == nil {
+				out = map[int64]txnOffset{}
+			}
+			out[pid] = o
+		}
+	}
+	return out
+}
+
+// txnPartitions lists, sorted, the partitions with a pending
+// transactional offset. Caller holds Coordinator.mu.
+func (g *group) txnPartitions() []cluster.TopicPartition {
+	seen := map[cluster.TopicPartition]bool{}
+	var out []cluster.TopicPartition
+	for _, m := range g.txnOffsets {
+		for tp := range m {
+			if !seen[tp] {
+				seen[tp] = true
+				out = append(out, tp)
+			}
+		}
+	}
+	sortTPs(out)
+	return out
+}
+
 // hasUnstableCommit is Kafka's hasPendingOffsetCommitsForTopicPartition: a
-// commit of tp waits for replication. Caller holds Coordinator.mu.
+// commit of tp waits for replication, or a transactional one for its
+// marker. Caller holds Coordinator.mu.
 func (g *group) hasUnstableCommit(tp cluster.TopicPartition) bool {
-	return g.pendingCommits[tp] > 0
+	if g.pendingCommits[tp] > 0 {
+		return true
+	}
+	for _, m := range g.txnOffsets {
+		if _, ok := m[tp]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// CommitTxnOffsets is Kafka's handleTxnCommitOffsets (TxnOffsetCommit).
+// A group that does not exist is created Empty, as Kafka does. From v3
+// (KIP-447) the request may name the member: a request with a generation,
+// a member id or an instance id is checked as Kafka's
+// validateCurrentMember and generation check (ErrFencedInstanceID for an
+// instance id held by another member id, ErrUnknownMemberID for an unknown
+// instance or member id, ErrIllegalGeneration); a request without them is
+// accepted whatever the group's state (older clients do not send them).
+// The group's state is not otherwise checked and no session is extended.
+//
+// The offsets go in one transactional batch (the producer's id and
+// epoch, base sequence -1, the record formats of CommitOffsets) appended
+// with Log.AppendWith (partition.OriginCoordinator, acks -1). From the
+// append they are pending for the producer: invisible to FetchOffsets, an
+// UNSTABLE_OFFSET_COMMIT for a FetchOffsets with requireStable, and kept
+// by expiry, until CompleteTxn commits or aborts them. The call returns
+// once the batch is replicated (at most offsets.commit.timeout.ms); a
+// write that fails is answered with its mapped error (as CommitOffsets')
+// for every partition and its offsets are forgotten.
+//
+// A non-nil error applies to every partition; otherwise the map holds each
+// partition's result (nil: written, pending until the marker;
+// ErrOffsetMetadataTooLarge for a metadata string over 4096 bytes).
+func (c *Coordinator) CommitTxnOffsets(ctx context.Context, req TxnCommitRequest) (map[cluster.TopicPartition]error, error) {
+	c.mu.Lock()
+	g, token, wait, appendedAt, written, out, err := c.commitTxnLocked(req)
+	c.mu.Unlock()
+	if err != nil || wait == nil {
+		return out, err
+	}
+	werr := wait(c.ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for tp := range written {
+		if out[tp] == nil {
+			out[tp] = werr
+		}
+	}
+	if werr == nil {
+		return out, nil
+	}
+	c.log.Debug().Err(werr).Str("group", g.id).Int64("producer_id", req.ProducerID).Msg("transactional offset commit failed")
+	if !c.stillOwnedLocked(g.partition, token) || c.groups[g.id] != g {
+		return out, nil
+	}
+	// Kafka's failPendingTxnOffsetCommit: the offsets of this write go
+	// (not a later write's of the same partition and producer).
+	for tp := range written {
+		if o, ok := g.txnOffsets[req.ProducerID][tp]; ok && o.appendedAt == appendedAt {
+			delete(g.txnOffsets[req.ProducerID], tp)
+		}
+	}
+	if len(g.txnOffsets[req.ProducerID]) == 0 {
+		delete(g.txnOffsets, req.ProducerID)
+	}
+	return out, nil
+}
+
+func (c *Coordinator) commitTxnLocked(req TxnCommitRequest) (g *group, token uint64, wait func(context.Context) error, appendedAt int64,
+	written map[cluster.TopicPartition]Offset, out map[cluster.TopicPartition]error, err error) {
+	// TxnOffsetCommit needs a non-empty group id (Kafka's isValidGroupId).
+	if err := c.validateGroupLocked(req.Group); err != nil {
+		return nil, 0, nil, -1, nil, nil, err
+	}
+	if req.ProducerID < 0 {
+		return nil, 0, nil, -1, nil, nil, ErrInvalidProducerIDMapping
+	}
+	ps := c.parts[c.PartitionFor(req.Group)]
+	now := c.cfg.Now()
+	g = c.groups[req.Group]
+	if g == nil {
+		g = newGroup(req.Group, c.PartitionFor(req.Group), now)
+		c.groups[req.Group] = g
+	}
+	if err := g.validateTxnCommit(req); err != nil {
+		return nil, 0, nil, -1, nil, nil, err
+	}
+	out = make(map[cluster.TopicPartition]error, len(req.Offsets))
+	written = make(map[cluster.TopicPartition]Offset, len(req.Offsets))
+	tps := make([]cluster.TopicPartition, 0, len(req.Offsets))
+	for tp := range req.Offsets {
+		tps = append(tps, tp)
+	}
+	sortTPs(tps)
+	var records []kv
+	for _, tp := range tps {
+		o := req.Offsets[tp]
+		if len(o.Metadata) > offsetMetadataMaxBytes {
+			out[tp] = ErrOffsetMetadataTooLarge
+			continue
+		}
+		out[tp] = nil
+		written[tp] = committed(o, -1, now)
+		records = append(records, kv{offsetKey(g.id, tp.Topic, tp.Partition), offsetValue(written[tp])})
+	}
+	if len(records) == 0 {
+		return g, ps.token, nil, -1, written, out, nil
+	}
+	wait, appendedAt = c.appendLocked(g.partition, records, &producerRef{id: req.ProducerID, epoch: req.ProducerEpoch})
+	if appendedAt < 0 {
+		// Nothing reached the log: nothing is pending.
+		return g, ps.token, wait, appendedAt, written, out, nil
+	}
+	// Kafka's prepareTxnOffsetCommit, with the batch's position known: a
+	// tombstone of one of these partitions appended from now on drops the
+	// pending offset, as it does when loading this log.
+	for tp, o := range written {
+		g.addTxnOffset(req.ProducerID, tp, txnOffset{Offset: o, appendedAt: appendedAt})
+	}
+	ps.trackTxn(req.ProducerID, g.id)
+	return g, ps.token, wait, appendedAt, written, out, nil
+}
+
+// validateTxnCommit is Kafka's validateOffsetCommit for a transactional
+// commit. Caller holds Coordinator.mu.
+func (g *group) validateTxnCommit(req TxnCommitRequest) error {
+	switch {
+	case g.state == stateDead:
+		return ErrCoordinatorNotAvailable
+	case req.Generation < 0 && g.state == stateEmpty:
+		// The admin client or a producer not using group management.
+		return nil
+	case req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil:
+		if req.InstanceID != nil {
+			cur, ok := g.static[*req.InstanceID]
+			switch {
+			case ok && cur != req.MemberID:
+				return ErrFencedInstanceID
+			case !ok:
+				return ErrUnknownMemberID
+			}
+		}
+		if g.members[req.MemberID] == nil {
+			return ErrUnknownMemberID
+		}
+		if req.Generation != g.generation {
+			return ErrIllegalGeneration
+		}
+	}
+	// Without member and generation (TxnOffsetCommit < v3) any state is
+	// accepted.
+	return nil
+}
+
+// CompleteTxn is called by protocol after a marker of producerID was
+// written and committed on partition p of Topic led here (Kafka's
+// handleTxnCompletion): commit makes the producer's pending offsets of
+// p's groups the committed ones, except where the cached offset of the
+// partition comes from a record appended after the transactional one
+// (Kafka's offset-order rule: the later record in the log wins, as a
+// reload finds); abort drops them. While p is loading the completion is
+// kept and applied, in order, once the load is installed (the marker is
+// past what the load reads); a partition not led here is left alone (its
+// next leader's load reads the marker).
+func (c *Coordinator) CompleteTxn(p int32, producerID int64, commit bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps := c.parts[p]
+	switch {
+	case c.closed || ps == nil:
+		c.log.Info().Int32("partition", p).Int64("producer_id", producerID).Bool("commit", commit).
+			Msg("transaction marker completed for an offsets partition not led here; its leader's load applies it")
+		return
+	case !ps.loaded:
+		ps.deferred = append(ps.deferred, txnCompletion{producerID: producerID, commit: commit})
+		return
+	}
+	c.completeTxnLocked(p, ps, producerID, commit)
+}
+
+// completeTxnLocked is CompleteTxn for a loaded partition. Caller holds
+// c.mu.
+func (c *Coordinator) completeTxnLocked(p int32, ps *partState, producerID int64, commit bool) {
+	ids := make([]string, 0, len(ps.txnGroups[producerID]))
+	for id := range ps.txnGroups[producerID] {
+		ids = append(ids, id)
+	}
+	delete(ps.txnGroups, producerID)
+	sort.Strings(ids)
+	applied, skipped, dropped := 0, 0, 0
+	for _, id := range ids {
+		g := c.groups[id]
+		if g == nil || g.partition != p {
+			continue
+		}
+		offs := g.txnOffsets[producerID]
+		delete(g.txnOffsets, producerID)
+		if !commit {
+			dropped += len(offs)
+			continue
+		}
+		for tp, o := range offs {
+			if at, ok := g.appendedAt[tp]; ok && at >= o.appendedAt {
+				skipped++
+				continue
+			}
+			g.offsets[tp] = o.Offset
+			g.appendedAt[tp] = o.appendedAt
+			applied++
+		}
+	}
+	c.log.Debug().Int32("partition", p).Int64("producer_id", producerID).Bool("commit", commit).
+		Int("applied", applied).Int("skipped_older", skipped).Int("dropped", dropped).Msg("transactional offsets completed")
 }

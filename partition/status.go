@@ -86,6 +86,7 @@ func (r *Replica) status() ReplicaStatus {
 		ZkVersion: r.zkVersion, Replicas: slices.Clone(r.replicas), Isr: slices.Clone(r.isr),
 		AddingReplicas: slices.Clone(r.adding), RemovingReplicas: slices.Clone(r.removing),
 		LogEndOffset: r.log.LogEndOffset(), HighWatermark: r.hw, LogStartOffset: r.log.LogStartOffset(),
+		LastStableOffset: r.lsoLocked(), OngoingTxns: r.ongoingTxnsLocked(),
 		LeaderHighWatermark: -1,
 		LeaderThrottled:     r.leaderThrottled, FollowerThrottled: r.followerThrottled, SizeBytes: r.log.Size(),
 	}

@@ -147,10 +147,10 @@ const (
 type OffsetsAsker uint8
 
 const (
-	// AskerConsumer is a consumer's v1+ request (replica id -1): the high
-	// watermark bounds the answer (the last stable offset is the HW
-	// without transactions), and while a new leader's HW lags the start
-	// of its epoch the answer is ErrOffsetNotAvailable (KIP-207).
+	// AskerConsumer is a read_uncommitted consumer's v1+ request (replica
+	// id -1): the high watermark bounds the answer, and while a new
+	// leader's HW lags the start of its epoch the answer is
+	// ErrOffsetNotAvailable (KIP-207).
 	AskerConsumer OffsetsAsker = iota
 	// AskerLegacyConsumer is a consumer's v0 request: the high watermark
 	// bounds the answer.

@@ -46,7 +46,15 @@ var (
 	// ErrTransactionalIDNotFound (TRANSACTIONAL_ID_NOT_FOUND, 105):
 	// DescribeTransactions of an id this coordinator does not hold.
 	ErrTransactionalIDNotFound = errors.New("txn: transactional id not found")
-	// ErrRequestTimedOut (REQUEST_TIMED_OUT, 7): a state write was appended
-	// but not replicated within the write timeout; it may still commit.
+	// ErrInvalidRequest (INVALID_REQUEST, 42): an empty transactional id, or
+	// an InitProducerId with only one of producer id and epoch set. Not in
+	// the contract's list; Kafka answers these INVALID_REQUEST.
+	ErrInvalidRequest = errors.New("txn: invalid request")
+	// ErrRequestTimedOut (REQUEST_TIMED_OUT, 7) is in the contract, but the
+	// coordinator answers a state write that was not replicated within
+	// WriteTimeout ErrCoordinatorNotAvailable, as Kafka's
+	// TransactionStateManager does (clients retry that one; a Java producer
+	// treats REQUEST_TIMED_OUT from EndTxn as fatal). It stays for callers
+	// that time out around the coordinator.
 	ErrRequestTimedOut = errors.New("txn: request timed out")
 )

@@ -1,0 +1,479 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+)
+
+func (c Config) withDefaults() Config {
+	if c.NumPartitions <= 0 {
+		c.NumPartitions = 50
+	}
+	if c.OffsetsTopicPartitions <= 0 {
+		c.OffsetsTopicPartitions = 50
+	}
+	if c.MaxTimeout <= 0 {
+		c.MaxTimeout = 15 * time.Minute
+	}
+	if c.IDExpiration <= 0 {
+		c.IDExpiration = 7 * 24 * time.Hour
+	}
+	if c.AbortTimedOutInterval <= 0 {
+		c.AbortTimedOutInterval = 10 * time.Second
+	}
+	if c.RemoveExpiredInterval <= 0 {
+		c.RemoveExpiredInterval = time.Hour
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 5 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// partState is what the coordinator knows of one partition of Topic it
+// leads.
+type partState struct {
+	// leaderEpoch is the coordinator epoch of the partition's transactions,
+	// sent in every marker.
+	leaderEpoch int32
+	loaded      bool // false while loading
+	// token changes on every become-leader, so a load, a write or a marker
+	// fan-out finishing late can tell the partition was unloaded or
+	// reloaded meanwhile.
+	token uint64
+	txns  map[string]*txnMeta
+	// ctx is cancelled when the partition is unloaded: loads, state writes
+	// waiting for replication and marker fan-outs of it stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// Coordinator is the transaction coordinator for the transactional ids
+// whose partition of Topic this broker leads. Safe for concurrent use.
+type Coordinator struct {
+	cfg Config
+	log zerolog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	// markers counts running marker fan-outs (tests wait on it).
+	markers sync.WaitGroup
+	// sleep waits d or until ctx ends (false); tests replace it so that
+	// retries need no real time.
+	sleep func(ctx context.Context, d time.Duration) bool
+	// onLoaded, if set (tests), is called when a load installed its
+	// partition and started its completions and aborts.
+	onLoaded func(p int32)
+
+	// mu guards everything below and every txnMeta. It is held across
+	// Log.Append (so records of a transactional id are in the log in the
+	// order of its transitions) but never across a wait for replication, a
+	// producer id allocation or a marker write.
+	mu         sync.Mutex
+	closed     bool
+	parts      map[int32]*partState
+	nextToken  uint64
+	lastAbort  time.Time // last run of the timed-out abort, or New
+	lastExpire time.Time // last run of the id expiry, or New
+}
+
+// New returns a coordinator that owns no partition until OnBecomeLeader.
+func New(cfg Config) *Coordinator {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	now := cfg.Now()
+	return &Coordinator{
+		lastAbort:  now,
+		lastExpire: now,
+		cfg:        cfg,
+		log:        cfg.Logger.With().Str("component", "txn").Logger(),
+		ctx:        ctx,
+		cancel:     cancel,
+		sleep:      sleepCtx,
+		parts:      make(map[int32]*partState),
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Start runs the background loop that aborts timed-out transactions every
+// AbortTimedOutInterval and removes expired transactional ids every
+// RemoveExpiredInterval.
+func (c *Coordinator) Start() {
+	every := min(c.cfg.AbortTimedOutInterval, c.cfg.RemoveExpiredInterval)
+	c.goFunc(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-c.ctx.Done():
+				return
+			case <-t.C:
+				c.Tick()
+			}
+		}
+	})
+}
+
+func (c *Coordinator) goFunc(fn func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.goFuncLocked(fn)
+}
+
+// goFuncLocked starts fn counted in c.wg unless closed. Caller holds c.mu.
+func (c *Coordinator) goFuncLocked(fn func()) bool {
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		fn()
+	}()
+	return true
+}
+
+// Close stops the background loop, loads and marker fan-outs, answers
+// waiting requests ErrNotCoordinator, and returns when all goroutines
+// ended. It is safe to call twice.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		c.cancel()
+		for p := range c.parts {
+			c.unloadLocked(p)
+		}
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}
+
+// PartitionFor is the partition of Topic holding transactionalID.
+func (c *Coordinator) PartitionFor(transactionalID string) int32 {
+	return PartitionFor(transactionalID, c.cfg.NumPartitions)
+}
+
+func (c *Coordinator) tp(p int32) cluster.TopicPartition {
+	return cluster.TopicPartition{Topic: Topic, Partition: p}
+}
+
+// OnBecomeLeader is called when this broker became leader of partition p
+// of Topic in leaderEpoch, which is the coordinator epoch of its
+// transactions. It loads the partition in the background; meanwhile its
+// transactional ids answer ErrCoordinatorLoadInProgress. A newer leader
+// epoch of a partition already led reloads it (as Kafka's onElection), so
+// markers carry the new coordinator epoch; the same or an older one is
+// ignored.
+func (c *Coordinator) OnBecomeLeader(p int32, leaderEpoch int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if ps := c.parts[p]; ps != nil {
+		if leaderEpoch <= ps.leaderEpoch {
+			return
+		}
+		c.unloadLocked(p)
+	}
+	c.nextToken++
+	ctx, cancel := context.WithCancel(c.ctx)
+	ps := &partState{leaderEpoch: leaderEpoch, token: c.nextToken, txns: make(map[string]*txnMeta), ctx: ctx, cancel: cancel}
+	c.parts[p] = ps
+	c.log.Info().Int32("partition", p).Int32("leader_epoch", leaderEpoch).Msg("loading transaction state partition")
+	c.goFuncLocked(func() { c.load(p, ps) })
+}
+
+// OnBecomeFollower is called when this broker stops leading partition p of
+// Topic: its transactional ids are dropped, their marker fan-outs stop and
+// requests waiting for a state write answer ErrNotCoordinator.
+func (c *Coordinator) OnBecomeFollower(p int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.parts[p] == nil {
+		return
+	}
+	n := c.unloadLocked(p)
+	c.log.Info().Int32("partition", p).Int("transactional_ids", n).Msg("unloaded transaction state partition")
+}
+
+// unloadLocked forgets partition p. Caller holds c.mu.
+func (c *Coordinator) unloadLocked(p int32) int {
+	ps := c.parts[p]
+	if ps == nil {
+		return 0
+	}
+	delete(c.parts, p)
+	ps.cancel()
+	return len(ps.txns)
+}
+
+// ownsLocked reports whether ps is still the loaded incarnation of p.
+// Caller holds c.mu.
+func (c *Coordinator) ownsLocked(p int32, ps *partState) bool {
+	return !c.closed && c.parts[p] == ps
+}
+
+// partLocked returns the loaded partition of transactionalID, or
+// ErrNotCoordinator / ErrCoordinatorLoadInProgress. Caller holds c.mu.
+func (c *Coordinator) partLocked(transactionalID string) (int32, *partState, error) {
+	p := c.PartitionFor(transactionalID)
+	ps := c.parts[p]
+	switch {
+	case c.closed || ps == nil:
+		return p, nil, fmt.Errorf("%w: partition %d of %s", ErrNotCoordinator, p, Topic)
+	case !ps.loaded:
+		return p, nil, fmt.Errorf("%w: partition %d of %s", ErrCoordinatorLoadInProgress, p, Topic)
+	}
+	return p, ps, nil
+}
+
+// load reads partition p from its log start up to the log end offset this
+// broker had when it became leader, waiting for the high watermark to get
+// there (so all it reads is committed), installs the transactional ids,
+// then completes every prepared transaction (markers with the new
+// coordinator epoch) and aborts Ongoing ones that timed out.
+func (c *Coordinator) load(p int32, ps *partState) {
+	start := time.Now()
+	tp := c.tp(p)
+	stale := func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return !c.ownsLocked(p, ps)
+	}
+	var end int64
+	for {
+		if stale() {
+			return
+		}
+		var err error
+		if end, err = c.cfg.Log.LogEndOffset(tp); err == nil {
+			break
+		}
+		c.log.Warn().Err(err).Int32("partition", p).Msg("transaction state partition end offset; retrying")
+		if !c.sleep(ps.ctx, 100*time.Millisecond) {
+			return
+		}
+	}
+	loaded := make(map[string]*txnMeta)
+	offset := int64(0)
+	backoff := 100 * time.Millisecond
+	for offset < end {
+		if stale() {
+			return
+		}
+		res, err := c.cfg.Log.Read(tp, partition.ReadRequest{FetchOffset: offset, MaxBytes: 4 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1})
+		if errors.Is(err, partition.ErrOffsetOutOfRange) && offset < res.LogStartOffset {
+			offset = res.LogStartOffset
+			continue
+		}
+		if err != nil {
+			c.log.Warn().Err(err).Int32("partition", p).Int64("offset", offset).Msg("reading transaction state partition; retrying")
+			if !c.sleep(ps.ctx, 100*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		next, perr := parseBatches(res.Records, func(at int64, key, value []byte) {
+			d, err := decodeRecord(key, value)
+			if err != nil {
+				c.log.Error().Err(err).Int32("partition", p).Int64("offset", at).Msg("skipping record of transaction state partition")
+				return
+			}
+			switch {
+			case d.meta == nil:
+				delete(loaded, d.transactionalID)
+			case d.meta.state == stateDead || d.meta.state == statePrepareEpochFence:
+				// Never written by a coordinator (Dead is a tombstone, the
+				// fence a pending state only).
+				c.log.Error().Int32("partition", p).Int64("offset", at).Str("transactional_id", d.transactionalID).
+					Stringer("state", d.meta.state).Msg("skipping transient state in transaction state partition")
+			default:
+				loaded[d.transactionalID] = d.meta
+			}
+		})
+		if perr != nil {
+			// As Kafka's loader, never mark the partition loaded without
+			// the ids at and after an unreadable batch: keep what was read
+			// whole and retry the rest, backing off.
+			c.log.Error().Err(perr).Int32("partition", p).Int64("offset", offset).Dur("retry_in", backoff).
+				Msg("transaction state partition unreadable at this point; load retrying")
+			if next > offset {
+				offset = next
+			}
+			if !c.sleep(ps.ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if next <= offset {
+			if res.HighWatermark >= end {
+				// Compaction left nothing between offset and end.
+				break
+			}
+			// The high watermark of a new leader catches up when its
+			// followers fetch.
+			if !c.sleep(ps.ctx, 20*time.Millisecond) {
+				return
+			}
+			continue
+		}
+		offset = next
+	}
+
+	c.mu.Lock()
+	if !c.ownsLocked(p, ps) {
+		c.mu.Unlock()
+		return
+	}
+	ps.txns = loaded
+	ps.loaded = true
+	nowMs := c.cfg.Now().UnixMilli()
+	ids := make([]string, 0, len(loaded))
+	for id := range loaded {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	completing := 0
+	for _, id := range ids {
+		m := loaded[id]
+		if m.state != statePrepareCommit && m.state != statePrepareAbort {
+			continue
+		}
+		ct, err := m.prepareComplete(nowMs)
+		if err != nil {
+			c.log.Error().Err(err).Int32("partition", p).Str("transactional_id", id).Msg("cannot complete loaded transaction")
+			continue
+		}
+		completing++
+		c.startMarkersLocked(p, ps, m, m.state == statePrepareCommit, ct)
+	}
+	c.log.Info().Int32("partition", p).Int32("leader_epoch", ps.leaderEpoch).Int("transactional_ids", len(loaded)).
+		Int("completing", completing).Int64("end_offset", end).Dur("took", time.Since(start)).
+		Msg("loaded transaction state partition")
+	c.mu.Unlock()
+	c.abortTimedOut(p)
+	if c.onLoaded != nil {
+		c.onLoaded(p)
+	}
+}
+
+// appendLocked appends records to partition p (acks -1) and returns a
+// function that waits, without c.mu, for them to be replicated, bounded by
+// WriteTimeout and the partition's leadership. Caller holds c.mu.
+func (c *Coordinator) appendLocked(p int32, ps *partState, records []kv) (wait func() error) {
+	tp := c.tp(p)
+	res, err := c.cfg.Log.Append(tp, encodeBatch(records, c.cfg.Now().UnixMilli()), -1)
+	if err != nil {
+		err = fmt.Errorf("append to %s: %w", tp, storeError(err))
+		return func() error { return err }
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(ps.ctx, c.cfg.WriteTimeout)
+		defer cancel()
+		if err := c.cfg.Log.WaitCommitted(ctx, tp, res.LastOffset, res.LeaderEpoch); err != nil {
+			return fmt.Errorf("replicate %s at %d: %w", tp, res.LastOffset, storeError(err))
+		}
+		return nil
+	}
+}
+
+// persistLocked writes t as the new state of m and waits for it without
+// c.mu; once replicated it applies it to m (if m is still the cached state
+// of the same incarnation), else it clears m's pending state. Caller holds
+// c.mu (released during the wait and held again on return) and has
+// prepared t, so m's pending state is t's. The coordinator never applies
+// or answers success for a transition that was not replicated.
+func (c *Coordinator) persistLocked(p int32, ps *partState, m *txnMeta, t transit) error {
+	wait := c.appendLocked(p, ps, []kv{{txnKey(m.id), txnValue(t)}})
+	c.mu.Unlock()
+	err := wait()
+	c.mu.Lock()
+	current := c.ownsLocked(p, ps) && ps.txns[m.id] == m
+	if err != nil {
+		if current {
+			m.clearPending()
+		}
+		return err
+	}
+	if !current {
+		return fmt.Errorf("%w: partition %d of %s unloaded while writing %q", ErrNotCoordinator, p, Topic, m.id)
+	}
+	return m.completeTransition(t)
+}
+
+// storeError maps a failed write to the transaction log as Kafka's
+// TransactionStateManager does: a timed-out write answers
+// COORDINATOR_NOT_AVAILABLE so the client retries (it may still commit;
+// the retry then finds the state it wrote or writes it again).
+func storeError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, partition.ErrUnknownTopicOrPartition), errors.Is(err, partition.ErrNotEnoughReplicas),
+		errors.Is(err, partition.ErrNotEnoughReplicasAfterAppend), errors.Is(err, partition.ErrRequestTimedOut),
+		errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", ErrCoordinatorNotAvailable, err)
+	case errors.Is(err, partition.ErrNotLeader), errors.Is(err, partition.ErrStorage),
+		errors.Is(err, partition.ErrFencedLeaderEpoch), errors.Is(err, context.Canceled):
+		return fmt.Errorf("%w: %w", ErrNotCoordinator, err)
+	}
+	// MESSAGE_TOO_LARGE and the rest: UNKNOWN_SERVER_ERROR, as Kafka.
+	return err
+}
+
+// Tick runs what is due at Now: every AbortTimedOutInterval the abort of
+// Ongoing transactions older than their timeout, every
+// RemoveExpiredInterval the removal of expired transactional ids. The
+// background loop calls it; tests call it with a fake clock. It waits for
+// the state writes it makes (not for markers).
+func (c *Coordinator) Tick() {
+	now := c.cfg.Now()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	abort := now.Sub(c.lastAbort) >= c.cfg.AbortTimedOutInterval
+	if abort {
+		c.lastAbort = now
+	}
+	expire := now.Sub(c.lastExpire) >= c.cfg.RemoveExpiredInterval
+	if expire {
+		c.lastExpire = now
+	}
+	c.mu.Unlock()
+	if abort {
+		c.abortTimedOut(-1)
+	}
+	if expire {
+		c.removeExpired()
+	}
+}
