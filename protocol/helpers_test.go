@@ -50,7 +50,7 @@ func withoutTransactions() brokerOption {
 			c.Replicas = r.fakeReplicas
 		}
 		if g, ok := c.Groups.(*fakeTxnGroups); ok {
-			c.Groups = g.Coordinator
+			c.Groups = groupsOnly{g.Coordinator}
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/txn"
 )
@@ -151,3 +152,10 @@ func verificationFailure(err error) error {
 	}
 	return err
 }
+
+// The implementations the broker wires in.
+var (
+	_ Transactions  = (*txn.Coordinator)(nil)
+	_ TxnPartitions = (*partition.Manager)(nil)
+	_ TxnGroups     = (*group.Coordinator)(nil)
+)
