@@ -134,9 +134,14 @@ const (
 	mPartUnder         = "kafka_cluster_partition_underreplicated"
 	mPartIsrCount      = "kafka_cluster_partition_insyncreplicascount"
 	mPartReplicasCount = "kafka_cluster_partition_replicascount"
-	mLogEnd            = "kafka_log_log_logendoffset"
-	mLogStart          = "kafka_log_log_logstartoffset"
-	mGroupLag          = "kafka_consumergroup_lag"
+	// kafka.cluster:type=Partition,name=LastStableOffsetLag: Kafka has no
+	// LastStableOffset gauge of its own (kafka.log:type=Log has
+	// LogStartOffset, LogEndOffset, NumLogSegments and Size), only this
+	// lag, HW - LSO, for every partition on the broker.
+	mPartLSOLag = "kafka_cluster_partition_laststableoffsetlag"
+	mLogEnd     = "kafka_log_log_logendoffset"
+	mLogStart   = "kafka_log_log_logstartoffset"
+	mGroupLag   = "kafka_consumergroup_lag"
 	// kafka.log:type=LogCleanerManager,name=... and
 	// kafka.log:type=LogCleaner,name=...: the exporters keep the hyphens
 	// of these names as underscores.
@@ -302,6 +307,7 @@ var (
 	dPartUnder       = prometheus.NewDesc(mPartUnder, "1 if this broker leads the partition and its ISR is smaller than AR (Partition UnderReplicated).", []string{"topic", "partition"}, nil)
 	dPartIsr         = prometheus.NewDesc(mPartIsrCount, "ISR size, on the leader (Partition InSyncReplicasCount).", []string{"topic", "partition"}, nil)
 	dPartReplicas    = prometheus.NewDesc(mPartReplicasCount, "AR size, on the leader (Partition ReplicasCount).", []string{"topic", "partition"}, nil)
+	dPartLSOLag      = prometheus.NewDesc(mPartLSOLag, "HW minus LSO of this replica: how far open transactions hold read_committed consumers back (Partition LastStableOffsetLag).", []string{"topic", "partition"}, nil)
 	dLogEnd          = prometheus.NewDesc(mLogEnd, "This replica's log end offset (Log LogEndOffset).", []string{"topic", "partition"}, nil)
 	dLogStart        = prometheus.NewDesc(mLogStart, "This replica's log start offset (Log LogStartOffset).", []string{"topic", "partition"}, nil)
 	dMaxDirty        = prometheus.NewDesc(mMaxDirtyPercent, "100 times the largest dirty ratio of the compacted logs at the cleaner's last scan (LogCleanerManager max-dirty-percent).", nil, nil)
@@ -321,7 +327,7 @@ var (
 
 func (statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dUnderReplicated, dPartitionCount, dLeaderCount, dReassigning, dActive, dOffline,
-		dPurgatory, dFetcherLag, dPartUnder, dPartIsr, dPartReplicas, dLogEnd, dLogStart, dGroupLag,
+		dPurgatory, dFetcherLag, dPartUnder, dPartIsr, dPartReplicas, dPartLSOLag, dLogEnd, dLogStart, dGroupLag,
 		dMaxDirty, dUncleanable, dRecopy, dMaxCleanTime, dMaxBufferUtil, dDeadThreads,
 		dLeaderReplRate, dFollowerReplRate} {
 		ch <- d
@@ -345,6 +351,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		hws[tp] = st.HighWatermark
 		gauge(dLogEnd, float64(st.LogEndOffset), t, p)
 		gauge(dLogStart, float64(st.LogStartOffset), t, p)
+		gauge(dPartLSOLag, float64(max(0, st.HighWatermark-st.LastStableOffset)), t, p)
 		if st.Role == partition.RoleLeader {
 			leaders++
 			if len(st.AddingReplicas)+len(st.RemovingReplicas) > 0 {
