@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,11 +30,39 @@ type Controller interface {
 }
 
 // Groups is the group coordinator's committed offsets, for consumer lag;
-// group.Coordinator implements it.
+// group.Coordinator implements it. Its offsets come from one of the two
+// FetchOffsets forms below: group.Coordinator gains requireStable with
+// transactions (issue 18, OffsetFetch v7+), and observe takes either so
+// that it builds on both sides of that change.
 type Groups interface {
 	ListGroups() ([]group.GroupListing, error)
+}
+
+// stableOffsetFetcher is group.Coordinator's FetchOffsets since issue 18.
+type stableOffsetFetcher interface {
+	FetchOffsets(groupID string, tps []cluster.TopicPartition, requireStable bool) (map[cluster.TopicPartition]group.Offset, error)
+}
+
+// offsetFetcher is group.Coordinator's FetchOffsets before issue 18.
+type offsetFetcher interface {
 	FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error)
 }
+
+// fetchOffsets is g's committed offsets of groupID. The lag is measured
+// from what is committed, so a transactional commit still pending is not
+// asked to be stable (it counts once its marker is written).
+func fetchOffsets(g Groups, groupID string) (map[cluster.TopicPartition]group.Offset, error) {
+	switch f := g.(type) {
+	case stableOffsetFetcher:
+		return f.FetchOffsets(groupID, nil, false)
+	case offsetFetcher:
+		return f.FetchOffsets(groupID, nil)
+	}
+	return nil, errNoOffsets
+}
+
+// errNoOffsets: the Groups source has neither FetchOffsets form.
+var errNoOffsets = errors.New("observe: the group source has no FetchOffsets")
 
 var _ partition.ReassignmentMetrics = (*Observer)(nil)
 
@@ -409,7 +438,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 func (o *Observer) collectGroupLag(hws map[cluster.TopicPartition]int64, gauge func(*prometheus.Desc, float64, ...string)) {
 	groups, _ := o.cfg.Sources.Groups.ListGroups()
 	for _, g := range groups {
-		offs, err := o.cfg.Sources.Groups.FetchOffsets(g.Group, nil)
+		offs, err := fetchOffsets(o.cfg.Sources.Groups, g.Group)
 		if err != nil {
 			continue
 		}
