@@ -10,6 +10,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -106,12 +108,20 @@ type CleanStats struct {
 	BytesWritten     int64
 	RecordsRead      int64 // records rewritten (mapping not counted)
 	RecordsKept      int64
-	RecordsDropped   int64 // superseded, tombstones past the horizon, and keyless
+	RecordsDropped   int64 // superseded, tombstones past the horizon, keyless, aborted, and markers dropped
 	TombstonesKept   int64
 	EmptyBatchesKept int64 // batches left empty and kept as their producer's last
 	SegmentsCleaned  int   // old segments replaced
 	SegmentsWritten  int   // new segments
 	Elapsed          time.Duration
+
+	// AbortedRecordsDropped counts the records of aborted transactions
+	// removed (also in RecordsDropped).
+	AbortedRecordsDropped int64
+	// MarkersDropped counts the COMMIT/ABORT markers removed: their
+	// transaction had no data left before them and they were past the
+	// delete horizon.
+	MarkersDropped int64
 }
 
 // CleanableRange is what a log offers the cleaner, for choosing the
@@ -138,6 +148,7 @@ type segSnap struct {
 	largestTs int64 // largestTimestampMs
 	maxTs     int64 // largest batch MaxTimestamp, -1 if none
 	mtimeMs   int64
+	txns      []AbortedTxn // its transaction index entries
 }
 
 // snapshot copies what the pass needs of the segment list. The list and
@@ -159,7 +170,8 @@ func (l *Log) snapshot() ([]segSnap, int64, error) {
 		if fi, err := s.logFile.Stat(); err == nil {
 			mtime = fi.ModTime().UnixMilli()
 		}
-		snaps[i] = segSnap{s: s, base: s.baseOffset, size: s.size, nextBase: next, largestTs: s.largestTimestampMs(), maxTs: s.maxTimestamp, mtimeMs: mtime}
+		snaps[i] = segSnap{s: s, base: s.baseOffset, size: s.size, nextBase: next, largestTs: s.largestTimestampMs(), maxTs: s.maxTimestamp, mtimeMs: mtime,
+			txns: slices.Clone(s.txns)}
 	}
 	return snaps, l.segGen.Load(), nil
 }
@@ -225,6 +237,8 @@ type cleanPass struct {
 	stats      CleanStats
 	mappedEnd  int64           // records at or above it are kept as they are
 	lastOfPID  map[int64]int64 // producer id -> last offset of its last batch
+	lastData   map[int64]int64 // producer id -> last offset of its last data (not control) batch
+	txns       *txnTracker     // the aborted transactions, over the rewrite
 	horizonMs  int64           // deleteHorizonMs
 	readBuf    []byte
 	br         *bufio.Reader // reused for every segment read
@@ -298,6 +312,11 @@ func (p *cleanPass) run() error {
 	// delete.retention.ms; 0 when nothing is clean yet, so that a
 	// tombstone outlives at least the pass that first cleans it.
 	p.horizonMs = 0
+	var allTxns []AbortedTxn
+	for _, sn := range snaps {
+		allTxns = append(allTxns, sn.txns...)
+	}
+	p.txns = newTxnTracker(allTxns, cfg.UpperOffset)
 	var toClean []segSnap
 	for _, sn := range snaps[:len(snaps)-1] {
 		if sn.base < r.FirstDirtyOffset {
@@ -429,6 +448,7 @@ func (p *cleanPass) records(h *BatchHeader, raw []byte) ([]byte, error) {
 // the snapshot only makes more batches kept than needed.
 func (p *cleanPass) scanProducers(snaps []segSnap) error {
 	p.lastOfPID = map[int64]int64{}
+	p.lastData = map[int64]int64{}
 	var hdr [BatchHeaderSize]byte
 	for _, sn := range snaps {
 		for pos := int64(0); pos+BatchHeaderSize <= sn.size; {
@@ -441,6 +461,9 @@ func (p *cleanPass) scanProducers(snaps []segSnap) error {
 			}
 			if h.ProducerID >= 0 {
 				p.lastOfPID[h.ProducerID] = h.LastOffset()
+				if !h.IsControl() {
+					p.lastData[h.ProducerID] = h.LastOffset()
+				}
 			}
 			pos += int64(h.Size())
 		}
@@ -453,17 +476,35 @@ func (p *cleanPass) scanProducers(snaps []segSnap) error {
 func (p *cleanPass) buildMap(snaps []segSnap, from, to int64) error {
 	m := p.cfg.Map
 	p.mappedEnd = to
+	// Kafka's buildOffsetMap: the records of aborted transactions are
+	// not mapped, so they never supersede a committed record.
+	var overlapping []AbortedTxn
+	for _, sn := range snaps {
+		for _, t := range sn.txns {
+			if t.LastOffset >= from && t.FirstOffset < to {
+				overlapping = append(overlapping, t)
+			}
+		}
+	}
+	tt := newTxnTracker(overlapping, math.MaxInt64)
 	for _, sn := range snaps[:len(snaps)-1] {
 		if sn.nextBase <= from || sn.base >= to {
 			continue
 		}
 		full := false
 		err := p.batches(sn, func(h *BatchHeader, raw []byte) (bool, error) {
-			if h.LastOffset() < from || h.IsControl() {
+			if h.LastOffset() < from {
 				return true, nil
 			}
 			if h.BaseOffset >= to {
 				return false, nil
+			}
+			if h.IsControl() {
+				tt.onControl(h, raw[BatchHeaderSize:])
+				return true, nil
+			}
+			if tt.onBatch(h) != nil {
+				return true, nil
 			}
 			recs, err := p.records(h, raw)
 			if err != nil {
@@ -512,11 +553,16 @@ func (p *cleanPass) cleanGroup(group []segSnap, interval int64) (*segment, error
 		return nil, err
 	}
 	ns := &segment{baseOffset: base, logFile: f, createdMs: p.createdMs, segState: newSegState(base)}
+	txnName := segmentFileName(l.dir, base, txnIndexSuffix+cleanedSuffix)
 	ok := false
 	defer func() {
 		if !ok {
 			_ = f.Close()
 			_ = l.fs.Remove(name)
+			if ns.txnFile != nil {
+				_ = ns.txnFile.Close()
+				_ = l.fs.Remove(txnName)
+			}
 		}
 	}()
 	var written int64
@@ -572,6 +618,20 @@ func (p *cleanPass) cleanGroup(group []segSnap, interval int64) (*segment, error
 			return nil, fmt.Errorf("set modification time of %s: %w", name, err)
 		}
 	}
+	// The cleaned segment's transaction index: the entries of the
+	// group's ABORT markers that were kept with data still before them,
+	// and of those the pass may not touch yet (Kafka's cleanedIndex).
+	if ns.txns = p.txns.takeKept(); len(ns.txns) > 0 {
+		if ns.txnFile, err = l.fs.OpenFile(txnName, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+			return nil, err
+		}
+		if _, err := ns.txnFile.WriteAt(encodeAbortedTxns(ns.txns), 0); err != nil {
+			return nil, fmt.Errorf("write %s: %w", txnName, err)
+		}
+		if err := ns.txnFile.Sync(); err != nil {
+			return nil, fmt.Errorf("fsync %s: %w", txnName, err)
+		}
+	}
 	ok = true
 	return ns, nil
 }
@@ -597,11 +657,35 @@ func (p *cleanPass) flushOut(f File, written *int64) error {
 // kept but it is its producer's last (Kafka's BatchRetention.RETAIN_EMPTY),
 // or nothing.
 func (p *cleanPass) filterBatch(h *BatchHeader, raw []byte, retainDeletes bool, emit func([]byte) error) error {
+	// Batches at or above the upper offset are kept as they are: no
+	// record there is mapped, and markers there are not yet stable.
+	below := h.LastOffset() < p.cfg.UpperOffset
 	if h.IsControl() {
-		// Transaction markers are kept: logstore has no transaction index
-		// to know when a marker's data is gone.
-		p.stats.RecordsKept += int64(h.NumRecords)
-		return emit(raw)
+		// Kafka's isBatchRetained for markers: one whose transaction
+		// still has data before it in this pass is kept; another only
+		// until the delete horizon. A producer's last batch is kept for
+		// its producer state, as a data batch is.
+		discardable := p.txns.onControl(h, raw[BatchHeaderSize:])
+		last := h.ProducerID >= 0 && p.lastOfPID[h.ProducerID] == h.LastOffset()
+		if !below || !discardable || retainDeletes || last {
+			p.stats.RecordsKept += int64(h.NumRecords)
+			return emit(raw)
+		}
+		p.stats.MarkersDropped++
+		p.stats.RecordsDropped += int64(h.NumRecords)
+		return nil
+	}
+	if st := p.txns.onBatch(h); st != nil {
+		if st.hold || !below {
+			// Aborted, but the marker may still be truncated away.
+			p.stats.RecordsKept += int64(h.NumRecords)
+			return emit(raw)
+		}
+		// Kafka's discardBatchRecords: the transaction was aborted.
+		p.stats.RecordsRead += int64(h.NumRecords)
+		p.stats.RecordsDropped += int64(h.NumRecords)
+		p.stats.AbortedRecordsDropped += int64(h.NumRecords)
+		return p.dropAll(h, emit)
 	}
 	recs, err := p.records(h, raw)
 	if err != nil {
@@ -638,14 +722,7 @@ func (p *cleanPass) filterBatch(h *BatchHeader, raw []byte, retainDeletes bool, 
 	case kept == total:
 		return emit(raw)
 	case kept == 0:
-		if h.ProducerID >= 0 && p.lastOfPID[h.ProducerID] == h.LastOffset() {
-			p.stats.EmptyBatchesKept++
-			var empty [BatchHeaderSize]byte
-			writeEmptyBatch(empty[:], h.BaseOffset, h.LastOffsetDelta, h.PartitionLeaderEpoch,
-				h.ProducerID, h.ProducerEpoch, h.BaseSequence, h.Attributes&(attrTimestampType|attrTransactional), h.MaxTimestamp)
-			return emit(empty[:])
-		}
-		return nil
+		return p.dropAll(h, emit)
 	}
 	// A rewritten batch: the header as it was, the kept records.
 	batch := append(p.out[len(p.out):len(p.out)], raw[:BatchHeaderSize]...) // scratch after p.out
@@ -667,6 +744,21 @@ func (p *cleanPass) filterBatch(h *BatchHeader, raw []byte, retainDeletes bool, 
 	// batch may sit in p.out's spare capacity, exactly where emit appends
 	// it: the copy is then onto itself.
 	return emit(batch)
+}
+
+// dropAll drops every record of the data batch h: the batch goes, unless
+// it is its producer's last batch or last data batch, which is kept empty
+// (no records, same offsets and producer fields: Kafka's RETAIN_EMPTY) so
+// that the producer's last sequence survives.
+func (p *cleanPass) dropAll(h *BatchHeader, emit func([]byte) error) error {
+	if h.ProducerID < 0 || (p.lastOfPID[h.ProducerID] != h.LastOffset() && p.lastData[h.ProducerID] != h.LastOffset()) {
+		return nil
+	}
+	p.stats.EmptyBatchesKept++
+	var empty [BatchHeaderSize]byte
+	writeEmptyBatch(empty[:], h.BaseOffset, h.LastOffsetDelta, h.PartitionLeaderEpoch,
+		h.ProducerID, h.ProducerEpoch, h.BaseSequence, h.Attributes&(attrTimestampType|attrTransactional), h.MaxTimestamp)
+	return emit(empty[:])
 }
 
 // writeEmptyBatch writes into b (BatchHeaderSize bytes) a batch of no
@@ -704,7 +796,18 @@ func writeEmptyBatch(b []byte, baseOffset int64, lastOffsetDelta, leaderEpoch in
 func (l *Log) replaceSegments(group []segSnap, gen int64, ns *segment) (int64, error) {
 	cleaned := segmentFileName(l.dir, ns.baseOffset, logSuffix+cleanedSuffix)
 	swap := segmentFileName(l.dir, ns.baseOffset, logSuffix+swapSuffix)
-	discard := func() { _ = ns.close(); _ = l.fs.Remove(cleaned) }
+	txnCleaned := segmentFileName(l.dir, ns.baseOffset, txnIndexSuffix+cleanedSuffix)
+	txnSwap := segmentFileName(l.dir, ns.baseOffset, txnIndexSuffix+swapSuffix)
+	discard := func() {
+		_ = ns.close()
+		if ns.txnFile != nil {
+			// The index first: a .txnindex.swap left without its
+			// .log.cleaned would be taken for a completed swap.
+			_ = l.fs.Remove(txnSwap)
+			_ = l.fs.Remove(txnCleaned)
+		}
+		_ = l.fs.Remove(cleaned)
+	}
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.writable(); err != nil {
@@ -725,9 +828,22 @@ func (l *Log) replaceSegments(group []segSnap, gen int64, ns *segment) (int64, e
 		return gen, ErrCleanAborted
 	}
 	for i, sn := range group {
-		if s := l.segments[k+i]; s != sn.s || s.size != sn.size {
+		// An entry added to a replaced segment meanwhile would be lost.
+		if s := l.segments[k+i]; s != sn.s || s.size != sn.size || len(s.txns) != len(sn.txns) {
 			discard()
 			return gen, ErrCleanAborted
+		}
+	}
+	if ns.txnFile != nil {
+		// The index becomes .swap before the segment does, durably, so
+		// that a committed swap always has it.
+		if err := l.fs.Rename(txnCleaned, txnSwap); err != nil {
+			discard()
+			return gen, fmt.Errorf("rename %s: %w", txnCleaned, err)
+		}
+		if err := syncDir(l.fs, l.dir); err != nil {
+			_ = ns.close()
+			return gen, l.fail("clean", err)
 		}
 	}
 	if err := l.fs.Rename(cleaned, swap); err != nil {
@@ -757,6 +873,13 @@ func (l *Log) replaceSegments(group []segSnap, gen int64, ns *segment) (int64, e
 	}
 	if err := l.fs.Rename(swap, segmentFileName(l.dir, ns.baseOffset, logSuffix)); err != nil {
 		return gen, l.fail("clean", fmt.Errorf("rename %s: %w", swap, err))
+	}
+	if ns.txnFile != nil {
+		// After the .log: a .txnindex.swap with neither a .log.swap nor
+		// a .log.cleaned beside it is one whose segment was renamed.
+		if err := l.fs.Rename(txnSwap, segmentFileName(l.dir, ns.baseOffset, txnIndexSuffix)); err != nil {
+			return gen, l.fail("clean", fmt.Errorf("rename %s: %w", txnSwap, err))
+		}
 	}
 	var err error
 	if ns.indexFile, err = l.fs.OpenFile(segmentFileName(l.dir, ns.baseOffset, indexSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
@@ -792,6 +915,15 @@ func (l *Log) replaceSegments(group []segSnap, gen int64, ns *segment) (int64, e
 // returns the bases of completed swaps, whose indexes must be rebuilt.
 func (l *Log) completeSwaps(entries []string) (map[int64]bool, error) {
 	var rebuilt map[int64]bool
+	logSwaps, logCleaned := map[int64]bool{}, map[int64]bool{}
+	for _, name := range entries {
+		if base, ok := parseSegmentFileName(name, logSuffix+swapSuffix); ok {
+			logSwaps[base] = true
+		}
+		if base, ok := parseSegmentFileName(name, logSuffix+cleanedSuffix); ok {
+			logCleaned[base] = true
+		}
+	}
 	for _, name := range entries {
 		if len(name) > 8 && name[len(name)-8:] == cleanedSuffix {
 			if err := l.fs.Remove(filepath.Join(l.dir, name)); err != nil {
@@ -801,9 +933,35 @@ func (l *Log) completeSwaps(entries []string) (map[int64]bool, error) {
 		}
 	}
 	for _, name := range entries {
+		if base, ok := parseSegmentFileName(name, txnIndexSuffix+swapSuffix); ok && !logSwaps[base] {
+			path := filepath.Join(l.dir, name)
+			if logCleaned[base] {
+				// The swap had not committed.
+				if err := l.fs.Remove(path); err != nil {
+					return nil, err
+				}
+			} else {
+				// The swap's .log was renamed into place, its index
+				// not yet.
+				if err := l.fs.Rename(path, segmentFileName(l.dir, base, txnIndexSuffix)); err != nil {
+					return nil, err
+				}
+				if err := syncDir(l.fs, l.dir); err != nil {
+					return nil, err
+				}
+				l.log.Warn().Int64("segment", base).Msg("completed an interrupted cleaner swap of a transaction index")
+				if rebuilt == nil {
+					rebuilt = map[int64]bool{}
+				}
+				rebuilt[base] = true // so that load lists the directory again
+			}
+			l.dirDirty = true
+		}
+	}
+	for _, name := range entries {
 		base, ok := parseSegmentFileName(name, logSuffix+swapSuffix)
 		if !ok {
-			if len(name) > 5 && name[len(name)-5:] == swapSuffix {
+			if len(name) > 5 && name[len(name)-5:] == swapSuffix && !strings.HasSuffix(name, txnIndexSuffix+swapSuffix) {
 				_ = l.fs.Remove(filepath.Join(l.dir, name)) // an index: rebuilt
 			}
 			continue
@@ -828,7 +986,7 @@ func (l *Log) completeSwaps(entries []string) (map[int64]bool, error) {
 		}
 		end := max(r.state.nextOffset, base+1)
 		for _, other := range entries {
-			for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 				if b, ok := parseSegmentFileName(other, suffix); ok && b >= base && b < end {
 					if err := l.fs.Remove(filepath.Join(l.dir, other)); err != nil && !errors.Is(err, os.ErrNotExist) {
 						return nil, err
@@ -841,6 +999,11 @@ func (l *Log) completeSwaps(entries []string) (map[int64]bool, error) {
 		}
 		if err := l.fs.Rename(path, segmentFileName(l.dir, base, logSuffix)); err != nil {
 			return nil, err
+		}
+		if slices.Contains(entries, filepath.Base(segmentFileName("", base, txnIndexSuffix+swapSuffix))) {
+			if err := l.fs.Rename(segmentFileName(l.dir, base, txnIndexSuffix+swapSuffix), segmentFileName(l.dir, base, txnIndexSuffix)); err != nil {
+				return nil, err
+			}
 		}
 		if err := syncDir(l.fs, l.dir); err != nil {
 			return nil, err

@@ -15,7 +15,10 @@
 // log-start-offset-checkpoint, cleaner-offset-checkpoint) for its callers,
 // and lends them its atomic file replacement (WriteFileAtomic) for the
 // other small files they keep. It runs Kafka's log cleaner over one log at
-// a time (Log.Clean; see "Log cleaner" below).
+// a time (Log.Clean; see "Log cleaner" below). For transactions it builds,
+// parses and appends Kafka's transaction markers (BuildControlBatch,
+// ParseControlBatch, Log.AppendControlAsLeader) and keeps each segment's
+// transaction index (see "Transaction index" below).
 //
 // # What it refuses
 //
@@ -27,8 +30,9 @@
 // caller's Codec) or re-encodes records, so offsets found by timestamp and
 // truncation points are batch boundaries. It does no scheduling of
 // cleaning (the caller picks the log and the moment), and keeps no
-// transactions index, producer state snapshots or idempotence checks, and
-// it never preallocates or mmaps
+// producer state, producer snapshots, last stable offset or idempotence
+// checks: the caller (partition) tracks transactions and tells the log
+// which ones were aborted (AppendAbortedTxn), and it never preallocates or mmaps
 // index files: indexes live in memory (about 0.5% of the log's size at the
 // default index interval) and are written to disk on roll, flush and close.
 //
@@ -116,7 +120,7 @@
 // one whose largest timestamp is within min.compaction.lag.ms of NowMs,
 // nor records at or above UpperOffset. It maps key -> last offset over the
 // dirty section [FirstDirtyOffset, first uncleanable offset), keyed
-// records only, control batches skipped; when the map is full (90% of its
+// records only, control batches and aborted transactions skipped; when the map is full (90% of its
 // slots, Kafka's load factor) it stops at the first key that does not
 // fit, and EndOffset is that record's offset (else the first uncleanable
 // offset). It then rewrites every segment from the log start to the one
@@ -136,9 +140,10 @@
 // numRecords, maxTimestamp (CreateTime) and the CRC are recomputed. A batch with nothing dropped is copied as it is. A batch
 // left empty is kept as an empty batch (no records, same offsets and
 // producer fields: Kafka's RETAIN_EMPTY) when it is its producer's last
-// batch in the log, so the producer's last sequence survives, and dropped
-// otherwise. Control batches are kept (there is no transaction index to
-// tell when a marker may go). A new segment whose last batch ends before
+// batch, or last data batch, in the log, so the producer's last sequence
+// survives, and dropped otherwise. Transactions are compacted as Kafka's
+// LogCleaner does (CleanedTransactionMetadata): see "Transactional
+// compaction" below. A new segment whose last batch ends before
 // the next segment begins gets an empty batch at the next base - 1 (the
 // group's largest timestamp and last leader epoch, no producer), so that
 // segments stay contiguous for recovery. It keeps the modification time
@@ -157,16 +162,78 @@
 // renamed into place and its indexes rebuilt. A failure after the commit
 // point fails the log (ErrStorage), and reopening completes the swap.
 //
+// A cleaned segment with transaction index entries also gets
+// <base>.txnindex.cleaned, written and fsynced with the .log.cleaned. The
+// swap renames it to <base>.txnindex.swap and fsyncs the directory before
+// the commit point, and renames it to <base>.txnindex after the .log.swap
+// is renamed. So on Open a .txnindex.swap beside a .log.swap is completed
+// with it; beside a .log.cleaned it is deleted (uncommitted); alone, its
+// .log was already renamed, and it is renamed into place. The group check
+// also aborts the group when one of its segments gained an index entry
+// during the pass.
+//
+// # Transactional compaction
+//
+// The pass takes the aborted transactions from the transaction index
+// (every segment's, as of its start) and follows the log in offset order,
+// as Kafka's CleanedTransactionMetadata: a transactional batch belongs to
+// an aborted transaction from the entry's first offset until its
+// producer's next ABORT marker.
+//
+//   - Records of aborted transactions are not mapped, so they never
+//     supersede a committed record of the same key, and their batches
+//     are removed (Kafka's discardBatchRecords), except a producer's last
+//     (data) batch, kept empty.
+//   - Records of committed transactions, and of transactions with no
+//     marker yet, are compacted like any others.
+//   - A COMMIT or ABORT marker is kept while the pass found a batch of its
+//     transaction before it (an ABORT also while data before it has no
+//     index entry); otherwise it is removed once its segment is past the
+//     delete horizon, the one tombstones use (Kafka's
+//     retainLegacyDeletesAndTxnMarkers). A producer's last batch is kept
+//     even if it is a marker, for producer state.
+//   - The cleaned segment's index holds the entries of the ABORT markers
+//     it keeps with data before them (an entry whose data is all gone is
+//     dropped, as Kafka's cleanedIndex drops it), in marker order.
+//   - UpperOffset (the caller passes min(high watermark, last stable
+//     offset)) bounds all of it: batches and markers at or above it are
+//     copied as they are, and a transaction whose ABORT marker is at or
+//     above it keeps its data (the marker may still be truncated away)
+//     and is not mapped.
+//
+// # Transaction index
+//
+// Each segment may have <base>.txnindex (Kafka's TransactionIndex): one
+// AbortedTxn entry per aborted transaction whose ABORT marker lies in the
+// segment, in marker order. Logstore does not decide what was aborted:
+// the caller appends the marker (AppendControlAsLeader, or a follower
+// append) and then the entry (AppendAbortedTxn) with the first offset and
+// last stable offset it tracks; an entry at or below the log's last one
+// is ignored, so a replay after a restart is idempotent. The file is
+// created on the segment's first entry; the entries live in memory too
+// (34 bytes each), so CollectAbortedTxns, which a read_committed fetch
+// calls, does no I/O. Entries are written to the page cache and fsynced
+// with their segment (Flush, the flush policy, the roll flush, Close); an
+// entry added to a segment already below the recovery point is fsynced at
+// once. TruncateTo drops the entries at or above the new end, and every
+// deletion of a segment (truncation, retention, DeleteRecords, the
+// cleaner's swap) deletes its file. Open loads every .txnindex (one
+// without its .log is deleted), cuts a torn last entry, and removes from
+// each segment the entries at or past its recovered end; an entry of
+// another version, below its segment's base or out of order is
+// ErrCorrupt naming the file. Entries lost with an unflushed tail are the
+// caller's to replay (it replays the markers after its producer snapshot).
+//
 // # Concurrency
 //
 // A Log allows one writer at a time and any number of concurrent readers.
-// Writers (appends, truncation, retention, flush, close, SetConfig)
+// Writers (appends, AppendAbortedTxn, truncation, retention, flush, close, SetConfig)
 // serialise on Log.wmu and hold it across file writes and fsyncs, except
 // the background flush of rolled segments: it holds Log.fmu, not wmu, so
 // appends go on during its fsyncs. A writer takes fmu inside wmu only
 // when it changes files the flush may be syncing or lowers the recovery
 // point: a truncation into a non-active segment, below the recovery point
-// or removing segments; retention and IncrementLogStartOffset deleting a
+// or removing segments; AppendAbortedTxn into a non-active segment; retention and IncrementLogStartOffset deleting a
 // segment that ends above the recovery point; Flush, the flush policy,
 // full truncation and Close. Appends, truncations within the active
 // segment above the recovery point, and deletions of segments wholly
@@ -219,7 +286,16 @@
 // lastOffsetDelta+1 (dropped records leave offset gaps), down to 0 (an
 // empty batch). Recovery and follower appends accept them; leader
 // appends still demand numRecords == lastOffsetDelta+1 > 0. During a clean
-// pass a directory may hold <base>.log.cleaned and <base>.log.swap.
+// pass a directory may hold <base>.log.cleaned and <base>.log.swap, and
+// <base>.txnindex.cleaned and <base>.txnindex.swap.
+//
+// .txnindex: 34-byte entries, big endian: version int16 (0), producer id
+// int64, first offset int64, last offset (of the ABORT marker) int64,
+// last stable offset int64 (when the marker was appended), Kafka's
+// AbortedTxn. Control batches: attributes transactional|control (0x30),
+// one record with key version int16 (0), type int16 (0 ABORT, 1 COMMIT)
+// and value version int16 (0), coordinator epoch int32 (Kafka's
+// EndTransactionMarker); base sequence -1.
 //
 // Checkpoints: "0\n<count>\n" then one "<topic> <partition> <offset>" line
 // per partition (offset checkpoints) or "<leaderEpoch> <startOffset>" per
@@ -258,4 +334,7 @@
 //     does, must exempt compacted logs.)
 //   - The leader epoch cache never holds an epoch starting at or above
 //     LogEndOffset, nor before LogStartOffset.
+//   - A transaction index entry lies in the segment holding its
+//     LastOffset, below LogEndOffset; LastOffsets increase across the
+//     whole log; FirstOffset <= LastOffset.
 package logstore

@@ -218,9 +218,10 @@ func (l *Log) load(recoveryPoint int64) error {
 	}
 	// Indexes without a .log are what a crash during a segment delete leaves.
 	for _, name := range entries {
-		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if base, ok := parseSegmentFileName(name, suffix); ok && !have[filepath.Base(segmentFileName("", base, logSuffix))] {
 				_ = l.fs.Remove(filepath.Join(l.dir, name))
+				delete(have, name)
 			}
 		}
 	}
@@ -240,6 +241,11 @@ func (l *Log) load(recoveryPoint int64) error {
 			return err
 		}
 		l.segments = append(l.segments, s)
+		if have[filepath.Base(segmentFileName("", base, txnIndexSuffix))] {
+			if err := s.loadTxnIndex(l.fs, l.dir); err != nil {
+				return err
+			}
+		}
 	}
 
 	var epochChanges []EpochEntry
@@ -281,6 +287,9 @@ func (l *Log) load(recoveryPoint int64) error {
 		}
 		if !recover {
 			s.nextOffset = nextBase // only the last segment's is used
+			if err := l.sanitizeTxnIndex(s, nextBase, true); err != nil {
+				return err
+			}
 			continue
 		}
 		r, err := s.scan(size, nextBase, l.cfg.IndexIntervalBytes, true)
@@ -338,6 +347,9 @@ func (l *Log) load(recoveryPoint int64) error {
 			}
 		}
 		s.segState = r.state
+		if err := l.sanitizeTxnIndex(s, r.state.nextOffset, false); err != nil {
+			return err
+		}
 		if !last {
 			// As on roll: a later open that trusts this segment takes its
 			// largest timestamp from the last time index entry.
@@ -437,12 +449,24 @@ func (l *Log) RecoveryPoint() int64 { return l.recoveryPoint.Load() }
 // epoch of every batch that starts a new epoch; truncations trim it.
 func (l *Log) LeaderEpochs() *LeaderEpochCache { return l.epochs }
 
+// appendMode says whose batches an append takes, and so which rules
+// validate applies.
+type appendMode uint8
+
+const (
+	appendClient   appendMode = iota // a producer's batches: base offset 0, exact record counts, no control batches
+	appendFollower                   // replicated batches: offsets set, cleaned batches and control batches allowed
+	appendControl                    // the broker's own marker: as a client's, but only control batches
+)
+
 // validate checks every batch in records and returns their headers, in a
 // slice of exactly their number that becomes AppendInfo.Batches: each
-// header is decoded once, here. asLeader adds the client rules: base
-// offset 0 and no control batches. It reads only records, so it runs
-// before the writer lock is taken.
-func validate(records []byte, asLeader bool, segmentBytes int64) ([]BatchHeader, error) {
+// header is decoded once, here. A client or control append adds the
+// leader rules: base offset 0 and exact record counts; a client's may hold
+// no control batch, a control append nothing else. It reads only records,
+// so it runs before the writer lock is taken.
+func validate(records []byte, mode appendMode, segmentBytes int64) ([]BatchHeader, error) {
+	asLeader := mode != appendFollower
 	var batches []BatchHeader
 	if n := countBatches(records); n > 0 {
 		batches = make([]BatchHeader, 0, n)
@@ -455,8 +479,11 @@ func validate(records []byte, asLeader bool, segmentBytes int64) ([]BatchHeader,
 		if err == nil && asLeader && h.BaseOffset != 0 {
 			err = fmt.Errorf("%w: batch base offset %d from a client, want 0", ErrInvalidRecord, h.BaseOffset)
 		}
-		if err == nil && asLeader && h.IsControl() {
+		if err == nil && mode == appendClient && h.IsControl() {
 			err = fmt.Errorf("%w: control batch from a client", ErrInvalidRecord)
+		}
+		if err == nil && mode == appendControl && !h.IsControl() {
+			err = fmt.Errorf("%w: not a control batch", ErrInvalidRecord)
 		}
 		if err == nil && int64(len(raw)) > segmentBytes {
 			err = fmt.Errorf("%w: batch of %d bytes, segment bytes %d", ErrRecordListTooLarge, len(raw), segmentBytes)
@@ -485,7 +512,7 @@ func validate(records []byte, asLeader bool, segmentBytes int64) ([]BatchHeader,
 // way through a multi-batch append that spans a roll may leave the earlier
 // batches written, as LogEndOffset then shows.
 func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32, logAppendTimeMs int64) (AppendInfo, error) {
-	return l.appendBatches("append as leader", records, true, func(batches []BatchHeader, leo int64) error {
+	return l.appendBatches("append as leader", records, appendClient, func(batches []BatchHeader, leo int64) error {
 		stampAsLeader(records, batches, leo, leaderEpoch, logAppendTimeMs)
 		return nil
 	})
@@ -501,7 +528,7 @@ func (l *Log) AppendAsLeader(records []byte, leaderEpoch int32, logAppendTimeMs 
 // batches are allowed. LogEndOffset becomes the last batch's last offset
 // + 1. Nothing is written if any check fails.
 func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
-	return l.appendBatches("append as follower", records, false, func(batches []BatchHeader, leo int64) error {
+	return l.appendBatches("append as follower", records, appendFollower, func(batches []BatchHeader, leo int64) error {
 		next := leo
 		for i := range batches {
 			h := &batches[i]
@@ -515,16 +542,16 @@ func (l *Log) AppendAsFollower(records []byte) (AppendInfo, error) {
 }
 
 // appendBatches is what the two appends share: it validates records
-// (asLeader as in validate) before taking l.wmu, then, holding it, calls
+// (mode as in validate) before taking l.wmu, then, holding it, calls
 // place with the validated headers and the log end offset to assign or
 // check their offsets, and writes the batches. op names the append in
 // errors. Nothing is written if validation or place fails. (place gets no
 // pointer to the AppendInfo: that would move it to the heap.)
-func (l *Log) appendBatches(op string, records []byte, asLeader bool, place func(batches []BatchHeader, leo int64) error) (AppendInfo, error) {
+func (l *Log) appendBatches(op string, records []byte, mode appendMode, place func(batches []BatchHeader, leo int64) error) (AppendInfo, error) {
 	l.wmu.Lock()
 	segmentBytes := l.cfg.segmentBytes()
 	l.wmu.Unlock()
-	batches, err := validate(records, asLeader, segmentBytes)
+	batches, err := validate(records, mode, segmentBytes)
 	if err != nil {
 		return AppendInfo{}, fmt.Errorf("%s to %s: %w", op, l.dir, err)
 	}
@@ -1073,6 +1100,11 @@ func (l *Log) TruncateTo(endOffset int64) error {
 		l.segGen.Add(1)
 		s.segState = r.state
 		l.logEndOffset.Store(newLEO)
+		// The markers at or above the new end are gone: so are their
+		// entries (Kafka's TransactionIndex.truncateTo).
+		if _, terr := s.truncateTxns(newLEO); terr != nil {
+			err = l.fail("truncate", terr)
+		}
 	}
 	l.mu.Unlock()
 	if err != nil {

@@ -32,7 +32,8 @@ type record struct {
 	offsetDelta    int32
 	key            []byte // nil when the key is null
 	hasKey         bool
-	hasValue       bool // false for a tombstone (null value)
+	hasValue       bool   // false for a tombstone (null value)
+	value          []byte // aliases the section; nil when the value is null
 }
 
 // recordIter walks the records of an inflated records section without
@@ -99,7 +100,7 @@ func (it *recordIter) next() bool {
 		return fail("value length")
 	}
 	if v >= 0 {
-		r.hasValue = true
+		r.hasValue, r.value = true, body[p:p+int(v)]
 		p += int(v)
 	}
 	// The header count must be there; the headers themselves are carried

@@ -122,6 +122,14 @@ type segment struct {
 	// Writer-only (Log.wmu): how many entries are in the index files.
 	indexWritten     int
 	timeIndexWritten int
+
+	// The transaction index (txnindex.go): txns, the entries in marker
+	// order, are read under Log.mu and changed under Log.wmu and Log.mu;
+	// txnFile is nil until the segment has an entry, and set under
+	// Log.wmu and Log.mu. txnTorn says Open cut a torn last entry.
+	txnFile File
+	txns    []AbortedTxn
+	txnTorn bool
 }
 
 // openSegment opens (create=false) or creates the files of the segment at
@@ -152,7 +160,7 @@ func openSegment(fsys FS, dir string, baseOffset int64, create bool, nowMs int64
 // close closes whichever files are open.
 func (s *segment) close() error {
 	var errs []error
-	for _, f := range []File{s.logFile, s.indexFile, s.timeIndexFile} {
+	for _, f := range []File{s.logFile, s.indexFile, s.timeIndexFile, s.txnFile} {
 		if f != nil {
 			errs = append(errs, f.Close())
 		}
@@ -164,8 +172,15 @@ func (s *segment) close() error {
 // part way leaves orphan indexes (deleted on open) rather than a log
 // without its index (which would merely be rebuilt).
 func (s *segment) remove(fsys FS, dir string) error {
+	hasTxn := s.txnFile != nil
 	errs := []error{s.close()}
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	suffixes := []string{logSuffix, indexSuffix, timeIndexSuffix}
+	if hasTxn {
+		// Only a segment with entries has the file (Open loads every
+		// one on disk), so the others cost no extra remove.
+		suffixes = append(suffixes, txnIndexSuffix)
+	}
+	for _, suffix := range suffixes {
 		if err := fsys.Remove(segmentFileName(dir, s.baseOffset, suffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -370,9 +385,13 @@ func (s *segment) rewriteIndexes(scratch *[indexScratchBytes]byte) error {
 	return s.writeIndexes(scratch)
 }
 
-// sync fsyncs the segment's three files.
+// sync fsyncs the segment's files: the .log, its two indexes and its
+// .txnindex if it has one.
 func (s *segment) sync() error {
-	for _, f := range []File{s.logFile, s.indexFile, s.timeIndexFile} {
+	for _, f := range []File{s.logFile, s.indexFile, s.timeIndexFile, s.txnFile} {
+		if f == nil {
+			continue
+		}
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", f.Name(), err)
 		}

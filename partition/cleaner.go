@@ -352,7 +352,7 @@ func (c *cleaner) thread(id int) {
 type toClean struct {
 	r       *Replica
 	cfg     cluster.LogConfig
-	upper   int64 // the HW: Kafka cleans below the last stable offset
+	upper   int64 // the LSO, min(HW, first unstable offset): Kafka cleans below it
 	first   int64
 	ratio   float64
 	logDir  string
@@ -371,7 +371,9 @@ func (c *cleaner) grabFilthiest(now time.Time) *toClean {
 	dirtiest := 0.0
 	for _, r := range c.m.all() {
 		r.mu.Lock()
-		cfg, hw, closed := r.cfg, r.hw, r.closed
+		// Kafka cleans below the last stable offset (at most the HW):
+		// the outcome of a transaction above it is not known yet.
+		cfg, hw, closed := r.cfg, r.lsoLocked(), r.closed
 		r.mu.Unlock()
 		if closed || !cfg.Compact {
 			continue
@@ -398,6 +400,13 @@ func (c *cleaner) grabFilthiest(now time.Time) *toClean {
 			continue // closed meanwhile
 		}
 		if cr.CleanBytes+cr.CleanableBytes == 0 {
+			continue
+		}
+		if cr.FirstUncleanableOffset <= cr.FirstDirtyOffset {
+			// Nothing between the first dirty offset and the bound (the
+			// LSO inside the segment the last pass stopped at): Kafka's
+			// cleanable range is then empty, and a pass would find
+			// nothing, again and again.
 			continue
 		}
 		dirtiest = max(dirtiest, cr.DirtyRatio)
@@ -655,7 +664,7 @@ func (m *Manager) replicaIs(tp cluster.TopicPartition, r *Replica) bool {
 // dirty ratio, and whether its cleanup.policy includes compact.
 func (m *Manager) dirtyRatio(r *Replica, now time.Time) (float64, bool) {
 	r.mu.Lock()
-	cfg, hw := r.cfg, r.hw
+	cfg, hw := r.cfg, r.lsoLocked()
 	r.mu.Unlock()
 	if !cfg.Compact {
 		return 0, false

@@ -123,8 +123,66 @@
 // epoch and the last five batches' sequence ranges with their offsets, so a
 // retried batch is answered with its original offsets and not appended
 // again, and a gap is refused with ErrOutOfOrderSequence. The state is
-// rebuilt from the log's batch headers when a replica is opened or
-// truncated into it.
+// rebuilt from the newest producer snapshot (<offset>.snapshot, version 2;
+// version 1, from before transactions, is still read) and the log's
+// batches after it when a replica is opened, or truncated at or below a
+// batch, transaction start or marker it remembers. An open uses only a
+// snapshot at or below the checkpointed recovery point (an unclean
+// shutdown may have lost .txnindex entries above it, which the replay adds
+// again, as Kafka's recovery does), so besides the newest two the newest
+// snapshot at or below the log's recovery point is kept.
+//
+// # Transactions
+//
+// Per producer the replica also keeps, as Kafka's ProducerStateManager,
+// its coordinator epoch (from its last marker), last timestamp, the first
+// offset of its ongoing transaction and the offset of its last marker;
+// and, ordered by first offset, the ongoing transactions and the completed
+// ones whose marker the HW has not passed (Kafka's unreplicated
+// transactions). The last stable offset is min(first offset of either
+// kind, HW), no lower than the log start: a marker could still be
+// truncated away until the HW passes it. Every read reports it; a
+// consumer's read_committed read (ReadRequest.IsolationLevel 1) stops
+// before it and lists the aborted transactions overlapping the batches it
+// returns (Log.CollectAbortedTxns, up to the end of the last batch); a
+// read_committed consumer's ListOffsets (AskerCommittedConsumer) is
+// bounded by it; the cleaner cleans only below it. The LSO moves only with
+// the HW, the log start or a marker, and a move wakes consumers' long
+// polls (Changed(false)) even when the HW stayed.
+//
+// Append rules (appendAsLeader, Kafka's analyzeAndValidateProducerState):
+// a client's retry is answered first; then, with Config.TxnVerification
+// (transaction.partition.verification.enable, zero value off), a
+// transactional client batch of a producer with no ongoing transaction
+// needs AppendOptions.VerificationGuard equal to the guard
+// TxnVerificationGuard stored for it (KIP-890 part 1; ErrInvalidTxnState
+// otherwise); then the epoch and sequence checks (only the epoch for
+// OriginCoordinator, the group coordinator's writes with sequence -1);
+// then a non-transactional batch of a producer inside a transaction is
+// ErrInvalidTxnState. The first transactional batch starts the
+// producer's transaction at its base offset. Guards are numbered across
+// the process, handed out again while unused (the concurrent first
+// requests of a transaction share one), cleared by any transactional batch
+// or marker of the producer, and dropped after guardExpiry unused.
+//
+// WriteTxnMarker checks leadership, min.insync.replicas, the producer
+// epoch (ErrInvalidProducerEpoch below the producer's) and the
+// coordinator epoch (ErrTransactionCoordinatorFenced below the last seen
+// for the producer), appends one control batch built by
+// logstore.BuildControlBatch, and ends the producer's transaction: an
+// ABORT adds it to the log's .txnindex (Log.AppendAbortedTxn) with the LSO
+// it leaves (the oldest other ongoing transaction's start, else the offset
+// after the marker); the transaction then waits for the HW as an
+// unreplicated one. If the index write fails the transaction stays ongoing
+// and the LSO does not pass it. Followers apply the same state from the
+// batches they replicate, reading each control batch's marker from the
+// fetched bytes (no checks: the leader made them), and so does the replay
+// of the log at open, which adds the aborted-index entries again (the log
+// ignores those it has). The snapshot (version 2) keeps each producer's
+// transaction fields and the unreplicated transactions. A truncation that
+// reaches any of it rebuilds it from the snapshot and log below the new
+// end (logstore drops the index entries of the markers it removed); a log
+// emptied (TruncateFullyAndStartAt) forgets it.
 //
 // Produced batches are checked record by record as Kafka's LogValidator
 // does: framing, and the topic's per-record rules. A topic whose
@@ -148,10 +206,11 @@
 // leaders and followers alike, whose cleanup.policy includes compact and
 // that are not being cleaned, paused or uncleanable, the one with the
 // largest dirty ratio above min.cleanable.dirty.ratio, or whose first
-// dirty batch is older than max.compaction.lag.ms. It cleans it below the
-// replica's HW (Kafka's last stable offset: there are no transactions
-// here) with the topic's min.compaction.lag.ms and delete.retention.ms
-// (segment.bytes is the log's own), and with nothing cleanable sleeps
+// dirty batch is older than max.compaction.lag.ms, and whose cleanable
+// range is not empty. It cleans it below the replica's LSO (min(HW, first
+// unstable offset), as Kafka) with the topic's min.compaction.lag.ms and
+// delete.retention.ms (segment.bytes is the log's own), and with nothing
+// cleanable sleeps
 // log.cleaner.backoff.ms, waking on Close. A pass that cleaned something,
 // or filled its map, is followed at once by another scan. ErrCleanAborted
 // (a truncation, retention or a close under the pass) is retried at a
@@ -197,7 +256,8 @@
 // finish.
 //
 // Replica.mu guards role, epochs, ISR and maximal ISR, HW, LEO, follower
-// state, producer state and the acks=all waiter list. A waiter's outcome
+// state, producer and transaction state, verification guards and the
+// acks=all waiter list. A waiter's outcome
 // is sent under Replica.mu on its own buffered channel (capacity 1, one
 // send per wait), so completing waiters never blocks; a waiter whose
 // context ends takes itself off the list under Replica.mu, or else

@@ -55,22 +55,33 @@ func (r *Replica) truncateLocked(endOffset int64) error {
 	}
 	r.hw = min(r.hw, r.log.LogEndOffset())
 	if r.log.LogEndOffset() < leo && r.producersReachLocked(r.log.LogEndOffset()) {
-		r.producers = map[int64]*producerState{}
-		if err := r.rebuildProducerState(); err != nil {
+		// The transactions go with the producers: rebuilt from the
+		// snapshot and log below the new end (the log dropped the
+		// aborted-index entries of markers it removed).
+		r.resetProducerStateLocked()
+		if err := r.rebuildProducerState(r.log.LogEndOffset()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// producersReachLocked reports whether any remembered producer batch ends
-// at or after offset. Caller holds r.mu.
+// producersReachLocked reports whether any remembered producer batch,
+// transaction start or marker is at or after offset. Caller holds r.mu.
 func (r *Replica) producersReachLocked(offset int64) bool {
 	for _, s := range r.producers {
+		if s.lastMarkerOffset >= offset || s.txnFirstOffset >= offset {
+			return true
+		}
 		for _, b := range s.batches {
 			if b.lastOffset >= offset {
 				return true
 			}
+		}
+	}
+	for _, t := range r.unreplicatedTxns {
+		if t.lastOffset >= offset {
+			return true
 		}
 	}
 	return false
@@ -167,8 +178,9 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 		if err != nil {
 			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, fetchOffset, mapLogError(err))
 		}
-		for _, h := range info.Batches {
-			r.recordProducerLocked(h)
+		if err := r.recordReplicatedLocked(res.Records, info.Batches); err != nil {
+			r.logFailedLocked(err)
+			return err
 		}
 	}
 	leo := r.log.LogEndOffset()
@@ -179,7 +191,7 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 		if err := r.log.TruncateFullyAndStartAt(res.LogStartOffset); err != nil {
 			return fmt.Errorf("restart %s at leader log start %d: %w", r.tp, res.LogStartOffset, mapLogError(err))
 		}
-		r.producers = map[int64]*producerState{}
+		r.resetProducerStateLocked()
 		leo = r.log.LogEndOffset()
 	} else if res.LogStartOffset > r.log.LogStartOffset() {
 		// DeleteRecords or retention on the leader moved its start:
@@ -223,12 +235,44 @@ func (r *Replica) resetOutOfRange(leaderEpoch int32, fetchOffset, leaderLEO, lea
 		if err := r.log.TruncateFullyAndStartAt(leaderLogStart); err != nil {
 			return fmt.Errorf("restart %s at %d: %w", r.tp, leaderLogStart, mapLogError(err))
 		}
-		r.producers = map[int64]*producerState{}
+		r.resetProducerStateLocked()
 		r.hw = leaderLogStart
 	default:
 		return fmt.Errorf("%w: fetch offset %d, leader log end offset %d, log start offset %d",
 			ErrOffsetOutOfRange, fetchOffset, leaderLEO, leaderLogStart)
 	}
 	r.signalLocked()
+	return nil
+}
+
+// recordReplicatedLocked applies the batches a follower appended (batches,
+// as logstore wrote them) to the producer state, reading each control
+// batch's marker from the replicated bytes in records. Caller holds r.mu.
+func (r *Replica) recordReplicatedLocked(records []byte, batches []logstore.BatchHeader) error {
+	var raws map[int64][]byte
+	for _, h := range batches {
+		if h.IsControl() && raws == nil {
+			raws = map[int64][]byte{}
+			_ = forEachBatch(records, func(bh logstore.BatchHeader, raw []byte) error {
+				if bh.IsControl() {
+					raws[bh.BaseOffset] = raw
+				}
+				return nil
+			})
+		}
+	}
+	for _, h := range batches {
+		if !h.IsControl() {
+			r.recordProducerLocked(h)
+			continue
+		}
+		raw, ok := raws[h.BaseOffset]
+		if !ok {
+			return fmt.Errorf("%w: replicated control batch at %d of %s not found in the fetched records", ErrCorruptMessage, h.BaseOffset, r.tp)
+		}
+		if err := r.recordControlLocked(h, raw); err != nil {
+			return err
+		}
+	}
 	return nil
 }

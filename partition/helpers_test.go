@@ -23,6 +23,7 @@ type batchSpec struct {
 	baseSequence  int32
 	valueSize     int
 	timestamp     int64
+	transactional bool // attribute bit 0x10; needs a producer id
 }
 
 func appendVarint(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
@@ -54,11 +55,14 @@ func buildBatch(s batchSpec) []byte {
 		recs = append(recs, body...)
 	}
 	b := make([]byte, 61, 61+len(recs))
-	binary.BigEndian.PutUint64(b[0:], 0)                     // base offset
-	binary.BigEndian.PutUint32(b[8:], uint32(49+len(recs)))  // batch length
-	binary.BigEndian.PutUint32(b[12:], 0xffffffff)           // partition leader epoch
-	b[16] = 2                                                // magic
-	binary.BigEndian.PutUint16(b[21:], 0)                    // attributes
+	binary.BigEndian.PutUint64(b[0:], 0)                    // base offset
+	binary.BigEndian.PutUint32(b[8:], uint32(49+len(recs))) // batch length
+	binary.BigEndian.PutUint32(b[12:], 0xffffffff)          // partition leader epoch
+	b[16] = 2                                               // magic
+	binary.BigEndian.PutUint16(b[21:], 0)                   // attributes
+	if s.transactional {
+		binary.BigEndian.PutUint16(b[21:], 0x10)
+	}
 	binary.BigEndian.PutUint32(b[23:], uint32(s.records-1))  // last offset delta
 	binary.BigEndian.PutUint64(b[27:], uint64(s.timestamp))  // first timestamp
 	binary.BigEndian.PutUint64(b[35:], uint64(s.timestamp))  // max timestamp

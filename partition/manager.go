@@ -59,6 +59,12 @@ type Config struct {
 	StateWriter StateWriter
 	// Metrics receives ISR changes and bytes in and out; nil discards them.
 	Metrics Metrics
+	// TxnVerification is transaction.partition.verification.enable
+	// (KIP-890): a transactional batch of a producer with no ongoing
+	// transaction on the partition needs the verification guard of
+	// TxnVerificationGuard. The zero value is off; the caller sets
+	// Kafka's default (true).
+	TxnVerification bool
 	// Cleaner configures the log cleaner (log.cleaner.*); the zero value
 	// has it disabled, with DefaultCleanerConfig's other settings. Any
 	// other value is taken as given (see CleanerConfig).
@@ -584,6 +590,7 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Rep
 	if err == nil {
 		r.lagTimeMax = m.cfg.ReplicaLagTimeMax
 		r.isrWritable = m.cfg.StateWriter != nil
+		r.txnVerification = m.cfg.TxnVerification
 	}
 	m.mu.Lock()
 	delete(m.opening, tp)
@@ -744,17 +751,71 @@ func (m *Manager) get(tp cluster.TopicPartition) (*Replica, error) {
 	return r, nil
 }
 
-// Append validates and appends one produced batch as leader of tp.
+// Append validates and appends one produced batch as leader of tp: a
+// client's, AppendWith(tp, records, AppendOptions{Acks: acks}).
 func (m *Manager) Append(tp cluster.TopicPartition, records []byte, acks int16) (AppendResult, error) {
+	return m.AppendWith(tp, records, AppendOptions{Acks: acks})
+}
+
+// AppendWith validates and appends one batch as leader of tp, as
+// opts.Origin says: a client's batch gets the sequence checks and, if
+// transactional, verification (opts.VerificationGuard); a coordinator's
+// only the producer epoch check. Either is refused with
+// ErrInvalidTxnState when it is non-transactional from a producer inside a
+// transaction.
+func (m *Manager) AppendWith(tp cluster.TopicPartition, records []byte, opts AppendOptions) (AppendResult, error) {
 	r, err := m.get(tp)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res, err := r.appendAsLeader(records, acks, m.cfg.Now())
+	res, err := r.appendAsLeader(records, opts, m.cfg.Now())
 	if err == nil {
 		m.cfg.Metrics.BytesIn(tp.Topic, int64(len(records)), res.LastOffset-res.BaseOffset+1)
 	}
 	return res, err
+}
+
+// TxnVerificationGuard returns (0, false, nil) when producerID has an
+// ongoing transaction on tp, which needs no verification; otherwise the
+// producer's verification guard (non-zero, created when it has none) for
+// AppendOptions.VerificationGuard, with needed true. A marker or a
+// transactional batch of the producer clears it. Errors: ErrNotLeader,
+// ErrUnknownTopicOrPartition.
+func (m *Manager) TxnVerificationGuard(tp cluster.TopicPartition, producerID int64) (guard uint64, needed bool, err error) {
+	r, err := m.get(tp)
+	if err != nil {
+		return 0, false, err
+	}
+	return r.verificationGuard(producerID, m.cfg.Now())
+}
+
+// WriteTxnMarker appends a transaction marker as leader of tp
+// (WriteTxnMarkers), min.insync.replicas checked as for acks -1. It ends
+// the producer's ongoing transaction on tp (an ABORT adds it to the log's
+// aborted-transaction index), clears its verification guard, and moves the
+// LSO once the HW passes the marker; the caller waits for that with
+// WaitCommitted. A marker for a producer with no ongoing transaction is
+// appended all the same. Errors: ErrNotLeader,
+// ErrUnknownTopicOrPartition, ErrNotEnoughReplicas,
+// ErrInvalidProducerEpoch (an epoch below the producer's),
+// ErrTransactionCoordinatorFenced (a coordinator epoch below the last
+// seen for the producer on tp), ErrStorage.
+func (m *Manager) WriteTxnMarker(tp cluster.TopicPartition, mk TxnMarker) (AppendResult, error) {
+	r, err := m.get(tp)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return r.writeMarker(mk, m.cfg.Now())
+}
+
+// DescribeProducers lists the producers of tp, led here (DescribeProducers,
+// API 61), by producer id. Errors: ErrNotLeader, ErrUnknownTopicOrPartition.
+func (m *Manager) DescribeProducers(tp cluster.TopicPartition) ([]ProducerInfo, error) {
+	r, err := m.get(tp)
+	if err != nil {
+		return nil, err
+	}
+	return r.describeProducers()
 }
 
 // WaitCommitted blocks until the HW of tp passes lastOffset, appended in

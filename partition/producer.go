@@ -16,10 +16,60 @@ type producerBatch struct {
 	firstOffset, lastOffset int64
 }
 
-// producerState is what a replica remembers of one idempotent producer.
+// producerState is what a replica remembers of one idempotent or
+// transactional producer (Kafka's ProducerStateEntry).
 type producerState struct {
 	epoch   int16
 	batches []producerBatch // oldest first, at most producerBatchesKept
+	// coordinatorEpoch is the coordinator epoch of the producer's last
+	// transaction marker, -1 before one.
+	coordinatorEpoch int32
+	// lastTimestamp is the max timestamp of the producer's last batch or
+	// the timestamp of its last marker, -1 when unknown.
+	lastTimestamp int64
+	// txnFirstOffset is the offset of the first batch of the producer's
+	// ongoing transaction, -1 when none is ongoing.
+	txnFirstOffset int64
+	// lastMarkerOffset is the offset of the producer's last marker, -1
+	// before one: a truncation at or below it must rebuild the state.
+	lastMarkerOffset int64
+}
+
+// newProducerState is the state of a producer first seen with epoch.
+func newProducerState(epoch int16) *producerState {
+	return &producerState{epoch: epoch, coordinatorEpoch: -1, lastTimestamp: -1, txnFirstOffset: -1, lastMarkerOffset: -1}
+}
+
+// setEpoch moves the producer to epoch, forgetting the batches of an
+// older one (Kafka's maybeUpdateProducerEpoch).
+func (s *producerState) setEpoch(epoch int16) {
+	if epoch != s.epoch {
+		s.epoch = epoch
+		s.batches = s.batches[:0]
+	}
+}
+
+// duplicate returns the remembered batch with exactly this epoch and
+// sequence range, if any: a retry answered with its original offsets.
+func (s *producerState) duplicate(epoch int16, firstSeq, lastSeq int32) (producerBatch, bool) {
+	if s == nil || epoch != s.epoch {
+		return producerBatch{}, false
+	}
+	for _, b := range s.batches {
+		if b.firstSeq == firstSeq && b.lastSeq == lastSeq {
+			return b, true
+		}
+	}
+	return producerBatch{}, false
+}
+
+// lastSequence is the last sequence of the newest remembered batch, -1
+// when none.
+func (s *producerState) lastSequence() int32 {
+	if len(s.batches) == 0 {
+		return -1
+	}
+	return s.batches[len(s.batches)-1].lastSeq
 }
 
 // producerCheck is the outcome of checking one batch against the state.
@@ -59,10 +109,8 @@ func (s *producerState) check(epoch int16, firstSeq, lastSeq int32) (producerChe
 		}
 		return producerAppend, producerBatch{}, nil
 	}
-	for _, b := range s.batches {
-		if b.firstSeq == firstSeq && b.lastSeq == lastSeq {
-			return producerDuplicate, b, nil
-		}
+	if b, ok := s.duplicate(epoch, firstSeq, lastSeq); ok {
+		return producerDuplicate, b, nil
 	}
 	if len(s.batches) == 0 {
 		if firstSeq != 0 {
@@ -79,10 +127,7 @@ func (s *producerState) check(epoch int16, firstSeq, lastSeq int32) (producerChe
 
 // record remembers an appended batch, resetting the history on a new epoch.
 func (s *producerState) record(epoch int16, b producerBatch) {
-	if epoch != s.epoch {
-		s.epoch = epoch
-		s.batches = s.batches[:0]
-	}
+	s.setEpoch(epoch)
 	if len(s.batches) == producerBatchesKept {
 		copy(s.batches, s.batches[1:])
 		s.batches = s.batches[:producerBatchesKept-1]

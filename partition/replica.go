@@ -67,6 +67,19 @@ type Replica struct {
 	hw               int64
 	followers        map[int32]*followerState
 	producers        map[int64]*producerState
+	// ongoingTxns are the transactions without a marker yet, and
+	// unreplicatedTxns those whose marker the HW has not passed, both
+	// ordered by first offset (Kafka's ongoingTxns and unreplicatedTxns):
+	// together they hold the LSO back (lsoLocked).
+	ongoingTxns, unreplicatedTxns []txnMeta
+	// guards are the verification guards handed out to producers with no
+	// ongoing transaction (KIP-890); txnVerification is
+	// transaction.partition.verification.enable.
+	guards          map[int64]guardEntry
+	txnVerification bool
+	// lsoSignalled is the LSO as of the last wake of consumers, so that a
+	// move of the LSO alone wakes read_committed fetches too.
+	lsoSignalled int64
 	// isrChangeInFlight is set while an ISR write is outstanding: one
 	// change at a time per partition, as Kafka does.
 	isrChangeInFlight bool
@@ -145,23 +158,32 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 		cfg: cfg, leader: cluster.NoLeader, leaderEpoch: -1, zkVersion: -1, leaderHW: -1,
 		followers: map[int32]*followerState{},
 		producers: map[int64]*producerState{},
+		guards:    map[int64]guardEntry{},
 		stateCh:   make(chan struct{}),
 	}
 	r.setThrottlesLocked()
 	r.cleanTruncatedTo.Store(math.MaxInt64)
 	r.hw = min(max(hwCheckpoint, l.LogStartOffset()), l.LogEndOffset())
-	if err := r.rebuildProducerState(); err != nil {
+	// After an unclean shutdown (the checkpointed recovery point below
+	// the LEO) a snapshot above the recovery point may describe markers
+	// whose .txnindex entries, not yet fsynced, were lost: start from one
+	// at or below it, as Kafka's recovery reloads the producer state from
+	// a snapshot below the first unflushed segment, and replay the rest.
+	if err := r.rebuildProducerState(min(max(recoveryPoint, 0), l.LogEndOffset())); err != nil {
 		_ = l.Close()
 		return nil, err
 	}
+	r.lsoSignalled = r.lsoLocked()
 	return r, nil
 }
 
-// rebuildProducerState restores the idempotent producers' sequence
-// history: from the newest producer snapshot at or below the LEO, then the
-// batch headers of the log after it (the whole log without a snapshot).
-func (r *Replica) rebuildProducerState() error {
-	off := r.loadProducerSnapshot()
+// rebuildProducerState restores the producers' sequence history and
+// transactions: from the newest producer snapshot at or below upTo and the
+// LEO, then the batches of the log after it (the whole log without a
+// snapshot), replaying the markers there (an ABORT's aborted-index entry
+// is added again, which the log ignores when it has it already).
+func (r *Replica) rebuildProducerState(upTo int64) error {
+	off := r.loadProducerSnapshot(upTo)
 	end := r.log.LogEndOffset()
 	for off < end {
 		data, err := r.log.Read(off, 4<<20, end)
@@ -171,8 +193,14 @@ func (r *Replica) rebuildProducerState() error {
 		if len(data) == 0 {
 			break
 		}
-		err = forEachBatch(data, func(h logstore.BatchHeader, _ []byte) error {
-			r.recordProducerLocked(h)
+		err = forEachBatch(data, func(h logstore.BatchHeader, raw []byte) error {
+			if h.IsControl() {
+				if err := r.recordControlLocked(h, raw); err != nil {
+					return err
+				}
+			} else {
+				r.recordProducerLocked(h)
+			}
 			off = h.LastOffset() + 1
 			return nil
 		})
@@ -183,23 +211,6 @@ func (r *Replica) rebuildProducerState() error {
 	return nil
 }
 
-// recordProducerLocked remembers an appended batch of an idempotent producer.
-// Caller holds r.mu (or owns r exclusively).
-func (r *Replica) recordProducerLocked(h logstore.BatchHeader) {
-	if h.ProducerID < 0 {
-		return
-	}
-	s := r.producers[h.ProducerID]
-	if s == nil {
-		s = &producerState{epoch: h.ProducerEpoch}
-		r.producers[h.ProducerID] = s
-	}
-	s.record(h.ProducerEpoch, producerBatch{
-		firstSeq: h.BaseSequence, lastSeq: nextSeq(h.BaseSequence, h.LastOffsetDelta),
-		firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
-	})
-}
-
 // signalLocked wakes stateCh waits and every long-polling fetch.
 // Caller holds r.mu.
 func (r *Replica) signalLocked() { r.signalToLocked(wakeAll) }
@@ -208,6 +219,12 @@ func (r *Replica) signalLocked() { r.signalToLocked(wakeAll) }
 // names: a leader's LEO moving alone is news to followers only, its HW
 // moving alone to consumers only. Caller holds r.mu.
 func (r *Replica) signalToLocked(w wake) {
+	if lso := r.lsoLocked(); lso != r.lsoSignalled {
+		// read_committed fetches wait for the LSO, which can move
+		// without the HW (a marker's transaction ends below it).
+		r.lsoSignalled = lso
+		w |= wakeConsumers
+	}
 	close(r.stateCh)
 	r.stateCh = make(chan struct{})
 	if r.notify != nil {
@@ -366,8 +383,14 @@ func (r *Replica) checkLeaderEpochLocked(current int32) error {
 	}
 }
 
-// appendAsLeader validates one produced batch and appends it.
-func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (AppendResult, error) {
+// appendAsLeader validates one produced batch and appends it. A client's
+// batch (OriginClient) goes through the sequence checks and duplicate
+// detection and, if transactional, verification; a coordinator's only
+// through the producer epoch check. Either kind is refused with
+// ErrInvalidTxnState when it breaks the transaction rules
+// (checkTxnAppendLocked).
+func (r *Replica) appendAsLeader(records []byte, opts AppendOptions, now time.Time) (AppendResult, error) {
+	acks := opts.Acks
 	var h logstore.BatchHeader
 	var raw []byte
 	n := 0
@@ -410,14 +433,32 @@ func (r *Replica) appendAsLeader(records []byte, acks int16, now time.Time) (App
 	if acks == -1 && int64(len(r.isr)) < r.cfg.MinInsyncReplicas {
 		return AppendResult{}, fmt.Errorf("%w: isr %v < min.insync.replicas %d", ErrNotEnoughReplicas, r.isr, r.cfg.MinInsyncReplicas)
 	}
+	if h.IsTransactional() && h.ProducerID < 0 {
+		return AppendResult{}, fmt.Errorf("%w: transactional batch without a producer id", ErrInvalidRecord)
+	}
 	if h.ProducerID >= 0 {
-		verdict, orig, err := r.producers[h.ProducerID].check(h.ProducerEpoch, h.BaseSequence, nextSeq(h.BaseSequence, h.LastOffsetDelta))
-		if err != nil {
+		s := r.producers[h.ProducerID]
+		lastSeq := nextSeq(h.BaseSequence, h.LastOffsetDelta)
+		if opts.Origin == OriginClient {
+			// A retry first, as Kafka: it is answered with its
+			// original offsets whatever happened since.
+			if orig, ok := s.duplicate(h.ProducerEpoch, h.BaseSequence, lastSeq); ok {
+				return AppendResult{BaseOffset: orig.firstOffset, LastOffset: orig.lastOffset,
+					LogAppendTime: -1, LogStartOffset: r.log.LogStartOffset(), LeaderEpoch: r.leaderEpoch}, nil
+			}
+		}
+		if err := r.checkVerifiedLocked(h, opts); err != nil {
 			return AppendResult{}, err
 		}
-		if verdict == producerDuplicate {
-			return AppendResult{BaseOffset: orig.firstOffset, LastOffset: orig.lastOffset,
-				LogAppendTime: -1, LogStartOffset: r.log.LogStartOffset(), LeaderEpoch: r.leaderEpoch}, nil
+		if opts.Origin == OriginClient {
+			if _, _, err := s.check(h.ProducerEpoch, h.BaseSequence, lastSeq); err != nil {
+				return AppendResult{}, err
+			}
+		} else if s != nil && h.ProducerEpoch < s.epoch {
+			return AppendResult{}, fmt.Errorf("%w: epoch %d < %d", ErrInvalidProducerEpoch, h.ProducerEpoch, s.epoch)
+		}
+		if err := r.checkInTxnLocked(h); err != nil {
+			return AppendResult{}, err
 		}
 	}
 	appendTime := int64(-1)
@@ -650,6 +691,7 @@ func (r *Replica) read(req ReadRequest, now time.Time, overQuota bool) (ReadResu
 		change = r.updateFollowerLocked(req.ReplicaID, req.FetchOffset, req.LogStartOffset, now)
 	}
 	hw := r.hw
+	lso := r.lsoLocked()
 	leo := r.log.LogEndOffset()
 	start := r.log.LogStartOffset()
 	throttled := req.ReplicaID >= 0 && r.leaderThrottled
@@ -658,14 +700,20 @@ func (r *Replica) read(req ReadRequest, now time.Time, overQuota bool) (ReadResu
 
 	// Records is never nil: a null record set means "no data" to old
 	// clients but librdkafka refuses it (invalid MessageSetSize -1).
-	res := ReadResult{Records: []byte{}, Buf: req.Buf, HighWatermark: hw, LastStableOffset: hw, LogStartOffset: start,
+	res := ReadResult{Records: []byte{}, Buf: req.Buf, HighWatermark: hw, LastStableOffset: lso, LogStartOffset: start,
 		Throttled: throttled}
 	if req.FetchOffset < start || req.FetchOffset > leo {
 		return res, change, fmt.Errorf("%w: fetch offset %d outside [%d, %d]", ErrOffsetOutOfRange, req.FetchOffset, start, leo)
 	}
+	committed := req.ReplicaID < 0 && req.IsolationLevel == 1
 	maxOffset := hw
-	if req.ReplicaID >= 0 {
+	switch {
+	case req.ReplicaID >= 0:
 		maxOffset = leo
+	case committed:
+		// read_committed: nothing at or past the LSO, whose
+		// transactions may still abort.
+		maxOffset = lso
 	}
 	if req.FetchOffset >= maxOffset || holdBack {
 		return res, change, nil
@@ -678,12 +726,36 @@ func (r *Replica) read(req ReadRequest, now time.Time, overQuota bool) (ReadResu
 	if n := len(req.Buf); len(buf) > n {
 		res.Records = buf[n:len(buf):len(buf)]
 	}
+	if committed && len(res.Records) > 0 {
+		// Every aborted transaction overlapping the records returned is
+		// complete below the HW (else the LSO would be at or below its
+		// first offset), so its index entry is in place and stays.
+		upper := lastBatchEnd(res.Records, maxOffset)
+		if res.AbortedTransactions, err = r.abortedTransactions(req.FetchOffset, upper); err != nil {
+			return res, change, err
+		}
+	}
 	return res, change, nil
+}
+
+// lastBatchEnd is the offset after the last whole batch in records, or
+// bound if they hold none.
+func lastBatchEnd(records []byte, bound int64) int64 {
+	end := int64(-1)
+	_ = forEachBatch(records, func(h logstore.BatchHeader, _ []byte) error {
+		end = h.NextOffset()
+		return nil
+	})
+	if end < 0 {
+		return bound
+	}
+	return min(end, bound)
 }
 
 // listOffset resolves a ListOffsets timestamp for asker, as Kafka's
 // Partition.fetchOffsetForTimestamp: latest is the last offset asker may
-// fetch (the HW for consumers, the LEO for replicas), earliest the log
+// fetch (the HW for consumers, the LSO for read_committed ones, the LEO
+// for replicas), earliest the log
 // start offset, and a timestamp the first record whose timestamp reaches
 // it (offsetForTimestamp; MaxTimestamp: the batch with the largest), or
 // -1 when that is at or past the bound.
@@ -701,10 +773,13 @@ func (r *Replica) listOffset(ts int64, currentLeaderEpoch int32, asker OffsetsAs
 	// their next fetches), so until it reaches the start of this epoch the
 	// "latest" offset it would answer may go backwards; consumers are told
 	// to retry instead, as Kafka's Partition.fetchOffsetForTimestamp does.
-	lagging := asker == AskerConsumer && r.leaderEpochStartOffset > r.hw
+	lagging := (asker == AskerConsumer || asker == AskerCommittedConsumer) && r.leaderEpochStartOffset > r.hw
 	lastFetchable := r.hw
-	if asker == AskerReplica {
+	switch asker {
+	case AskerReplica:
 		lastFetchable = r.log.LogEndOffset()
+	case AskerCommittedConsumer:
+		lastFetchable = r.lsoLocked()
 	}
 	var (
 		off, found int64

@@ -505,6 +505,9 @@ func (s *sim) check() {
 		if st.HighWatermark > st.LogEndOffset {
 			s.t.Fatalf("broker %d: hw %d > leo %d", id, st.HighWatermark, st.LogEndOffset)
 		}
+		if st.LastStableOffset > st.HighWatermark || st.LastStableOffset < min(st.LogStartOffset, st.HighWatermark) {
+			s.t.Fatalf("broker %d: lso %d outside [log start %d, hw %d]", id, st.LastStableOffset, st.LogStartOffset, st.HighWatermark)
+		}
 		if st.Role != RoleLeader {
 			continue
 		}

@@ -19,17 +19,26 @@ import (
 // producers' state after every batch below O, so opening a replica reads
 // only the batches from O on instead of the whole log.
 //
-// Format (big endian): version int16 (1), crc32c uint32 of everything
+// Format (big endian): version int16 (2), crc32c uint32 of everything
 // after it, count int32, then per producer: producer id int64, epoch int16,
-// batch count int8, and per remembered batch (oldest first): first and last
-// sequence int32, first and last offset int64. Unlike Kafka's, which keeps
-// only the last batch, it keeps all five, so a retry of any of them is
-// still answered with its original offsets after a restart.
+// coordinator epoch int32 (-1: none seen), last timestamp int64 (-1),
+// ongoing transaction first offset int64 (-1: none), last marker offset
+// int64 (-1: none), batch count int8, and per remembered batch (oldest
+// first): first and last sequence int32, first and last offset int64;
+// then the completed transactions whose marker the HW had not passed
+// (count int32; per transaction producer id, first offset and marker
+// offset, int64 each). Version 1 (still read) has neither the four
+// per-producer transaction fields nor the completed transactions. Unlike
+// Kafka's, which keeps only the last batch, it keeps all five, so a retry
+// of any of them is still answered with its original offsets after a
+// restart.
 
 const (
 	snapshotSuffix  = ".snapshot"
-	snapshotVersion = 1
-	snapshotsKept   = 2
+	snapshotVersion = 2
+	// snapshotVersion1 is the format before transactions, still read.
+	snapshotVersion1 = 1
+	snapshotsKept    = 2
 )
 
 var castagnoliTable = crc32.MakeTable(crc32.Castagnoli)
@@ -59,7 +68,7 @@ func snapshotOffsets(dir string) []int64 {
 	return out
 }
 
-func encodeSnapshot(producers map[int64]*producerState) []byte {
+func encodeSnapshot(producers map[int64]*producerState, unreplicated []txnMeta) []byte {
 	ids := make([]int64, 0, len(producers))
 	for id := range producers {
 		ids = append(ids, id)
@@ -72,6 +81,10 @@ func encodeSnapshot(producers map[int64]*producerState) []byte {
 		s := producers[id]
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(s.epoch))
+		b = binary.BigEndian.AppendUint32(b, uint32(s.coordinatorEpoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(s.lastTimestamp))
+		b = binary.BigEndian.AppendUint64(b, uint64(s.txnFirstOffset))
+		b = binary.BigEndian.AppendUint64(b, uint64(s.lastMarkerOffset))
 		b = append(b, byte(len(s.batches)))
 		for _, pb := range s.batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(pb.firstSeq))
@@ -80,30 +93,53 @@ func encodeSnapshot(producers map[int64]*producerState) []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(pb.lastOffset))
 		}
 	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(unreplicated)))
+	for _, t := range unreplicated {
+		b = binary.BigEndian.AppendUint64(b, uint64(t.producerID))
+		b = binary.BigEndian.AppendUint64(b, uint64(t.firstOffset))
+		b = binary.BigEndian.AppendUint64(b, uint64(t.lastOffset))
+	}
 	binary.BigEndian.PutUint32(b[2:], crc32.Checksum(b[6:], castagnoliTable))
 	return b
 }
 
-func decodeSnapshot(b []byte) (map[int64]*producerState, error) {
-	if len(b) < 10 || binary.BigEndian.Uint16(b) != snapshotVersion {
-		return nil, fmt.Errorf("%w: header", errBadSnapshot)
+// decodeSnapshot reads a version 2 or version 1 snapshot.
+func decodeSnapshot(b []byte) (map[int64]*producerState, []txnMeta, error) {
+	if len(b) < 10 {
+		return nil, nil, fmt.Errorf("%w: header", errBadSnapshot)
+	}
+	version := binary.BigEndian.Uint16(b)
+	if version != snapshotVersion && version != snapshotVersion1 {
+		return nil, nil, fmt.Errorf("%w: version %d", errBadSnapshot, version)
 	}
 	if crc32.Checksum(b[6:], castagnoliTable) != binary.BigEndian.Uint32(b[2:]) {
-		return nil, fmt.Errorf("%w: crc", errBadSnapshot)
+		return nil, nil, fmt.Errorf("%w: crc", errBadSnapshot)
 	}
 	n := int(binary.BigEndian.Uint32(b[6:]))
 	b = b[10:]
+	fixed := 11 // id, epoch, batch count
+	if version == snapshotVersion {
+		fixed += 28 // coordinator epoch, last timestamp, txn first offset, last marker offset
+	}
 	out := make(map[int64]*producerState, min(n, 1<<16))
 	for i := 0; i < n; i++ {
-		if len(b) < 11 {
-			return nil, fmt.Errorf("%w: producer %d truncated", errBadSnapshot, i)
+		if len(b) < fixed {
+			return nil, nil, fmt.Errorf("%w: producer %d truncated", errBadSnapshot, i)
 		}
 		id := int64(binary.BigEndian.Uint64(b))
-		s := &producerState{epoch: int16(binary.BigEndian.Uint16(b[8:]))}
-		k := int(b[10])
-		b = b[11:]
+		s := newProducerState(int16(binary.BigEndian.Uint16(b[8:])))
+		b = b[10:]
+		if version == snapshotVersion {
+			s.coordinatorEpoch = int32(binary.BigEndian.Uint32(b))
+			s.lastTimestamp = int64(binary.BigEndian.Uint64(b[4:]))
+			s.txnFirstOffset = int64(binary.BigEndian.Uint64(b[12:]))
+			s.lastMarkerOffset = int64(binary.BigEndian.Uint64(b[20:]))
+			b = b[28:]
+		}
+		k := int(b[0])
+		b = b[1:]
 		if k > producerBatchesKept || len(b) < k*24 {
-			return nil, fmt.Errorf("%w: producer %d batches", errBadSnapshot, id)
+			return nil, nil, fmt.Errorf("%w: producer %d batches", errBadSnapshot, id)
 		}
 		for j := 0; j < k; j++ {
 			s.batches = append(s.batches, producerBatch{
@@ -114,15 +150,33 @@ func decodeSnapshot(b []byte) (map[int64]*producerState, error) {
 		}
 		out[id] = s
 	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("%w: %d trailing bytes", errBadSnapshot, len(b))
+	var unreplicated []txnMeta
+	if version == snapshotVersion {
+		if len(b) < 4 {
+			return nil, nil, fmt.Errorf("%w: completed transactions truncated", errBadSnapshot)
+		}
+		k := int(binary.BigEndian.Uint32(b))
+		b = b[4:]
+		if k < 0 || len(b) < k*24 {
+			return nil, nil, fmt.Errorf("%w: %d completed transactions truncated", errBadSnapshot, k)
+		}
+		for j := 0; j < k; j++ {
+			unreplicated = insertTxn(unreplicated, txnMeta{producerID: int64(binary.BigEndian.Uint64(b)),
+				firstOffset: int64(binary.BigEndian.Uint64(b[8:])), lastOffset: int64(binary.BigEndian.Uint64(b[16:]))})
+			b = b[24:]
+		}
 	}
-	return out, nil
+	if len(b) != 0 {
+		return nil, nil, fmt.Errorf("%w: %d trailing bytes", errBadSnapshot, len(b))
+	}
+	return out, unreplicated, nil
 }
 
 // writeProducerSnapshotLocked records the producer state at the LEO
 // (written with logstore.WriteFileAtomic: a temporary file, fsync, rename,
-// fsync of the directory) and keeps the newest snapshotsKept snapshots.
+// fsync of the directory) and keeps the newest snapshotsKept snapshots,
+// and the newest at or below the log's recovery point: an open after an
+// unclean shutdown starts from that one (see openReplica).
 // Caller holds r.mu, so no append moves the LEO.
 func (r *Replica) writeProducerSnapshotLocked() error {
 	leo := r.log.LogEndOffset()
@@ -130,21 +184,32 @@ func (r *Replica) writeProducerSnapshotLocked() error {
 	if _, err := os.Stat(path); err == nil {
 		return nil // nothing appended since the last snapshot
 	}
-	if err := logstore.WriteFileAtomic(path, encodeSnapshot(r.producers)); err != nil {
+	r.pruneUnreplicatedLocked()
+	if err := logstore.WriteFileAtomic(path, encodeSnapshot(r.producers, r.unreplicatedTxns)); err != nil {
 		return fmt.Errorf("write producer snapshot %s: %w", path, err)
 	}
 	offs := snapshotOffsets(r.dir)
+	rp := r.log.RecoveryPoint()
+	keep := int64(-1) // the newest at or below the recovery point
+	for _, off := range offs {
+		if off <= rp {
+			keep = off
+		}
+	}
 	for i := 0; i+snapshotsKept < len(offs); i++ {
-		_ = os.Remove(snapshotPath(r.dir, offs[i]))
+		if offs[i] != keep {
+			_ = os.Remove(snapshotPath(r.dir, offs[i]))
+		}
 	}
 	return nil
 }
 
-// loadProducerSnapshot restores the producer state from the newest usable
-// snapshot at or below the LEO and returns the offset to read the log from;
-// snapshots above the LEO (written before a truncation) are deleted. With
-// no usable snapshot it returns the log start offset and an empty state.
-func (r *Replica) loadProducerSnapshot() int64 {
+// loadProducerSnapshot restores the producer and transaction state from
+// the newest usable snapshot at or below upTo (and the LEO) and returns the
+// offset to read the log from; snapshots above the LEO (written before a
+// truncation) are deleted. With no usable snapshot it returns the log
+// start offset and an empty state.
+func (r *Replica) loadProducerSnapshot(upTo int64) int64 {
 	leo, start := r.log.LogEndOffset(), r.log.LogStartOffset()
 	offs := snapshotOffsets(r.dir)
 	for i := len(offs) - 1; i >= 0; i-- {
@@ -153,20 +218,25 @@ func (r *Replica) loadProducerSnapshot() int64 {
 			_ = os.Remove(snapshotPath(r.dir, off))
 			continue
 		}
+		if off > upTo {
+			continue
+		}
 		if off < start {
 			break
 		}
 		data, err := os.ReadFile(snapshotPath(r.dir, off))
 		if err == nil {
 			var producers map[int64]*producerState
-			if producers, err = decodeSnapshot(data); err == nil {
-				r.producers = producers
+			var unreplicated []txnMeta
+			if producers, unreplicated, err = decodeSnapshot(data); err == nil {
+				r.producers, r.unreplicatedTxns = producers, unreplicated
+				r.rebuildOngoingLocked()
 				return off
 			}
 		}
 		r.logger.Warn().Err(err).Int64("offset", off).Msg("ignoring producer state snapshot; reading the log instead")
 	}
-	r.producers = map[int64]*producerState{}
+	r.resetProducerStateLocked()
 	return start
 }
 

@@ -50,6 +50,12 @@ type ReplicaStatus struct {
 	LogEndOffset     int64
 	HighWatermark    int64
 	LogStartOffset   int64
+	// LastStableOffset is min(first offset of an unstable transaction,
+	// HW); see ReadResult.LastStableOffset.
+	LastStableOffset int64
+	// OngoingTxns are the open transactions (leader and follower alike),
+	// by first offset.
+	OngoingTxns []OngoingTxn
 	// Followers is set on a leader only, in broker id order.
 	Followers []FollowerStatus
 	// LeaderHighWatermark is set on a follower only: the leader's HW in
@@ -80,6 +86,7 @@ func (r *Replica) status() ReplicaStatus {
 		ZkVersion: r.zkVersion, Replicas: slices.Clone(r.replicas), Isr: slices.Clone(r.isr),
 		AddingReplicas: slices.Clone(r.adding), RemovingReplicas: slices.Clone(r.removing),
 		LogEndOffset: r.log.LogEndOffset(), HighWatermark: r.hw, LogStartOffset: r.log.LogStartOffset(),
+		LastStableOffset: r.lsoLocked(), OngoingTxns: r.ongoingTxnsLocked(),
 		LeaderHighWatermark: -1,
 		LeaderThrottled:     r.leaderThrottled, FollowerThrottled: r.followerThrottled, SizeBytes: r.log.Size(),
 	}

@@ -48,6 +48,16 @@ var (
 	ErrOffsetNotAvailable = errors.New("partition: offset not available")
 	// ErrStorage: the log could not be read or written (disk error).
 	ErrStorage = errors.New("partition: storage error")
+	// ErrInvalidTxnState (INVALID_TXN_STATE): a transactional batch of a
+	// producer with no ongoing transaction on the partition came without
+	// the verification guard the leader holds for it (or the guard was
+	// cleared by a marker meanwhile), or a non-transactional batch came
+	// from a producer with an ongoing transaction.
+	ErrInvalidTxnState = errors.New("partition: invalid transaction state")
+	// ErrTransactionCoordinatorFenced (TRANSACTION_COORDINATOR_FENCED):
+	// WriteTxnMarker with a coordinator epoch below the last one seen for
+	// the producer on the partition.
+	ErrTransactionCoordinatorFenced = errors.New("partition: transaction coordinator fenced")
 )
 
 // AppendResult describes a successful leader append.
@@ -77,6 +87,11 @@ type ReadRequest struct {
 	// which the leader computes the low watermark DeleteRecords waits for;
 	// ignored for consumers.
 	LogStartOffset int64
+	// IsolationLevel is 0 (read_uncommitted) or 1 (read_committed); only
+	// a consumer's read (ReplicaID -1) honours read_committed, which
+	// bounds it by the last stable offset and lists the aborted
+	// transactions of the range.
+	IsolationLevel int8
 	// Buf, if not nil, is where Read puts the records: it appends them to
 	// Buf, growing it only if its capacity is short, and returns the
 	// extended slice as ReadResult.Buf. A caller that reads many
@@ -91,15 +106,30 @@ type ReadResult struct {
 	Records []byte
 	// Buf is ReadRequest.Buf with Records appended (Records is its tail),
 	// or nil when the request had no Buf and nothing was read.
-	Buf              []byte
-	HighWatermark    int64
+	Buf           []byte
+	HighWatermark int64
+	// LastStableOffset is filled for every read: min(first offset of an
+	// unstable transaction, HW), where a transaction ended by a marker at
+	// or above the HW still counts as unstable.
 	LastStableOffset int64
 	LogStartOffset   int64
+	// AbortedTransactions is set on a read_committed read only: the
+	// aborted transactions overlapping the returned records, oldest
+	// first. Empty (nil) when none.
+	AbortedTransactions []AbortedTransaction
 	// Throttled is set on a follower's read of a replica that the topic's
 	// leader.replication.throttled.replicas names on this broker: the
 	// caller passes the bytes it sends of such reads, once its response is
 	// final, to Manager.RecordLeaderReplication.
 	Throttled bool
+}
+
+// AbortedTransaction is one aborted transaction of a read_committed read:
+// the consumer drops the producer's batches from FirstOffset on until it
+// meets the producer's ABORT marker.
+type AbortedTransaction struct {
+	ProducerID  int64
+	FirstOffset int64
 }
 
 // ListOffsets timestamps with special meaning, as in Kafka's protocol.
@@ -117,10 +147,10 @@ const (
 type OffsetsAsker uint8
 
 const (
-	// AskerConsumer is a consumer's v1+ request (replica id -1): the high
-	// watermark bounds the answer (the last stable offset is the HW
-	// without transactions), and while a new leader's HW lags the start
-	// of its epoch the answer is ErrOffsetNotAvailable (KIP-207).
+	// AskerConsumer is a read_uncommitted consumer's v1+ request (replica
+	// id -1): the high watermark bounds the answer, and while a new
+	// leader's HW lags the start of its epoch the answer is
+	// ErrOffsetNotAvailable (KIP-207).
 	AskerConsumer OffsetsAsker = iota
 	// AskerLegacyConsumer is a consumer's v0 request: the high watermark
 	// bounds the answer.
@@ -129,7 +159,59 @@ const (
 	// version: Kafka gives it no isolation level, so the log end offset
 	// bounds the answer.
 	AskerReplica
+	// AskerCommittedConsumer is a read_committed consumer's request
+	// (v2+, isolation level 1): the last stable offset bounds the answer,
+	// with KIP-207's high watermark check as for AskerConsumer.
+	AskerCommittedConsumer
 )
+
+// TxnMarker is one WriteTxnMarkers entry for one partition.
+type TxnMarker struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	CoordinatorEpoch int32
+	Commit           bool
+}
+
+// AppendOrigin is who appends (Kafka's AppendOrigin).
+type AppendOrigin uint8
+
+const (
+	// OriginClient is a producer's batch: sequence checks and, for a
+	// transactional batch, verification.
+	OriginClient AppendOrigin = iota
+	// OriginCoordinator is a group or transaction coordinator's own
+	// write: no sequence checks, no verification.
+	OriginCoordinator
+)
+
+// AppendOptions are the options of Manager.AppendWith.
+type AppendOptions struct {
+	Acks   int16
+	Origin AppendOrigin
+	// VerificationGuard is the guard TxnVerificationGuard returned, for a
+	// transactional client batch of a producer with no ongoing
+	// transaction on the partition (0: none).
+	VerificationGuard uint64
+}
+
+// OngoingTxn is one open transaction of a replica, for ReplicaStatus.
+type OngoingTxn struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	FirstOffset   int64
+	LastTimestamp int64
+}
+
+// ProducerInfo is one producer of a partition, for DescribeProducers.
+type ProducerInfo struct {
+	ProducerID            int64
+	ProducerEpoch         int16
+	LastSequence          int32
+	LastTimestamp         int64
+	CoordinatorEpoch      int32 // -1 if none seen
+	CurrentTxnStartOffset int64 // -1 if no ongoing transaction
+}
 
 // PartitionState is what the broker is told about one partition it holds a
 // replica of: its assignment, its leader-and-ISR state and its effective
