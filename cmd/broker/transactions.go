@@ -91,10 +91,9 @@ func (w *markerWriter) WriteMarkers(ctx context.Context, m txn.Markers) map[clus
 	}
 	marker := partition.TxnMarker{ProducerID: m.ProducerID, ProducerEpoch: m.ProducerEpoch,
 		CoordinatorEpoch: m.CoordinatorEpoch, Commit: m.Commit}
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
+	// Every answer known before sending is in out before the first
+	// request goes: from then on out is written under mu only.
+	leaders := make(map[int32]cluster.Broker, len(byLeader))
 	for leader, tps := range byLeader {
 		b, ok := w.meta.Broker(leader)
 		if !ok {
@@ -103,6 +102,14 @@ func (w *markerWriter) WriteMarkers(ctx context.Context, m txn.Markers) map[clus
 			}
 			continue
 		}
+		leaders[leader] = b
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for leader, b := range leaders {
+		tps := byLeader[leader]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
