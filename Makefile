@@ -25,6 +25,7 @@ help:
 	@echo "fuzz       each Fuzz* target for FUZZTIME (default 30s)"
 	@echo "bench      kbench side by side: a 3-broker cluster vs in-memory kfake (bench-cluster)"
 	@echo "bench-compact  bench twice on one cluster, without and with a compacted topic cleaned beside (BENCH_COMPACT_RATE)"
+	@echo "bench-txn  bench's txn scenarios: transactional produce (10 and 1,000 records a transaction) beside idempotent produce"
 	@echo "bench-go   go test benchmarks of logstore, partition and protocol"
 	@echo "run        scripts/cluster.sh up: ZooKeeper and BROKERS (default 1) brokers"
 	@echo "down       scripts/cluster.sh down"
@@ -126,6 +127,16 @@ BENCH_COMPACT_RATE ?= 2000
 .PHONY: bench-compact
 bench-compact: build
 	@BENCH_COMPACT_RATE=$(BENCH_COMPACT_RATE) scripts/bench.sh
+
+# bench-txn (issue 18): bench-cluster with kbench --scenarios txn only:
+# transactional produce in transactions of 10 and 1,000 records
+# (--txn-records), each run beside an idempotent produce run of the same
+# records on the same target, alternating, with the txn/idempotent ratio
+# per target (and the cluster/kfake ratio). Needs a broker with
+# transactions. KBENCH_ARGS adds flags after ours.
+.PHONY: bench-txn
+bench-txn: build
+	@KBENCH_ARGS="--scenarios=txn $(KBENCH_ARGS)" scripts/bench.sh
 
 # chaos: the fault-injection matrix of issue 6 (cmd/chaos, internal/chaos):
 # every scenario on fresh ZooKeeper-backed 3-broker clusters, a history

@@ -1,7 +1,8 @@
 // Package observe is the broker's HTTP side: Prometheus metrics with the
 // names Kafka's JMX metrics get from the common exporters, and two views of
 // this broker's replicas in the seed documents' terms (role, leader epoch,
-// AR, ISR, OSR, log start, LEO, HW and, on a leader, each follower's LEO,
+// AR, ISR, OSR, log start, LEO, HW, the LSO and the open transactions
+// (producer id, epoch, first offset) that hold it below the HW, and, on a leader, each follower's LEO,
 // records behind, time since caught up and time left before
 // replica.lag.time.max.ms removes it from the ISR; for a compacted log,
 // its dirty ratio; the replication throttles (KIP-73) that apply to it;
@@ -17,7 +18,7 @@
 // protocol.RequestObserver, so those packages report events through small
 // interfaces they declare and never import Prometheus. Gauges (under-
 // replicated partitions, follower lag, controller state, consumer-group
-// lag, the log cleaner's LogCleaner and LogCleanerManager gauges, and the
+// lag, each partition's LastStableOffsetLag (HW - LSO), the log cleaner's LogCleaner and LogCleanerManager gauges, and the
 // LeaderReplication and FollowerReplication byte-rate of the replication
 // quotas) are computed from partition.Manager's PartitionStatus,
 // CleanerStatus and ReplicationByteRates and the controller when scraped,

@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,11 +30,39 @@ type Controller interface {
 }
 
 // Groups is the group coordinator's committed offsets, for consumer lag;
-// group.Coordinator implements it.
+// group.Coordinator implements it. Its offsets come from one of the two
+// FetchOffsets forms below: group.Coordinator gains requireStable with
+// transactions (issue 18, OffsetFetch v7+), and observe takes either so
+// that it builds on both sides of that change.
 type Groups interface {
 	ListGroups() ([]group.GroupListing, error)
+}
+
+// stableOffsetFetcher is group.Coordinator's FetchOffsets since issue 18.
+type stableOffsetFetcher interface {
+	FetchOffsets(groupID string, tps []cluster.TopicPartition, requireStable bool) (map[cluster.TopicPartition]group.Offset, error)
+}
+
+// offsetFetcher is group.Coordinator's FetchOffsets before issue 18.
+type offsetFetcher interface {
 	FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error)
 }
+
+// fetchOffsets is g's committed offsets of groupID. The lag is measured
+// from what is committed, so a transactional commit still pending is not
+// asked to be stable (it counts once its marker is written).
+func fetchOffsets(g Groups, groupID string) (map[cluster.TopicPartition]group.Offset, error) {
+	switch f := g.(type) {
+	case stableOffsetFetcher:
+		return f.FetchOffsets(groupID, nil, false)
+	case offsetFetcher:
+		return f.FetchOffsets(groupID, nil)
+	}
+	return nil, errNoOffsets
+}
+
+// errNoOffsets: the Groups source has neither FetchOffsets form.
+var errNoOffsets = errors.New("observe: the group source has no FetchOffsets")
 
 var _ partition.ReassignmentMetrics = (*Observer)(nil)
 
@@ -134,9 +163,14 @@ const (
 	mPartUnder         = "kafka_cluster_partition_underreplicated"
 	mPartIsrCount      = "kafka_cluster_partition_insyncreplicascount"
 	mPartReplicasCount = "kafka_cluster_partition_replicascount"
-	mLogEnd            = "kafka_log_log_logendoffset"
-	mLogStart          = "kafka_log_log_logstartoffset"
-	mGroupLag          = "kafka_consumergroup_lag"
+	// kafka.cluster:type=Partition,name=LastStableOffsetLag: Kafka has no
+	// LastStableOffset gauge of its own (kafka.log:type=Log has
+	// LogStartOffset, LogEndOffset, NumLogSegments and Size), only this
+	// lag, HW - LSO, for every partition on the broker.
+	mPartLSOLag = "kafka_cluster_partition_laststableoffsetlag"
+	mLogEnd     = "kafka_log_log_logendoffset"
+	mLogStart   = "kafka_log_log_logstartoffset"
+	mGroupLag   = "kafka_consumergroup_lag"
 	// kafka.log:type=LogCleanerManager,name=... and
 	// kafka.log:type=LogCleaner,name=...: the exporters keep the hyphens
 	// of these names as underscores.
@@ -302,6 +336,7 @@ var (
 	dPartUnder       = prometheus.NewDesc(mPartUnder, "1 if this broker leads the partition and its ISR is smaller than AR (Partition UnderReplicated).", []string{"topic", "partition"}, nil)
 	dPartIsr         = prometheus.NewDesc(mPartIsrCount, "ISR size, on the leader (Partition InSyncReplicasCount).", []string{"topic", "partition"}, nil)
 	dPartReplicas    = prometheus.NewDesc(mPartReplicasCount, "AR size, on the leader (Partition ReplicasCount).", []string{"topic", "partition"}, nil)
+	dPartLSOLag      = prometheus.NewDesc(mPartLSOLag, "HW minus LSO of this replica: how far open transactions hold read_committed consumers back (Partition LastStableOffsetLag).", []string{"topic", "partition"}, nil)
 	dLogEnd          = prometheus.NewDesc(mLogEnd, "This replica's log end offset (Log LogEndOffset).", []string{"topic", "partition"}, nil)
 	dLogStart        = prometheus.NewDesc(mLogStart, "This replica's log start offset (Log LogStartOffset).", []string{"topic", "partition"}, nil)
 	dMaxDirty        = prometheus.NewDesc(mMaxDirtyPercent, "100 times the largest dirty ratio of the compacted logs at the cleaner's last scan (LogCleanerManager max-dirty-percent).", nil, nil)
@@ -321,7 +356,7 @@ var (
 
 func (statusCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{dUnderReplicated, dPartitionCount, dLeaderCount, dReassigning, dActive, dOffline,
-		dPurgatory, dFetcherLag, dPartUnder, dPartIsr, dPartReplicas, dLogEnd, dLogStart, dGroupLag,
+		dPurgatory, dFetcherLag, dPartUnder, dPartIsr, dPartReplicas, dPartLSOLag, dLogEnd, dLogStart, dGroupLag,
 		dMaxDirty, dUncleanable, dRecopy, dMaxCleanTime, dMaxBufferUtil, dDeadThreads,
 		dLeaderReplRate, dFollowerReplRate} {
 		ch <- d
@@ -345,6 +380,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 		hws[tp] = st.HighWatermark
 		gauge(dLogEnd, float64(st.LogEndOffset), t, p)
 		gauge(dLogStart, float64(st.LogStartOffset), t, p)
+		gauge(dPartLSOLag, float64(max(0, st.HighWatermark-st.LastStableOffset)), t, p)
 		if st.Role == partition.RoleLeader {
 			leaders++
 			if len(st.AddingReplicas)+len(st.RemovingReplicas) > 0 {
@@ -402,7 +438,7 @@ func (c statusCollector) Collect(ch chan<- prometheus.Metric) {
 func (o *Observer) collectGroupLag(hws map[cluster.TopicPartition]int64, gauge func(*prometheus.Desc, float64, ...string)) {
 	groups, _ := o.cfg.Sources.Groups.ListGroups()
 	for _, g := range groups {
-		offs, err := o.cfg.Sources.Groups.FetchOffsets(g.Group, nil)
+		offs, err := fetchOffsets(o.cfg.Sources.Groups, g.Group)
 		if err != nil {
 			continue
 		}

@@ -49,7 +49,11 @@ func seed000() fakePartitions {
 	return fakePartitions{
 		{TopicPartition: cluster.TopicPartition{Topic: "seed", Partition: 0}, Role: partition.RoleLeader,
 			Leader: 1, LeaderEpoch: 3, Replicas: []int32{1, 2, 3, 4}, Isr: []int32{1, 2, 3},
-			LogEndOffset: 5, HighWatermark: 4, LogStartOffset: 0, LeaderHighWatermark: -1,
+			LogEndOffset: 5, HighWatermark: 4, LastStableOffset: 2, LogStartOffset: 0, LeaderHighWatermark: -1,
+			OngoingTxns: []partition.OngoingTxn{
+				{ProducerID: 9, ProducerEpoch: 1, FirstOffset: 3, LastTimestamp: 1700000000000},
+				{ProducerID: 7, ProducerEpoch: 4, FirstOffset: 2, LastTimestamp: 1700000000001},
+			},
 			Followers: []partition.FollowerStatus{
 				{BrokerID: 2, LogEndOffset: 5, LastCaughtUpTime: now.Add(-100 * time.Millisecond)},
 				{BrokerID: 3, LogEndOffset: 4, LastCaughtUpTime: now.Add(-7 * time.Second)},
@@ -57,7 +61,7 @@ func seed000() fakePartitions {
 			}},
 		{TopicPartition: cluster.TopicPartition{Topic: "seed", Partition: 1}, Role: partition.RoleFollower,
 			Leader: 2, LeaderEpoch: 1, Replicas: []int32{2, 1}, Isr: []int32{2, 1},
-			LogEndOffset: 7, HighWatermark: 7, LeaderHighWatermark: 9, Compacted: true, DirtyRatio: 0.25},
+			LogEndOffset: 7, HighWatermark: 7, LastStableOffset: 7, LeaderHighWatermark: 9, Compacted: true, DirtyRatio: 0.25},
 	}
 }
 
@@ -102,6 +106,14 @@ func TestObserveViewSeed000(t *testing.T) {
 		if got != w {
 			t.Errorf("follower %d: got %+v, want %+v", w.id, got, w)
 		}
+	}
+	// The LSO beside the HW, and the open transactions by first offset.
+	if p.LastStableOffset != 2 || len(p.OngoingTxns) != 2 || p.OngoingTxns[0].ProducerID != 7 || p.OngoingTxns[0].FirstOffset != 2 ||
+		p.OngoingTxns[1].ProducerID != 9 || p.OngoingTxns[1].ProducerEpoch != 1 {
+		t.Errorf("LSO %d, ongoing transactions %+v: want 2 and pid 7 at 2, then pid 9 epoch 1 at 3", p.LastStableOffset, p.OngoingTxns)
+	}
+	if f := v.Partitions[1]; f.OngoingTxns == nil || len(f.OngoingTxns) != 0 || f.LastStableOffset != 7 {
+		t.Errorf("follower without open transactions: LSO %d, %v; want 7 and an empty list", f.LastStableOffset, f.OngoingTxns)
 	}
 	if f := v.Partitions[1]; f.Followers != nil || f.LeaderHighWatermark == nil || *f.LeaderHighWatermark != 9 || len(f.OSR) != 0 {
 		t.Errorf("follower view: %+v", f)
@@ -157,6 +169,8 @@ func TestObserveMetricNames(t *testing.T) {
 		`kafka_cluster_partition_insyncreplicascount{partition="0",topic="seed"} 3`,
 		`kafka_cluster_partition_replicascount{partition="0",topic="seed"} 4`,
 		`kafka_log_log_logendoffset{partition="0",topic="seed"} 5`,
+		`kafka_cluster_partition_laststableoffsetlag{partition="0",topic="seed"} 2`,
+		`kafka_cluster_partition_laststableoffsetlag{partition="1",topic="seed"} 0`,
 		`kafka_consumergroup_lag{consumergroup="g",partition="1",topic="seed"} 5`,
 		"kafka_log_logcleanermanager_max_dirty_percent 25",
 		`kafka_log_logcleanermanager_uncleanable_partitions_count{logDirectory="/data/a"} 1`,
@@ -190,7 +204,11 @@ func TestObservePartitionsJSONAndPage(t *testing.T) {
 	html := get(t, o.Handler(), "/")
 	for _, s := range []string{`<meta http-equiv="refresh"`, `<table id="partitions">`, `data-topic="seed" data-partition="0" data-role="leader"`,
 		`<td class="name osr">[4]</td>`, `<td class="hw">4</td>`, `<td class="removal">3000</td>`, `(OSR)`,
-		`<th>dirty ratio</th>`, `<td class="dirty">0.25</td>`} {
+		`<th>dirty ratio</th>`, `<td class="dirty">0.25</td>`,
+		`<th>HW</th><th>LSO</th>`, `<td class="hw">4</td><td class="lso">2</td>`, `<td class="hw">7</td><td class="lso">7</td>`,
+		`data-topic="seed" data-partition="0" data-producer-id="7"`,
+		`producer id <span class="pid">7</span>, epoch <span class="pepoch">4</span>, first offset <span class="first">2</span>`,
+		`producer id <span class="pid">9</span>, epoch <span class="pepoch">1</span>, first offset <span class="first">3</span>`} {
 		if !strings.Contains(html, s) {
 			t.Errorf("page lacks %q", s)
 		}
@@ -202,5 +220,50 @@ func TestObservePartitionsJSONAndPage(t *testing.T) {
 	o.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/nope", nil))
 	if rec.Code != 404 {
 		t.Errorf("GET /nope: %d", rec.Code)
+	}
+}
+
+// stableGroups has group.Coordinator's FetchOffsets since issue 18 (with
+// requireStable) and records what it was asked.
+type stableGroups struct {
+	fakeGroups
+	asked *[]bool
+}
+
+func (f stableGroups) FetchOffsets(g string, _ []cluster.TopicPartition, requireStable bool) (map[cluster.TopicPartition]group.Offset, error) {
+	*f.asked = append(*f.asked, requireStable)
+	return f.fakeGroups[g], nil
+}
+
+// listOnly has no FetchOffsets at all.
+type listOnly struct{ fakeGroups }
+
+func (l listOnly) FetchOffsets() {}
+
+// TestObserveGroupLagBothFetchOffsets: the lag gauge works with either
+// form of group.Coordinator's FetchOffsets, asks the newer one for
+// committed offsets without requiring them stable, and exports no lag
+// from a source without FetchOffsets.
+func TestObserveGroupLagBothFetchOffsets(t *testing.T) {
+	const lag = `kafka_consumergroup_lag{consumergroup="g",partition="1",topic="seed"} 5`
+	groups := fakeGroups{"g": {{Topic: "seed", Partition: 1}: {Offset: 2}}}
+	var asked []bool
+	for _, tc := range []struct {
+		name string
+		g    Groups
+		want bool
+	}{
+		{"before issue 18", groups, true},
+		{"with requireStable", stableGroups{groups, &asked}, true},
+		{"no FetchOffsets", listOnly{groups}, false},
+	} {
+		o := New(Config{BrokerID: 1, ReplicaLagTimeMax: 10 * time.Second, Now: func() time.Time { return now }})
+		o.SetSources(Sources{Partitions: seed000(), Groups: tc.g})
+		if got := strings.Contains(get(t, o.Handler(), "/metrics"), "\n"+lag+"\n"); got != tc.want {
+			t.Errorf("%s: lag exported %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if len(asked) != 1 || asked[0] {
+		t.Errorf("requireStable asked %v, want one call with false", asked)
 	}
 }

@@ -41,6 +41,7 @@ tr.under td { background: #fff3f0; }
 .bar .leo { position: absolute; left: 0; top: 0; height: 12px; background: #eb5; }
 .bar .f { position: absolute; top: 0; height: 12px; background: #36c; }
 .osr { color: #c33; font-weight: bold; }
+tr.txn td { color: #555; font-size: 0.9em; background: #fffbe8; }
 tr.adding td { color: #555; font-size: 0.9em; background: #f3f7ff; }
 .throttled { color: #a60; font-weight: bold; }
 .due { color: #c33; font-weight: bold; }
@@ -56,7 +57,8 @@ JSON: <a href="/v1/partitions">/v1/partitions</a>, metrics: <a href="/metrics">/
 <p id="throttle">Replication throttle: leader.replication.throttled.rate {{rate .LeaderRate}}, throttled bytes sent {{printf "%.0f" .LeaderByteRate}} B/s;
 follower.replication.throttled.rate {{rate .FollowerRate}}, throttled bytes fetched {{printf "%.0f" .FollowerByteRate}} B/s.</p>
 {{- end}}
-<p class="legend">AR = ISR + OSR. Consumers read below HW (the smallest LEO in the ISR).
+<p class="legend">AR = ISR + OSR. Consumers read below HW (the smallest LEO in the ISR); read_committed consumers below LSO
+(the first offset of the oldest open transaction, or HW if there is none).
 <span style="background:#4a9"></span>committed (&lt; HW)
 <span style="background:#eb5"></span>written, not committed (HW … LEO)
 <span style="background:#36c"></span>follower LEO</p>
@@ -64,7 +66,7 @@ follower.replication.throttled.rate {{rate .FollowerRate}}, throttled bytes fetc
 <thead><tr>
 <th class="name">topic</th><th>partition</th><th class="name">role</th><th>leader</th><th>leader epoch</th>
 <th class="name">AR</th><th class="name">ISR</th><th class="name">OSR</th>
-<th>log start</th><th>LEO</th><th>HW</th><th class="name">log</th>
+<th>log start</th><th>LEO</th><th>HW</th><th>LSO</th><th class="name">log</th>
 <th>records behind</th><th>caught up (ms ago)</th><th>ms until ISR removal</th><th>dirty ratio</th>
 <th class="name">throttled</th><th class="name">reassignment</th>
 </tr></thead>
@@ -74,7 +76,7 @@ follower.replication.throttled.rate {{rate .FollowerRate}}, throttled bytes fetc
 <td class="name topic">{{.Topic}}</td><td class="partition">{{.Partition}}</td><td class="name role">{{.Role}}</td>
 <td class="leader">{{.Leader}}</td><td class="epoch">{{.LeaderEpoch}}</td>
 <td class="name ar">{{ids .Replicas}}</td><td class="name isr">{{ids .ISR}}</td><td class="name osr">{{ids .OSR}}</td>
-<td class="logstart">{{.LogStartOffset}}</td><td class="leo">{{.LogEndOffset}}</td><td class="hw">{{.HighWatermark}}</td>
+<td class="logstart">{{.LogStartOffset}}</td><td class="leo">{{.LogEndOffset}}</td><td class="hw">{{.HighWatermark}}</td><td class="lso">{{.LastStableOffset}}</td>
 <td class="name"><div class="bar"><div class="leo" style="width:{{pct .LogEndOffset .LogStartOffset .LogEndOffset}}%"></div><div class="hw" style="width:{{pct .HighWatermark .LogStartOffset .LogEndOffset}}%"></div></div></td>
 <td>{{if .LeaderHighWatermark}}leader HW {{optn .LeaderHighWatermark}}{{end}}</td><td></td><td></td>
 <td class="dirty">{{if .DirtyRatio}}{{ratio .DirtyRatio}}{{end}}</td>
@@ -83,14 +85,19 @@ follower.replication.throttled.rate {{rate .FollowerRate}}, throttled bytes fetc
 </tr>
 {{- with .Reassignment}}{{range .Adding}}
 <tr class="adding" data-topic="{{$p.Topic}}" data-partition="{{$p.Partition}}" data-broker="{{.BrokerID}}">
-<td class="name" colspan="18">adding replica {{.BrokerID}}{{if .InISR}} (in ISR){{end}}: <span class="left">{{.RecordsLeft}} records, about {{.BytesLeft}} bytes left</span>{{if .Throttled}} <span class="throttled">(throttled by the leader)</span>{{end}}</td>
+<td class="name" colspan="19">adding replica {{.BrokerID}}{{if .InISR}} (in ISR){{end}}: <span class="left">{{.RecordsLeft}} records, about {{.BytesLeft}} bytes left</span>{{if .Throttled}} <span class="throttled">(throttled by the leader)</span>{{end}}</td>
 </tr>
 {{- end}}{{end}}
+{{- range .OngoingTxns}}
+<tr class="txn" data-topic="{{$p.Topic}}" data-partition="{{$p.Partition}}" data-producer-id="{{.ProducerID}}">
+<td class="name" colspan="19">ongoing transaction: producer id <span class="pid">{{.ProducerID}}</span>, epoch <span class="pepoch">{{.ProducerEpoch}}</span>, first offset <span class="first">{{.FirstOffset}}</span></td>
+</tr>
+{{- end}}
 {{- range .Followers}}
 <tr class="follower" data-topic="{{$p.Topic}}" data-partition="{{$p.Partition}}" data-broker="{{.BrokerID}}">
 <td class="name"></td><td></td><td class="name">follower {{.BrokerID}}{{if not .InISR}} <span class="osr">(OSR)</span>{{end}}</td>
 <td></td><td></td><td class="name"></td><td class="name"></td><td class="name"></td><td></td>
-<td class="leo">{{.LogEndOffset}}</td><td></td>
+<td class="leo">{{.LogEndOffset}}</td><td></td><td></td>
 <td class="name"><div class="bar"><div class="f" style="width:{{pct .LogEndOffset $p.LogStartOffset $p.LogEndOffset}}%"></div></div></td>
 <td class="behind">{{optn .RecordsBehind}}</td><td class="caughtup">{{optn .CaughtUpMsAgo}}</td>
 <td class="removal{{if .MsUntilISRRemoval}}{{if eq (optn .MsUntilISRRemoval) "0"}} due{{end}}{{end}}">{{optn .MsUntilISRRemoval}}</td><td></td>
@@ -98,7 +105,7 @@ follower.replication.throttled.rate {{rate .FollowerRate}}, throttled bytes fetc
 </tr>
 {{- end}}
 {{- else}}
-<tr class="empty"><td class="name" colspan="18">no replicas on this broker</td></tr>
+<tr class="empty"><td class="name" colspan="19">no replicas on this broker</td></tr>
 {{- end}}
 </tbody>
 </table>

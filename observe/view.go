@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -76,6 +77,12 @@ type PartitionView struct {
 	LogStartOffset int64   `json:"log_start_offset"`
 	LogEndOffset   int64   `json:"log_end_offset"`
 	HighWatermark  int64   `json:"high_watermark"`
+	// LastStableOffset is min(first offset of an open transaction, HW):
+	// read_committed consumers read below it.
+	LastStableOffset int64 `json:"last_stable_offset"`
+	// OngoingTxns are the replica's open transactions, by first offset
+	// (never nil).
+	OngoingTxns []OngoingTxnView `json:"ongoing_transactions"`
 	// UnderReplicated: this broker leads and the ISR is smaller than AR.
 	UnderReplicated bool `json:"under_replicated"`
 	// Followers is set on a leader: what it knows of each follower.
@@ -95,6 +102,17 @@ type PartitionView struct {
 	// Reassignment is set while a reassignment of the partition is in
 	// progress.
 	Reassignment *ReassignmentView `json:"reassignment,omitempty"`
+}
+
+// OngoingTxnView is one open transaction on a replica: its producer and
+// the offset of its first batch here, which holds the LSO back.
+type OngoingTxnView struct {
+	ProducerID    int64 `json:"producer_id"`
+	ProducerEpoch int16 `json:"producer_epoch"`
+	FirstOffset   int64 `json:"first_offset"`
+	// LastTimestamp is the producer's last batch time (ms since the
+	// epoch), as DescribeProducers reports it.
+	LastTimestamp int64 `json:"last_timestamp"`
 }
 
 // FollowerView is one follower as its leader sees it.
@@ -135,6 +153,7 @@ func partitionView(st partition.ReplicaStatus, lag time.Duration, now time.Time)
 		Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
 		Replicas: nonNil(st.Replicas), ISR: nonNil(st.Isr), OSR: osr(st.Replicas, st.Isr),
 		LogStartOffset: st.LogStartOffset, LogEndOffset: st.LogEndOffset, HighWatermark: st.HighWatermark,
+		LastStableOffset: st.LastStableOffset, OngoingTxns: ongoingTxns(st.OngoingTxns),
 		UnderReplicated: underReplicated(st),
 	}
 	if st.Compacted {
@@ -189,6 +208,17 @@ func reassignmentView(st partition.ReplicaStatus) *ReassignmentView {
 		v.Adding = append(v.Adding, a)
 	}
 	return v
+}
+
+// ongoingTxns is the open transactions by first offset, never nil.
+func ongoingTxns(txns []partition.OngoingTxn) []OngoingTxnView {
+	out := make([]OngoingTxnView, 0, len(txns))
+	for _, t := range txns {
+		out = append(out, OngoingTxnView{ProducerID: t.ProducerID, ProducerEpoch: t.ProducerEpoch,
+			FirstOffset: t.FirstOffset, LastTimestamp: t.LastTimestamp})
+	}
+	slices.SortFunc(out, func(a, b OngoingTxnView) int { return cmp.Compare(a.FirstOffset, b.FirstOffset) })
+	return out
 }
 
 // throttleView is the quotas' figures.

@@ -28,8 +28,24 @@ package protocol
 //     topic: INVALID_RECORD; a timestamp outside
 //     message.timestamp.difference.max.ms: INVALID_TIMESTAMP), the
 //     RecordErrors naming each record by its index in the batch, as
-//     Kafka's RecordValidationException becomes a PartitionResponse. Transactional
-//     produce is not special-cased: the batches go to the replica.
+//     Kafka's RecordValidationException becomes a PartitionResponse.
+//   - Transactional batches (attribute bit 0x10) need the request's
+//     TransactionalID: without one every partition answers
+//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53), as Kafka's authorization
+//     of a null id does, and nothing is appended. Transactional batches of
+//     more than one producer id answer INVALID_PRODUCER_ID_MAPPING (49) on
+//     every partition, as Kafka's handleProduceAppend throws.
+//   - KIP-890 part 1 (Config.TxnVerification, with Replicas implementing
+//     TxnPartitions): for each partition with a transactional batch the
+//     replica gives a verification guard unless the producer already has
+//     an ongoing transaction there; the partitions that need one are
+//     verified with the transaction coordinator in one call (verifyInTxn:
+//     the local Transactions or TxnVerifier to its broker), and each
+//     verified partition is appended with its guard (AppendWith). A marker
+//     for the producer in between clears the guard, and the append fails
+//     INVALID_TXN_STATE. Coordinator answers map as Kafka's
+//     (verificationFailure): not in the transaction INVALID_TXN_STATE,
+//     fenced INVALID_PRODUCER_EPOCH, anything retriable NOT_ENOUGH_REPLICAS.
 
 import (
 	"context"
@@ -60,6 +76,10 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 		failed = true
 	}
 
+	// Transactional batches: the request's producer, refusals of the
+	// whole request, and the guards of verified partitions.
+	txnState, whole := s.prepareTxnProduce(ctx, rc, req, validAcks)
+
 	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	for ti, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
@@ -69,7 +89,10 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			tv := txnState[tp]
 			switch {
+			case whole != nil:
+				setErr(&rp, whole.code, whole.err)
 			case !validAcks:
 				setErr(&rp, kerr.InvalidRequiredAcks.Code, fmt.Errorf("acks %d is not -1, 0 or 1", req.Acks))
 			case p.Records == nil:
@@ -78,8 +101,19 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 				// Only the group coordinator writes __consumer_offsets (through
 				// Replicas, not Produce), as Kafka refuses clients.
 				setErr(&rp, kerr.InvalidTopicException.Code, fmt.Errorf("cannot append to internal topic %s", t.Topic))
+			case tv.err != nil:
+				setErr(&rp, s.partitionErrorCode(ctx, rc, tp, tv.err, s.produceErrorCode, &created), tv.err)
 			default:
-				res, err := s.cfg.Replicas.Append(tp, p.Records, req.Acks)
+				var (
+					res partition.AppendResult
+					err error
+				)
+				if tv.transactional {
+					res, err = s.cfg.Replicas.(TxnPartitions).AppendWith(tp, p.Records,
+						partition.AppendOptions{Acks: req.Acks, Origin: partition.OriginClient, VerificationGuard: tv.guard})
+				} else {
+					res, err = s.cfg.Replicas.Append(tp, p.Records, req.Acks)
+				}
 				if err != nil {
 					setErr(&rp, s.partitionErrorCode(ctx, rc, tp, err, s.produceErrorCode, &created), err)
 					break
@@ -115,6 +149,97 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 		return nil, nil
 	}
 	return resp, nil
+}
+
+// txnProduce is one partition's transactional batches after
+// verification: appended with AppendWith and guard (transactional), or
+// failed with err before any append.
+type txnProduce struct {
+	transactional bool
+	guard         uint64
+	err           error
+}
+
+// wholeProduceError fails every partition of a Produce request.
+type wholeProduceError struct {
+	code int16
+	err  error
+}
+
+// prepareTxnProduce finds the partitions with transactional batches and,
+// with verification on, gets their guards and verifies those that need
+// it with the coordinator. It returns their state, absent for partitions
+// without transactional batches (and for all when Replicas does not
+// implement TxnPartitions: they are appended as any batch), or an error
+// for the whole request.
+func (s *Server) prepareTxnProduce(ctx context.Context, rc *reqContext, req *kmsg.ProduceRequest, validAcks bool) (map[cluster.TopicPartition]txnProduce, *wholeProduceError) {
+	var (
+		out           map[cluster.TopicPartition]txnProduce
+		producerID    int64
+		producerEpoch int16
+		found         bool
+		needVerify    []cluster.TopicPartition
+	)
+	tpr, canVerify := s.cfg.Replicas.(TxnPartitions)
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			bp := scanBatches(p.Records)
+			if !bp.transactional {
+				continue
+			}
+			if req.TransactionID == nil {
+				return nil, &wholeProduceError{kerr.TransactionalIDAuthorizationFailed.Code,
+					errors.New("transactional records in a produce request without a transactional id")}
+			}
+			if bp.mixed || (found && bp.producerID != producerID) {
+				return nil, &wholeProduceError{kerr.InvalidProducerIDMapping.Code,
+					errors.New("transactional records contained more than one producer id")}
+			}
+			found, producerID, producerEpoch = true, bp.producerID, bp.producerEpoch
+			if !canVerify {
+				continue
+			}
+			if out == nil {
+				out = map[cluster.TopicPartition]txnProduce{}
+			}
+			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			tv := txnProduce{transactional: true}
+			// The request is refused for these anyway: no guard, no call.
+			if !validAcks || cluster.IsInternalTopic(t.Topic) || !s.cfg.TxnVerification {
+				out[tp] = tv
+				continue
+			}
+			guard, needed, err := tpr.TxnVerificationGuard(tp, producerID)
+			switch {
+			case err != nil:
+				tv.err = err
+			case needed:
+				tv.guard = guard
+				needVerify = append(needVerify, tp)
+			}
+			out[tp] = tv
+		}
+	}
+	if len(needVerify) == 0 {
+		return out, nil
+	}
+	errs, err := s.verifyInTxn(ctx, *req.TransactionID, producerID, producerEpoch, needVerify)
+	for _, tp := range needVerify {
+		e := err
+		if e == nil {
+			e = errs[tp]
+		}
+		if e != nil {
+			tv := out[tp]
+			tv.err = verificationFailure(e)
+			out[tp] = tv
+		}
+	}
+	if err != nil {
+		requestEvent(s.log.Debug(), rc).Err(err).Str("transactional_id", *req.TransactionID).
+			Int64("producer_id", producerID).Msg("transaction verification failed")
+	}
+	return out, nil
 }
 
 // produceWait is an acks=all partition's append to wait for: the

@@ -19,9 +19,15 @@ package protocol
 //     MinBytes read, the request waits on Replicas.Changed and re-reads
 //     after each signal, until MinBytes is reached, MaxWaitMillis passes or
 //     the server closes. Only this connection is parked; no lock is held.
-//   - HighWatermark, LogStartOffset from the read; LastStableOffset is the
-//     HW (no transactions here, so read_committed equals read_uncommitted);
-//     AbortedTransactions empty; PreferredReadReplica -1 (v11+).
+//   - IsolationLevel: a consumer's (ReplicaID -1) read_committed (1) read
+//     stops at the last stable offset and answers the aborted
+//     transactions overlapping the returned records (a list, empty when
+//     none, as Kafka's); read_uncommitted answers AbortedTransactions null.
+//     A follower's fetch is always read_uncommitted. Any other isolation
+//     level reads as read_committed, as Kafka's FetchRequest.isolationLevel
+//     maps every non-zero byte.
+//   - HighWatermark, LastStableOffset (every version from 4) and
+//     LogStartOffset from the read; PreferredReadReplica -1 (v11+).
 //   - A failed partition has HW, LSO and log start offset -1, as in Kafka.
 //   - Replication throttle (KIP-73): Read returns nothing for a leader-
 //     throttled replica while the leader quota is exceeded; once the
@@ -109,6 +115,10 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 	resp.SessionID = 0
 
 	replicaID := replicaIDOf(req)
+	var isolation int8
+	if replicaID < 0 && req.IsolationLevel != 0 {
+		isolation = 1
+	}
 	remaining := min(req.MaxBytes, fetchMaxBytesLimit)
 	if remaining < 0 {
 		remaining = 0
@@ -141,6 +151,7 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 				ReplicaID:          replicaID,
 				CurrentLeaderEpoch: epoch,
 				LogStartOffset:     p.LogStartOffset,
+				IsolationLevel:     isolation,
 				Buf:                *buf,
 			})
 			if err != nil {
@@ -151,12 +162,20 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 				continue
 			}
 			rp.HighWatermark = res.HighWatermark
-			rp.LastStableOffset = res.HighWatermark
+			rp.LastStableOffset = res.LastStableOffset
 			rp.LogStartOffset = res.LogStartOffset
 			rp.PreferredReadReplica = -1
 			rp.AbortedTransactions = nil
+			if isolation == 1 {
+				rp.AbortedTransactions = make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(res.AbortedTransactions))
+			}
 			if n := int32(len(res.Records)); n > 0 {
 				if total == 0 || n <= remaining {
+					for _, a := range res.AbortedTransactions {
+						at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+						at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+						rp.AbortedTransactions = append(rp.AbortedTransactions, at)
+					}
 					rp.RecordBatches = res.Records
 					total += int64(n)
 					if res.Throttled {

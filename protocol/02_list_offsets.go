@@ -18,8 +18,10 @@ package protocol
 //     for a timestamp with no offset below the high watermark, answers
 //     OFFSET_NOT_AVAILABLE while a new leader's high watermark lags the
 //     start of its leader epoch (KIP-207); clients retry it.
-//   - IsolationLevel is accepted and ignored: with no transactions the
-//     last stable offset is the high watermark.
+//   - IsolationLevel (v2+): a consumer's read_committed (1) request is
+//     bounded by the last stable offset instead of the high watermark
+//     (partition.AskerCommittedConsumer), with KIP-207's check as for
+//     read_uncommitted; v0-1 have no isolation level.
 
 import (
 	"context"
@@ -38,6 +40,8 @@ func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kms
 	// path where KIP-207's OFFSET_NOT_AVAILABLE comes from.
 	asker := partition.AskerReplica
 	switch {
+	case req.ReplicaID == -1 && req.Version >= 2 && req.IsolationLevel == 1:
+		asker = partition.AskerCommittedConsumer
 	case req.ReplicaID == -1 && req.Version >= 1:
 		asker = partition.AskerConsumer
 	case req.ReplicaID == -1:

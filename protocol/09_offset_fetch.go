@@ -10,8 +10,11 @@ package protocol
 //     the top-level ErrorCode from v2; at v0-1 they go on every partition.
 //   - v8+ carries many groups (Groups), each answered with its own error;
 //     v9's member id and epoch (KIP-848) are ignored: classic groups do
-//     not check them. RequireStable (v7+) needs nothing: there are no
-//     transactional offset commits.
+//     not check them.
+//   - RequireStable (v7+, KIP-447) goes to Groups.FetchOffsets: a
+//     partition with a pending transactional commit (or one waiting for
+//     replication) answers offset -1 with UNSTABLE_OFFSET_COMMIT (88),
+//     which the consumer retries.
 //   - Kafka 2.x reads v0 from ZooKeeper; here every version reads
 //     __consumer_offsets.
 
@@ -50,7 +53,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, rc *reqContext, req *kmsg.
 					}
 				}
 			}
-			topics, err := s.fetchOffsets(g.Group, tps)
+			topics, err := s.fetchOffsets(rc, g.Group, tps, req.RequireStable)
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group = g.Group
 			rg.ErrorCode = s.errorCode(rc, err)
@@ -61,6 +64,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, rc *reqContext, req *kmsg.
 					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 					rp.Partition, rp.Offset, rp.LeaderEpoch = p.partition, p.offset.Offset, p.offset.LeaderEpoch
 					rp.Metadata = kmsg.StringPtr(p.offset.Metadata)
+					rp.ErrorCode = p.code
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				rg.Topics = append(rg.Topics, rt)
@@ -78,7 +82,7 @@ func (s *Server) handleOffsetFetch(_ context.Context, rc *reqContext, req *kmsg.
 			}
 		}
 	}
-	topics, err := s.fetchOffsets(req.Group, tps)
+	topics, err := s.fetchOffsets(rc, req.Group, tps, req.Version >= 7 && req.RequireStable)
 	code := s.errorCode(rc, err)
 	if req.Version >= 2 {
 		resp.ErrorCode = code
@@ -109,12 +113,14 @@ func (s *Server) handleOffsetFetch(_ context.Context, rc *reqContext, req *kmsg.
 }
 
 // fetchOffsets reads one group's offsets for tps (nil: all it has),
-// grouped by topic in request order (sorted for "all").
-func (s *Server) fetchOffsets(groupID string, tps []cluster.TopicPartition) ([]fetchedTopic, error) {
-	offsets, err := s.cfg.Groups.FetchOffsets(groupID, tps)
+// grouped by topic in request order (sorted for "all"); a partition's
+// Offset.Err (requireStable) becomes its error code.
+func (s *Server) fetchOffsets(rc *reqContext, groupID string, tps []cluster.TopicPartition, requireStable bool) ([]fetchedTopic, error) {
+	offsets, err := s.cfg.Groups.FetchOffsets(groupID, tps, requireStable)
 	if err != nil {
 		return nil, err
 	}
+
 	if tps == nil {
 		for tp := range offsets {
 			tps = append(tps, tp)
@@ -126,7 +132,15 @@ func (s *Server) fetchOffsets(groupID string, tps []cluster.TopicPartition) ([]f
 			return tps[i].Partition < tps[j].Partition
 		})
 	}
-	return groupTPs(tps, offsets), nil
+	topics := groupTPs(tps, offsets)
+	for i := range topics {
+		for j := range topics[i].partitions {
+			if err := topics[i].partitions[j].offset.Err; err != nil {
+				topics[i].partitions[j].code = s.errorCode(rc, err)
+			}
+		}
+	}
+	return topics, nil
 }
 
 func groupTPs(tps []cluster.TopicPartition, offsets map[cluster.TopicPartition]group.Offset) []fetchedTopic {

@@ -17,10 +17,23 @@ package protocol
 //     compression, offsets.topic.compression.codec). Compaction keeps the
 //     topic bounded by the live groups and offsets, since the coordinator
 //     writes tombstones for deleted groups and expired offsets.
-//   - Key type 1 (transactional id) answers INVALID_REQUEST with a
-//     message: there is no transaction coordinator, and an error a client
-//     does not retry is more honest than COORDINATOR_NOT_AVAILABLE
-//     forever. Other types are INVALID_REQUEST as in Kafka.
+//   - Key type 1 (transactional id, with Config.Transactions): the leader
+//     of partition Transactions.PartitionFor(key) of __transaction_state,
+//     created on first use like __consumer_offsets with
+//     transaction.state.log.num.partitions and .replication.factor and
+//     Kafka's TransactionStateManager.transactionTopicConfigs:
+//     cleanup.policy=compact, min.insync.replicas =
+//     transaction.state.log.min.isr, segment.bytes =
+//     transaction.state.log.segment.bytes,
+//     unclean.leader.election.enable=false, and compression.type=producer
+//     where Kafka sets uncompressed: this broker's topic configs take only
+//     producer (it never recompresses), and the coordinator's batches are
+//     uncompressed, so the stored bytes are the same. Without Config.Transactions key type
+//     1 answers INVALID_REQUEST with a message: there is no transaction
+//     coordinator, and an error a client does not retry is more honest
+//     than COORDINATOR_NOT_AVAILABLE forever. Key type 0 without
+//     Config.Groups answers the same way. Other types are
+//     INVALID_REQUEST as in Kafka.
 //   - v4+ batches keys (CoordinatorKeys in, Coordinators out), each with
 //     its own error; before v4 the one key's answer is the top level.
 //     ErrorMessage from v1.
@@ -36,10 +49,14 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/txn"
 )
 
 // offsetsTopic is the internal topic of the group coordinator.
 const offsetsTopic = group.Topic
+
+// transactionTopic is the internal topic of the transaction coordinator.
+const transactionTopic = txn.Topic
 
 type coordinatorAnswer struct {
 	nodeID int32
@@ -80,23 +97,32 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqContext, keyType in
 	fail := func(code int16, msg string) coordinatorAnswer {
 		return coordinatorAnswer{nodeID: -1, host: "", port: -1, code: code, msg: msg}
 	}
-	switch keyType {
-	case 0:
-	case 1:
+	var (
+		topic  string
+		p      int32
+		create func(context.Context, *reqContext) error
+	)
+	switch {
+	case keyType == 0 && s.cfg.Groups != nil:
+		topic, p, create = offsetsTopic, s.cfg.Groups.PartitionFor(key), s.createOffsetsTopic
+	case keyType == 0:
+		return fail(kerr.InvalidRequest.Code, "consumer groups are not supported by this broker")
+	case keyType == 1 && s.cfg.Transactions != nil:
+		topic, p, create = transactionTopic, s.cfg.Transactions.PartitionFor(key), s.createTransactionTopic
+	case keyType == 1:
 		return fail(kerr.InvalidRequest.Code, "transactions are not supported by this broker")
 	default:
 		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("unknown coordinator type %d", keyType))
 	}
-	info, ok := s.cfg.Metadata.Topic(offsetsTopic)
+	info, ok := s.cfg.Metadata.Topic(topic)
 	if !ok {
-		if err := s.createOffsetsTopic(ctx, rc); err != nil {
+		if err := create(ctx, rc); err != nil {
 			return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
 		}
-		if info, ok = s.cfg.Metadata.Topic(offsetsTopic); !ok {
+		if info, ok = s.cfg.Metadata.Topic(topic); !ok {
 			return fail(kerr.CoordinatorNotAvailable.Code, "")
 		}
 	}
-	p := s.cfg.Groups.PartitionFor(key)
 	leader := cluster.NoLeader
 	for _, pi := range info.Partitions {
 		if pi.Partition == p {
@@ -144,6 +170,48 @@ func (s *Server) createOffsetsTopic(ctx context.Context, rc *reqContext) error {
 	}
 	s.log.Warn().Err(err).Str("topic", offsetsTopic).Msg("creating the offsets topic failed")
 	return err
+}
+
+// createTransactionTopic creates __transaction_state, or says why not,
+// as createOffsetsTopic.
+func (s *Server) createTransactionTopic(ctx context.Context, rc *reqContext) error {
+	tt := s.cfg.TransactionTopic
+	if alive := len(s.cfg.Metadata.Brokers()); alive < int(tt.ReplicationFactor) {
+		return fmt.Errorf("number of alive brokers %d does not meet the required replication factor %d for the transactions state topic (transaction.state.log.replication.factor)",
+			alive, tt.ReplicationFactor)
+	}
+	actx, cancel := adminTimeout(ctx, 0)
+	defer cancel()
+	err := s.cfg.Admin.CreateTopic(actx, CreateTopicRequest{
+		Name: transactionTopic, NumPartitions: tt.Partitions, ReplicationFactor: tt.ReplicationFactor,
+		Configs: transactionTopicConfigs(tt),
+	})
+	switch {
+	case err == nil:
+		s.log.Info().Str("topic", transactionTopic).Int32("partitions", tt.Partitions).
+			Int16("replication_factor", tt.ReplicationFactor).Str("remote_addr", rc.remoteAddr).Msg("created the transaction state topic")
+		return nil
+	case errors.Is(err, cluster.ErrTopicExists):
+		return nil
+	}
+	s.log.Warn().Err(err).Str("topic", transactionTopic).Msg("creating the transaction state topic failed")
+	return err
+}
+
+// transactionTopicConfigs are the configs __transaction_state is created
+// with, as Kafka's TransactionStateManager.transactionTopicConfigs:
+// compacted (the coordinator rewrites each id's state) and never elected
+// uncleanly (a lost state write could reopen a completed transaction).
+// Kafka's compression.type=uncompressed is producer here (see the file
+// comment).
+func transactionTopicConfigs(tt TransactionTopicConfig) map[string]string {
+	return map[string]string{
+		"cleanup.policy":                 "compact",
+		"min.insync.replicas":            strconv.FormatInt(int64(tt.MinISR), 10),
+		"segment.bytes":                  strconv.FormatInt(tt.SegmentBytes, 10),
+		"unclean.leader.election.enable": "false",
+		"compression.type":               "producer",
+	}
 }
 
 // offsetsTopicConfigs are the configs __consumer_offsets is created with,

@@ -35,6 +35,10 @@ const (
 	needsRecordDeleter                    // Config.Replicas implements RecordDeleter
 	needsLogDirs                          // Config.Replicas implements LogDirs
 	needsClusterControl                   // Config.Admin implements ClusterControl
+	needsCoordinator                      // Config.Groups or Config.Transactions is set
+	needsTransactions                     // Config.Transactions is set
+	needsTxnPartitions                    // Config.Replicas implements TxnPartitions
+	needsTxnGroups                        // Config.Transactions is set and Config.Groups implements TxnGroups
 )
 
 // supportedAPIs is the one table of what this package can serve. A
@@ -60,7 +64,20 @@ const (
 //     gets UNSUPPORTED_VERSION and retries at 3.
 //   - CreateTopics 0-7, DeleteTopics 0-6, InitProducerId 0-4,
 //     DescribeConfigs 0-4: the versions up to which nothing in the request
-//     needs features we lack (v5 InitProducerId is KIP-890 transactions).
+//     needs features we lack (InitProducerId v5 only adds KIP-890 part 2's
+//     TRANSACTION_ABORTABLE).
+//   - The transaction keys (Config.Transactions) stop before KIP-890 part
+//     2 (TRANSACTION_ABORTABLE, epoch bump per transaction):
+//     AddPartitionsToTxn 0-4 (v4 is the brokers' batched form with
+//     VerifyOnly, KIP-890 part 1; v5 adds TRANSACTION_ABORTABLE),
+//     AddOffsetsToTxn 0-3 and EndTxn 0-3 (v4 TRANSACTION_ABORTABLE, EndTxn
+//     v5 the epoch bump), TxnOffsetCommit 0-3 (v3 is KIP-447's group
+//     metadata, v4 TRANSACTION_ABORTABLE, v6 topic ids),
+//     DescribeTransactions 0 and ListTransactions 0 (v1 is KIP-994's
+//     duration filter, v2 a transactional id pattern). The partition
+//     leader's keys (Config.Replicas implements TxnPartitions):
+//     WriteTxnMarkers 0-1 (v2 carries KIP-890 part 2's transaction
+//     version) and DescribeProducers 0, the whole range.
 //   - The group keys (Config.Groups) stop before topic ids and KIP-848's
 //     consumer protocol: OffsetCommit 0-9 and OffsetFetch 0-9 (v10 uses
 //     topic ids; OffsetFetch v8+ is kgo's multi-group layout),
@@ -92,7 +109,7 @@ var supportedAPIs = []apiRange{
 	{key: 7, min: 0, max: 3, needs: needsControlPlane},    // ControlledShutdown
 	{key: 8, min: 0, max: 9, needs: needsGroups},          // OffsetCommit
 	{key: 9, min: 0, max: 9, needs: needsGroups},          // OffsetFetch
-	{key: 10, min: 0, max: 4, needs: needsGroups},         // FindCoordinator
+	{key: 10, min: 0, max: 4, needs: needsCoordinator},    // FindCoordinator
 	{key: 11, min: 0, max: 9, needs: needsGroups},         // JoinGroup
 	{key: 12, min: 0, max: 4, needs: needsGroups},         // Heartbeat
 	{key: 13, min: 0, max: 5, needs: needsGroups},         // LeaveGroup
@@ -105,6 +122,11 @@ var supportedAPIs = []apiRange{
 	{key: 21, min: 0, max: 2, needs: needsRecordDeleter},  // DeleteRecords
 	{key: 22, min: 0, max: 4},                             // InitProducerId
 	{key: 23, min: 0, max: 4, needs: needsLeaderEpochs},   // OffsetForLeaderEpoch
+	{key: 24, min: 0, max: 4, needs: needsTransactions},   // AddPartitionsToTxn
+	{key: 25, min: 0, max: 3, needs: needsTransactions},   // AddOffsetsToTxn
+	{key: 26, min: 0, max: 3, needs: needsTransactions},   // EndTxn
+	{key: 27, min: 0, max: 1, needs: needsTxnPartitions},  // WriteTxnMarkers
+	{key: 28, min: 0, max: 3, needs: needsTxnGroups},      // TxnOffsetCommit
 	{key: 32, min: 0, max: 4},                             // DescribeConfigs
 	{key: 33, min: 0, max: 1, needs: needsConfigAdmin},    // AlterConfigs
 	{key: 35, min: 0, max: 2, needs: needsLogDirs},        // DescribeLogDirs
@@ -116,6 +138,9 @@ var supportedAPIs = []apiRange{
 	{key: 46, min: 0, max: 0, needs: needsClusterControl}, // ListPartitionReassignments
 	{key: 47, min: 0, max: 0, needs: needsGroups},         // OffsetDelete
 	{key: 60, min: 0, max: 1},                             // DescribeCluster
+	{key: 61, min: 0, max: 0, needs: needsTxnPartitions},  // DescribeProducers
+	{key: 65, min: 0, max: 0, needs: needsTransactions},   // DescribeTransactions
+	{key: 66, min: 0, max: 0, needs: needsTransactions},   // ListTransactions
 }
 
 // servedAPIs returns the rows of supportedAPIs that cfg can serve.
@@ -131,6 +156,10 @@ func servedAPIs(cfg *Config) []apiRange {
 		case r.needs == needsRecordDeleter && !implements[RecordDeleter](cfg.Replicas):
 		case r.needs == needsLogDirs && !implements[LogDirs](cfg.Replicas):
 		case r.needs == needsClusterControl && !implements[ClusterControl](cfg.Admin):
+		case r.needs == needsCoordinator && cfg.Groups == nil && cfg.Transactions == nil:
+		case r.needs == needsTransactions && cfg.Transactions == nil:
+		case r.needs == needsTxnPartitions && !implements[TxnPartitions](cfg.Replicas):
+		case r.needs == needsTxnGroups && (cfg.Transactions == nil || !implements[TxnGroups](cfg.Groups)):
 		default:
 			out = append(out, r)
 		}
@@ -271,6 +300,29 @@ func (s *Server) handle(ctx context.Context, rc *reqContext, req kmsg.Request) (
 		return s.handleDeleteGroups(ctx, rc, r)
 	case *kmsg.OffsetDeleteRequest:
 		return s.handleOffsetDelete(ctx, rc, r)
+	}
+	return s.handleTxnKeys(ctx, rc, req)
+}
+
+// handleTxnKeys runs the handlers of the transaction keys.
+func (s *Server) handleTxnKeys(ctx context.Context, rc *reqContext, req kmsg.Request) (kmsg.Response, error) {
+	switch r := req.(type) {
+	case *kmsg.AddPartitionsToTxnRequest:
+		return s.handleAddPartitionsToTxn(ctx, rc, r)
+	case *kmsg.AddOffsetsToTxnRequest:
+		return s.handleAddOffsetsToTxn(ctx, rc, r)
+	case *kmsg.EndTxnRequest:
+		return s.handleEndTxn(ctx, rc, r)
+	case *kmsg.WriteTxnMarkersRequest:
+		return s.handleWriteTxnMarkers(ctx, rc, r)
+	case *kmsg.TxnOffsetCommitRequest:
+		return s.handleTxnOffsetCommit(ctx, rc, r)
+	case *kmsg.DescribeProducersRequest:
+		return s.handleDescribeProducers(ctx, rc, r)
+	case *kmsg.DescribeTransactionsRequest:
+		return s.handleDescribeTransactions(ctx, rc, r)
+	case *kmsg.ListTransactionsRequest:
+		return s.handleListTransactions(ctx, rc, r)
 	}
 	return s.handleClusterControl(ctx, rc, req)
 }

@@ -62,6 +62,8 @@ const (
 	clientStopReplicaVersion          int16 = 3
 	clientUpdateMetadataVersion       int16 = 6
 	clientControlledShutdownVersion   int16 = 3
+	clientWriteTxnMarkersVersion      int16 = 1
+	clientAddPartitionsToTxnVersion   int16 = 4 // the brokers' form, with VerifyOnly
 )
 
 // ErrClientClosed is returned by BrokerClient methods after Close.
@@ -83,6 +85,16 @@ const (
 	// and StopReplica — to this broker itself when it is the controller —
 	// and those must not queue behind the request that caused them.
 	purposeShutdown
+	// purposeTxnMarkers: the transaction coordinator's WriteTxnMarkers,
+	// which the leader answers once the markers are replicated (up to
+	// request.timeout.ms): never behind or in front of controller or
+	// follower traffic.
+	purposeTxnMarkers
+	// purposeTxnVerify: a partition leader's AddPartitionsToTxn VerifyOnly
+	// to a transaction coordinator, for a producer's first transactional
+	// batch on a partition. Apart from the markers, so that a produce
+	// never waits behind another transaction's replication.
+	purposeTxnVerify
 )
 
 func (p connPurpose) String() string {
@@ -91,6 +103,10 @@ func (p connPurpose) String() string {
 		return "fetch"
 	case purposeControl:
 		return "control"
+	case purposeTxnMarkers:
+		return "txn_markers"
+	case purposeTxnVerify:
+		return "txn_verify"
 	default:
 		return "shutdown"
 	}
@@ -422,6 +438,143 @@ func (c *BrokerClient) ControlledShutdown(ctx context.Context, controller cluste
 	}
 	return out, nil
 }
+
+// TxnMarkerFor is one marker of a WriteTxnMarkers request and the
+// partitions it is written to.
+type TxnMarkerFor struct {
+	partition.TxnMarker
+	Partitions []cluster.TopicPartition
+}
+
+// errNoAnswer is a partition a response left out: the request may have
+// been applied or not, so it is retriable, as a lost connection.
+var errNoAnswer = fmt.Errorf("no answer for the partition: %w", cluster.ErrBrokerNotAvailable)
+
+// WriteTxnMarkers sends markers to broker to, the leader of their
+// partitions (WriteTxnMarkers v1), and returns each partition's outcome:
+// nil once its marker is written and replicated, else an error wrapping
+// partition's sentinel (ErrNotLeader, ErrUnknownTopicOrPartition,
+// ErrNotEnoughReplicas, ErrInvalidProducerEpoch,
+// ErrTransactionCoordinatorFenced, ...) and the kerr error. A partition
+// the response leaves out gets an error wrapping
+// cluster.ErrBrokerNotAvailable. The map is keyed by partition, so a
+// request should name each partition once (one producer's markers). An
+// error means the request as a whole failed. Markers go on a connection of
+// their own, as the leader holds the answer until they are replicated.
+func (c *BrokerClient) WriteTxnMarkers(ctx context.Context, to cluster.Broker, markers []TxnMarkerFor) (map[cluster.TopicPartition]error, error) {
+	kreq := kmsg.NewPtrWriteTxnMarkersRequest()
+	kreq.Version = clientWriteTxnMarkersVersion
+	for _, m := range markers {
+		km := kmsg.NewWriteTxnMarkersRequestMarker()
+		km.ProducerID, km.ProducerEpoch = m.ProducerID, m.ProducerEpoch
+		km.Committed, km.CoordinatorEpoch = m.Commit, m.CoordinatorEpoch
+		topics, byTopic := topicOrder(m.Partitions, func(tp cluster.TopicPartition) string { return tp.Topic })
+		for _, t := range topics {
+			kt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			kt.Topic = t
+			for _, tp := range byTopic[t] {
+				kt.Partitions = append(kt.Partitions, tp.Partition)
+			}
+			km.Topics = append(km.Topics, kt)
+		}
+		kreq.Markers = append(kreq.Markers, km)
+	}
+	addr, err := c.address(to)
+	if err != nil {
+		return nil, fmt.Errorf("WriteTxnMarkers to broker %d: %w", to.ID, err)
+	}
+	// The leader waits up to request.timeout.ms for replication before it
+	// answers: that wait is part of the request.
+	kresp, _, err := c.roundTrip(ctx, connKey{to.ID, purposeTxnMarkers}, addr, kreq, txnRequestTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("WriteTxnMarkers to broker %d: %w", to.ID, err)
+	}
+	got := map[cluster.TopicPartition]error{}
+	for _, m := range kresp.(*kmsg.WriteTxnMarkersResponse).Markers {
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+				if err := errorFromCode(p.ErrorCode); err != nil {
+					got[tp] = fmt.Errorf("marker for producer %d on %s at broker %d: %w", m.ProducerID, tp, to.ID, err)
+				} else {
+					got[tp] = nil
+				}
+			}
+		}
+	}
+	out := map[cluster.TopicPartition]error{}
+	for _, m := range markers {
+		for _, tp := range m.Partitions {
+			err, ok := got[tp]
+			if !ok {
+				err = fmt.Errorf("marker for producer %d on %s at broker %d: %w", m.ProducerID, tp, to.ID, errNoAnswer)
+			}
+			out[tp] = err
+		}
+	}
+	return out, nil
+}
+
+// VerifyPartitionsInTxn asks broker to, the transaction coordinator of
+// transactionalID, whether tps are in the producer's ongoing transaction
+// (AddPartitionsToTxn v4 with VerifyOnly, KIP-890 part 1): TxnVerifier.
+// Each partition's outcome is nil (in the transaction) or an error
+// wrapping the txn sentinel of its code (txn.ErrInvalidTxnState, also
+// partition.ErrInvalidTxnState; txn.ErrProducerFenced, ...), and the kerr
+// error; a partition the response leaves out gets an error wrapping
+// cluster.ErrBrokerNotAvailable. An error means the request as a whole
+// failed (the top-level error code: txn.ErrNotCoordinator, ...).
+func (c *BrokerClient) VerifyPartitionsInTxn(ctx context.Context, to cluster.Broker, transactionalID string, producerID int64, producerEpoch int16, tps []cluster.TopicPartition) (map[cluster.TopicPartition]error, error) {
+	kreq := kmsg.NewPtrAddPartitionsToTxnRequest()
+	kreq.Version = clientAddPartitionsToTxnVersion
+	tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly = transactionalID, producerID, producerEpoch, true
+	topics, byTopic := topicOrder(tps, func(tp cluster.TopicPartition) string { return tp.Topic })
+	for _, t := range topics {
+		kt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		kt.Topic = t
+		for _, tp := range byTopic[t] {
+			kt.Partitions = append(kt.Partitions, tp.Partition)
+		}
+		tr.Topics = append(tr.Topics, kt)
+	}
+	kreq.Transactions = append(kreq.Transactions, tr)
+	kresp, err := c.control(ctx, to, purposeTxnVerify, kreq)
+	if err != nil {
+		return nil, fmt.Errorf("verify transaction %s at broker %d: %w", transactionalID, to.ID, err)
+	}
+	resp := kresp.(*kmsg.AddPartitionsToTxnResponse)
+	if err := errorFromCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("verify transaction %s at broker %d: %w", transactionalID, to.ID, err)
+	}
+	got := map[cluster.TopicPartition]error{}
+	for _, rt := range resp.Transactions {
+		if rt.TransactionalID != transactionalID {
+			continue
+		}
+		for _, t := range rt.Topics {
+			for _, p := range t.Partitions {
+				tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+				if err := errorFromCode(p.ErrorCode); err != nil {
+					got[tp] = fmt.Errorf("verify %s in transaction %s at broker %d: %w", tp, transactionalID, to.ID, err)
+				} else {
+					got[tp] = nil
+				}
+			}
+		}
+	}
+	out := make(map[cluster.TopicPartition]error, len(tps))
+	for _, tp := range tps {
+		err, ok := got[tp]
+		if !ok {
+			err = fmt.Errorf("verify %s in transaction %s at broker %d: %w", tp, transactionalID, to.ID, errNoAnswer)
+		}
+		out[tp] = err
+	}
+	return out, nil
+}
+
+var _ TxnVerifier = (*BrokerClient)(nil)
 
 // control sends req to broker to on its endpoint for our listener.
 func (c *BrokerClient) control(ctx context.Context, to cluster.Broker, purpose connPurpose, req kmsg.Request) (kmsg.Response, error) {

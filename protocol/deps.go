@@ -6,6 +6,7 @@ import (
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/txn"
 )
 
 // Replicas is the broker's store of partition replicas. partition.Manager
@@ -213,8 +214,10 @@ type Groups interface {
 	LeaveGroup(groupID string, members []group.LeaveMember) ([]error, error)
 	CommitOffsets(ctx context.Context, req group.CommitRequest) (map[cluster.TopicPartition]error, error)
 	// FetchOffsets returns committed offsets of tps (nil: all); partitions
-	// without a commit are absent.
-	FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error)
+	// without a commit are absent. With requireStable (OffsetFetch v7+,
+	// KIP-447) a partition whose commit is not stable yet comes back with
+	// Offset.Err set (group.ErrUnstableOffsetCommit).
+	FetchOffsets(groupID string, tps []cluster.TopicPartition, requireStable bool) (map[cluster.TopicPartition]group.Offset, error)
 	ListGroups() ([]group.GroupListing, error)
 	DescribeGroup(groupID string) (group.GroupDescription, error)
 	DeleteGroups(ctx context.Context, groupIDs []string) map[string]error
@@ -228,4 +231,84 @@ type OffsetsTopicConfig struct {
 	Partitions        int32 // offsets.topic.num.partitions
 	ReplicationFactor int16 // offsets.topic.replication.factor
 	SegmentBytes      int64 // offsets.topic.segment.bytes
+}
+
+// The transaction keys (InitProducerId with a transactional id,
+// AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
+// DescribeTransactions, ListTransactions, FindCoordinator key type 1) are
+// served and advertised only when Config.Transactions is set; the
+// partition leader's side of transactions (WriteTxnMarkers,
+// DescribeProducers, verified transactional produce) only when
+// Config.Replicas implements TxnPartitions.
+
+// Transactions is the transaction coordinator (txn.Coordinator implements
+// it). Its errors are txn.Err* sentinels, mapped in errors.go.
+type Transactions interface {
+	// PartitionFor is the partition of __transaction_state holding
+	// transactionalID.
+	PartitionFor(transactionalID string) int32
+	InitProducerID(ctx context.Context, req txn.InitRequest) (producerID int64, producerEpoch int16, err error)
+	// AddPartitions adds tps to the producer's transaction: per-partition
+	// errors, or one error for all.
+	AddPartitions(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, tps []cluster.TopicPartition) (map[cluster.TopicPartition]error, error)
+	// VerifyPartitions (AddPartitionsToTxn v4 VerifyOnly, KIP-890): nil
+	// for each partition in the producer's ongoing transaction,
+	// txn.ErrInvalidTxnState for the others; an error applies to all.
+	VerifyPartitions(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, tps []cluster.TopicPartition) (map[cluster.TopicPartition]error, error)
+	AddOffsets(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, groupID string) error
+	EndTxn(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, commit bool) error
+	// ListTransactions lists the transactional ids coordinated here whose
+	// state is one of states and producer id one of producerIDs (empty:
+	// any).
+	ListTransactions(states []string, producerIDs []int64) ([]txn.Listing, error)
+	DescribeTransactions(ids []string) []txn.Description
+}
+
+// TxnPartitions is the partition leader's side of transactions, a
+// capability beside Replicas (partition.Manager implements it).
+type TxnPartitions interface {
+	// WriteTxnMarker appends a COMMIT or ABORT control batch as leader of
+	// tp (min.insync.replicas checked as for acks -1); the caller waits
+	// for it with Replicas.WaitCommitted.
+	WriteTxnMarker(tp cluster.TopicPartition, mk partition.TxnMarker) (partition.AppendResult, error)
+	// AppendWith is Replicas.Append with options (the verification guard
+	// of a transactional batch).
+	AppendWith(tp cluster.TopicPartition, records []byte, opts partition.AppendOptions) (partition.AppendResult, error)
+	// TxnVerificationGuard returns (0, false, nil) when producerID has an
+	// ongoing transaction on tp, else a fresh guard to verify with the
+	// coordinator and append with.
+	TxnVerificationGuard(tp cluster.TopicPartition, producerID int64) (guard uint64, needed bool, err error)
+	// DescribeProducers lists the active producers of tp, led here.
+	DescribeProducers(tp cluster.TopicPartition) ([]partition.ProducerInfo, error)
+}
+
+// TxnGroups is the group coordinator's side of transactions, a capability
+// beside Groups (group.Coordinator implements it): TxnOffsetCommit is
+// served only when Groups implements it, and WriteTxnMarkers completes
+// the transactional offsets of a __consumer_offsets partition through it.
+type TxnGroups interface {
+	// CommitTxnOffsets writes the offsets as pending in the producer's
+	// transaction: per-partition errors, or one error for all.
+	CommitTxnOffsets(ctx context.Context, req group.TxnCommitRequest) (map[cluster.TopicPartition]error, error)
+	// CompleteTxn makes the producer's pending offsets of partition p of
+	// __consumer_offsets committed (commit) or drops them, once its
+	// marker there is committed.
+	CompleteTxn(p int32, producerID int64, commit bool)
+}
+
+// TxnVerifier asks another broker's transaction coordinator whether
+// partitions are in a producer's transaction (AddPartitionsToTxn v4 with
+// VerifyOnly); BrokerClient implements it. The answer is as
+// Transactions.VerifyPartitions'.
+type TxnVerifier interface {
+	VerifyPartitionsInTxn(ctx context.Context, to cluster.Broker, transactionalID string, producerID int64, producerEpoch int16, tps []cluster.TopicPartition) (map[cluster.TopicPartition]error, error)
+}
+
+// TransactionTopicConfig is how __transaction_state is created on first
+// use (FindCoordinator key type 1).
+type TransactionTopicConfig struct {
+	Partitions        int32 // transaction.state.log.num.partitions
+	ReplicationFactor int16 // transaction.state.log.replication.factor
+	MinISR            int32 // transaction.state.log.min.isr
+	SegmentBytes      int64 // transaction.state.log.segment.bytes
 }

@@ -38,7 +38,8 @@
 // Exactly the keys and version ranges in supportedAPIs whose dependency is
 // configured are served (LeaderAndIsr, StopReplica, UpdateMetadata and
 // ControlledShutdown need Config.ControlPlane, OffsetForLeaderEpoch
-// Config.LeaderEpochs), and ApiVersions advertises exactly that table. As in Kafka, the connection
+// Config.LeaderEpochs, the transaction keys Config.Transactions or the
+// TxnPartitions capability), and ApiVersions advertises exactly that table. As in Kafka, the connection
 // is closed (nothing is answered) for: a bad size, a frame too short for
 // its header, an unknown or unserved API key, a served key at a version
 // outside its range, a body that does not decode, a handler panic
@@ -47,10 +48,36 @@
 // exception is ApiVersions above our range, which is answered with
 // UNSUPPORTED_VERSION in a v0 body listing the table so that clients
 // retry lower. Trailing bytes after a decoded body are ignored.
-// Transactions, fetch sessions (every Fetch response has session id 0),
-// topic ids, SASL and broker configs are not served. The consumer group
-// keys are served when Config.Groups (the group coordinator, package
-// group) is set; FindCoordinator creates __consumer_offsets on first use.
+// Fetch sessions (every Fetch response has session id 0), topic ids, SASL
+// and KIP-890 part 2 (TRANSACTION_ABORTABLE, an epoch bump per
+// transaction) are not served. The consumer group keys are served when
+// Config.Groups (the group coordinator, package group) is set;
+// FindCoordinator creates __consumer_offsets on first use.
+//
+// # Transactions
+//
+// The transaction keys (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
+// DescribeTransactions, ListTransactions; TxnOffsetCommit when Groups also
+// implements TxnGroups) are served when Config.Transactions (the
+// transaction coordinator, package txn) is set; FindCoordinator key type 1
+// then creates __transaction_state on first use, and InitProducerId with a
+// transactional id goes to it. The partition leader's side
+// (WriteTxnMarkers, DescribeProducers, verified transactional produce) is
+// served when Config.Replicas implements TxnPartitions. Produce refuses
+// transactional batches without a transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and, with Config.TxnVerification
+// (KIP-890 part 1), appends a producer's first transactional batch on a
+// partition only after the coordinator confirms the partition is in its
+// transaction: locally through Transactions when this broker leads the
+// id's __transaction_state partition in the metadata, else through
+// Config.TxnVerifier (BrokerClient.VerifyPartitionsInTxn) to the leader,
+// and with the replica's verification guard, which a marker in between
+// clears. That round trip parks only the producer's connection.
+// WriteTxnMarkers waits for each marker to be replicated before it answers
+// and only then tells the group coordinator (TxnGroups.CompleteTxn) of a
+// marker on __consumer_offsets. Fetch answers the last stable offset and,
+// for read_committed consumers, the aborted transactions; ListOffsets
+// bounds read_committed by the LSO; OffsetFetch passes RequireStable.
 //
 // # Ordering and concurrency
 //
@@ -95,10 +122,13 @@
 // One connection per destination broker and purpose: follower traffic
 // (Fetch, OffsetForLeaderEpoch, and ListOffsets EARLIEST for a fetch
 // offset out of range, partition.EarliestOffsetLister), controller
-// traffic (LeaderAndIsr, UpdateMetadata, StopReplica) and
-// ControlledShutdown never share one, so a long-polling Fetch never
-// delays a LeaderAndIsr, and a controller handling this broker's
-// ControlledShutdown can still reach it. Requests
+// traffic (LeaderAndIsr, UpdateMetadata, StopReplica),
+// ControlledShutdown, the transaction coordinator's WriteTxnMarkers
+// (answered once replicated) and a leader's transaction verification
+// (AddPartitionsToTxn v4 VerifyOnly) never share one, so a long-polling
+// Fetch never delays a LeaderAndIsr, a controller handling this broker's
+// ControlledShutdown can still reach it, and a produce never waits behind
+// another transaction's markers. Requests
 // on one connection go one at a time, under a per-connection semaphore
 // taken with the caller's context; BrokerClient.mu guards only the map of
 // connections and is never held with a semaphore. Requests are framed by

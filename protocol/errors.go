@@ -11,6 +11,7 @@ import (
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/txn"
 )
 
 // errorCodes is the one table from domain errors to Kafka error codes.
@@ -41,6 +42,21 @@ var errorCodes = []struct {
 	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
 	{group.ErrInvalidCommitOffsetSize, kerr.InvalidCommitOffsetSize},
 	{group.ErrRequestTimedOut, kerr.RequestTimedOut},
+	{group.ErrUnstableOffsetCommit, kerr.UnstableOffsetCommit},
+
+	// The transaction coordinator's, first for the same reason: a failed
+	// write to __transaction_state wraps a partition sentinel too.
+	{txn.ErrNotCoordinator, kerr.NotCoordinator},
+	{txn.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress},
+	{txn.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{txn.ErrConcurrentTransactions, kerr.ConcurrentTransactions},
+	{txn.ErrProducerFenced, kerr.ProducerFenced},
+	{txn.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch},
+	{txn.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{txn.ErrInvalidProducerIDMapping, kerr.InvalidProducerIDMapping},
+	{txn.ErrInvalidTransactionTimeout, kerr.InvalidTransactionTimeout},
+	{txn.ErrTransactionalIDNotFound, kerr.TransactionalIDNotFound},
+	{txn.ErrRequestTimedOut, kerr.RequestTimedOut},
 
 	{partition.ErrNotLeader, kerr.NotLeaderForPartition},
 	{partition.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
@@ -61,6 +77,8 @@ var errorCodes = []struct {
 	{partition.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{partition.ErrOffsetNotAvailable, kerr.OffsetNotAvailable},
 	{partition.ErrStorage, kerr.KafkaStorageError},
+	{partition.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{partition.ErrTransactionCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 
 	{cluster.ErrTopicExists, kerr.TopicAlreadyExists},
 	{cluster.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
@@ -94,8 +112,12 @@ var errorCodes = []struct {
 // sentinel an error code in a response stands for. Where two sentinels
 // share a code (UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT), the
 // partition one is chosen, because the follower's fetcher is the caller
-// that acts on them. Every row maps back to its code through errorCodes
-// (TestErrorTableReverse).
+// that acts on them; the coordinator codes (NOT_COORDINATOR, ...) stand
+// for txn's, because the client asks only the transaction coordinator
+// (VerifyPartitionsInTxn); INVALID_TXN_STATE and INVALID_PRODUCER_EPOCH
+// for both partition's and txn's (sentinels), as both a leader
+// (WriteTxnMarkers) and a coordinator answer them. Every row maps back to
+// its code through errorCodes (TestErrorTableReverse).
 var codeErrors = []struct {
 	code *kerr.Error
 	err  error
@@ -111,11 +133,22 @@ var codeErrors = []struct {
 	{kerr.MessageTooLarge, partition.ErrMessageTooLarge},
 	{kerr.RecordListTooLarge, partition.ErrRecordListTooLarge},
 	{kerr.OutOfOrderSequenceNumber, partition.ErrOutOfOrderSequence},
-	{kerr.InvalidProducerEpoch, partition.ErrInvalidProducerEpoch},
+	{kerr.InvalidProducerEpoch, &sentinels{partition.ErrInvalidProducerEpoch, txn.ErrInvalidProducerEpoch}},
 	{kerr.UnknownProducerID, partition.ErrUnknownProducerID},
 	{kerr.FencedLeaderEpoch, partition.ErrFencedLeaderEpoch},
 	{kerr.UnknownLeaderEpoch, partition.ErrUnknownLeaderEpoch},
 	{kerr.KafkaStorageError, partition.ErrStorage},
+	{kerr.InvalidTxnState, &sentinels{partition.ErrInvalidTxnState, txn.ErrInvalidTxnState}},
+	{kerr.TransactionCoordinatorFenced, partition.ErrTransactionCoordinatorFenced},
+
+	{kerr.NotCoordinator, txn.ErrNotCoordinator},
+	{kerr.CoordinatorLoadInProgress, txn.ErrCoordinatorLoadInProgress},
+	{kerr.CoordinatorNotAvailable, txn.ErrCoordinatorNotAvailable},
+	{kerr.ConcurrentTransactions, txn.ErrConcurrentTransactions},
+	{kerr.ProducerFenced, txn.ErrProducerFenced},
+	{kerr.InvalidProducerIDMapping, txn.ErrInvalidProducerIDMapping},
+	{kerr.InvalidTransactionTimeout, txn.ErrInvalidTransactionTimeout},
+	{kerr.TransactionalIDNotFound, txn.ErrTransactionalIDNotFound},
 
 	{kerr.TopicAlreadyExists, cluster.ErrTopicExists},
 	{kerr.InvalidTopicException, cluster.ErrInvalidTopic},
@@ -129,6 +162,14 @@ var codeErrors = []struct {
 	{kerr.StaleBrokerEpoch, cluster.ErrStaleBrokerEpoch},
 	{kerr.BrokerNotAvailable, cluster.ErrBrokerNotAvailable},
 }
+
+// sentinels is one error code standing for several sentinels: errors.Is
+// matches each; its text is the first's. A pointer, so that it is
+// comparable as errors.Is needs.
+type sentinels [2]error
+
+func (e *sentinels) Error() string   { return e[0].Error() }
+func (e *sentinels) Unwrap() []error { return e[:] }
 
 // errorFromCode turns an error code from a response back into an error:
 // nil for 0; for a code in codeErrors, an error wrapping both the

@@ -34,6 +34,10 @@ type fakeReplicas struct {
 	lagging bool
 	// askers records who each ListOffset call was for.
 	askers []partition.OffsetsAsker
+	// lso overrides a partition's last stable offset (else the HW);
+	// aborted are the aborted transactions a read_committed read returns.
+	lso     map[cluster.TopicPartition]int64
+	aborted map[cluster.TopicPartition][]partition.AbortedTransaction
 }
 
 type fakeRead struct {
@@ -191,7 +195,14 @@ func (f *fakeReplicas) Read(tp cluster.TopicPartition, req partition.ReadRequest
 		}
 		out = append(out, b.data...)
 	}
-	return partition.ReadResult{Records: out, HighWatermark: l.hw, LastStableOffset: l.hw, LogStartOffset: l.start}, nil
+	res := partition.ReadResult{Records: out, HighWatermark: l.hw, LastStableOffset: l.hw, LogStartOffset: l.start}
+	if lso, ok := f.lso[tp]; ok {
+		res.LastStableOffset = lso
+	}
+	if req.IsolationLevel == 1 {
+		res.AbortedTransactions = f.aborted[tp]
+	}
+	return res, nil
 }
 
 func (f *fakeReplicas) ListOffset(tp cluster.TopicPartition, timestamp int64, _ int32, asker partition.OffsetsAsker) (int64, int64, int32, error) {

@@ -34,6 +34,9 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, req := range interBrokerSeeds() {
 		f.Add(encodeRequest(3, "broker-2", req), uint16(11))
 	}
+	for _, req := range txnSeeds() {
+		f.Add(encodeRequest(4, "txn", req), uint16(13))
+	}
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff}, uint16(2))
 	f.Add([]byte{0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0}, uint16(1))
 	f.Add([]byte{0, 0, 0, 10, 0x7f, 0xff, 0, 0, 0, 0, 0, 1, 0, 0}, uint16(5))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/partition"
 )
 
 // testOffsetsPartitions is offsets.topic.num.partitions of test brokers.
@@ -202,7 +203,9 @@ func TestGroupOldVersions(t *testing.T) {
 	if e := pr.Topics[0].Partitions[0].ErrorCode; e != kerr.InvalidTopicException.Code {
 		t.Fatalf("produce to __consumer_offsets: %d", e)
 	}
-	// A transactional coordinator is refused with an error clients do not retry.
+	// Without a transaction coordinator, FindCoordinator for a transactional
+	// id is refused with an error clients do not retry.
+	c = startBroker(t, withoutTransactions()).dial(t)
 	fc = kmsg.NewPtrFindCoordinatorRequest()
 	fc.Version, fc.CoordinatorType, fc.CoordinatorKey = 2, 1, "txn"
 	if r := c.roundTrip(fc).(*kmsg.FindCoordinatorResponse); r.ErrorCode != kerr.InvalidRequest.Code {
@@ -226,4 +229,10 @@ func TestFindCoordinatorBatched(t *testing.T) {
 	if _, ok := b.cluster.Topic("__consumer_offsets"); ok {
 		t.Fatal("__consumer_offsets created with 1 broker and replication factor 3")
 	}
+}
+
+// AppendWith makes fakeOffsetsLog a group.Log: the options make no
+// difference to the fake.
+func (f fakeOffsetsLog) AppendWith(tp cluster.TopicPartition, records []byte, opts partition.AppendOptions) (partition.AppendResult, error) {
+	return f.Append(tp, records, opts.Acks)
 }

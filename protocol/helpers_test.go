@@ -26,6 +26,12 @@ type testBroker struct {
 	cluster  *fakeCluster
 	control  *fakeControlPlane
 	epochs   *fakeLeaderEpochs
+	// The transaction fakes: the coordinator, the replicas' and the
+	// group coordinator's transaction capabilities, the remote verifier.
+	txn         *fakeTxn
+	txnReplicas *fakeTxnReplicas
+	txnGroups   *fakeTxnGroups
+	verifier    *fakeVerifier
 	// brokerEpoch is what Config.BrokerEpoch returns.
 	brokerEpoch *atomic.Int64
 	served      chan error
@@ -34,6 +40,20 @@ type testBroker struct {
 type brokerOption func(*Config)
 
 func withoutAutoCreate() brokerOption { return func(c *Config) { c.AutoCreateTopics = false } }
+
+// withoutTransactions drops the transaction coordinator and the
+// transaction capabilities of the replicas and groups.
+func withoutTransactions() brokerOption {
+	return func(c *Config) {
+		c.Transactions, c.TxnVerifier = nil, nil
+		if r, ok := c.Replicas.(*fakeTxnReplicas); ok {
+			c.Replicas = r.fakeReplicas
+		}
+		if g, ok := c.Groups.(*fakeTxnGroups); ok {
+			c.Groups = groupsOnly{g.Coordinator}
+		}
+	}
+}
 
 // clientOnly drops the inter-broker dependencies, leaving a server that
 // serves clients only.
@@ -58,6 +78,8 @@ func startBroker(t *testing.T, opts ...brokerOption) *testBroker {
 	epochs := &fakeLeaderEpochs{answers: map[cluster.TopicPartition]fakeEpochAnswer{}}
 	brokerEpoch := new(atomic.Int64)
 	brokerEpoch.Store(42)
+	tr, ftxn, verifier := newFakeTxnReplicas(r), newFakeTxn(), &fakeVerifier{}
+	tg := &fakeTxnGroups{Coordinator: newTestGroups(t, r)}
 	cfg := Config{
 		BrokerID:                 1,
 		ControlPlane:             control,
@@ -67,19 +89,24 @@ func startBroker(t *testing.T, opts ...brokerOption) *testBroker {
 		AutoCreateTopics:         true,
 		DefaultPartitions:        2,
 		DefaultReplicationFactor: 1,
-		Replicas:                 r,
+		Replicas:                 tr,
 		Metadata:                 c,
 		Admin:                    c,
 		ProducerIDs:              c,
-		Groups:                   newTestGroups(t, r),
+		Groups:                   tg,
 		OffsetsTopic:             OffsetsTopicConfig{Partitions: testOffsetsPartitions, ReplicationFactor: 1, SegmentBytes: 1 << 20},
+		Transactions:             ftxn,
+		TransactionTopic:         TransactionTopicConfig{Partitions: testTxnPartitions, ReplicationFactor: 1, MinISR: 1, SegmentBytes: 1 << 20},
+		TxnVerification:          true,
+		TxnVerifier:              verifier,
 		Log:                      zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	b := &testBroker{srv: NewServer(cfg), addr: l.Addr().String(), port: int32(port), replicas: r, cluster: c,
-		control: control, epochs: epochs, brokerEpoch: brokerEpoch, served: make(chan error, 1)}
+		control: control, epochs: epochs, brokerEpoch: brokerEpoch, served: make(chan error, 1),
+		txn: ftxn, txnReplicas: tr, txnGroups: tg, verifier: verifier}
 	go func() { b.served <- b.srv.Serve(l, "PLAINTEXT") }()
 	t.Cleanup(func() {
 		b.srv.Close()

@@ -732,7 +732,7 @@ func TestClientRedials(t *testing.T) {
 // TestClientOnlyServer: without ControlPlane and LeaderEpochs the
 // inter-broker keys are neither advertised nor served.
 func TestClientOnlyServer(t *testing.T) {
-	b := startBroker(t, clientOnly())
+	b := startBroker(t, clientOnly(), withoutTransactions())
 	c := b.dial(t)
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.Version = 3

@@ -74,6 +74,27 @@ type Config struct {
 	// FindCoordinator creates __consumer_offsets.
 	Groups       Groups
 	OffsetsTopic OffsetsTopicConfig
+	// Transactions, when set, serves the transaction keys
+	// (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
+	// DescribeTransactions, ListTransactions, InitProducerId and
+	// FindCoordinator with a transactional id); TransactionTopic says how
+	// FindCoordinator creates __transaction_state. Without it those keys
+	// are neither served nor advertised, InitProducerId with a
+	// transactional id answers NOT_COORDINATOR and FindCoordinator key
+	// type 1 INVALID_REQUEST.
+	Transactions     Transactions
+	TransactionTopic TransactionTopicConfig
+	// TxnVerification is transaction.partition.verification.enable
+	// (KIP-890 part 1): a transactional batch of a producer with no
+	// ongoing transaction on the partition is appended only after the
+	// transaction coordinator confirms the partition is in the
+	// transaction (locally through Transactions, or through TxnVerifier
+	// to the coordinator's broker).
+	TxnVerification bool
+	// TxnVerifier asks the transaction coordinator on another broker.
+	// Without it, a verification whose coordinator is elsewhere answers
+	// NOT_ENOUGH_REPLICAS (retriable, as Kafka's unreachable coordinator).
+	TxnVerifier TxnVerifier
 	// BrokerEpoch returns this broker's current epoch (the czxid of its
 	// registration znode). A controller request carrying an older one is
 	// refused with STALE_BROKER_EPOCH; while it returns 0 (not registered
@@ -501,6 +522,8 @@ func (f *requestFrame) release(reuse bool) {
 func frameReusable(key int16) bool {
 	switch key {
 	case 0, 1, 2, 3, 8, 9, 10, 12, 18, 23: // Produce, Fetch, ListOffsets, Metadata, OffsetCommit, OffsetFetch, FindCoordinator, Heartbeat, ApiVersions, OffsetForLeaderEpoch
+		return true
+	case 22, 24, 25, 26, 27, 28, 61, 65, 66: // InitProducerId and the transaction keys: strings and numbers only
 		return true
 	}
 	return false

@@ -531,7 +531,7 @@ func TestMetadata(t *testing.T) {
 }
 
 func TestInitProducerID(t *testing.T) {
-	b := startBroker(t)
+	b := startBroker(t, withoutTransactions())
 	c := b.dial(t)
 	req := kmsg.NewPtrInitProducerIDRequest()
 	req.Version = 4

@@ -393,6 +393,8 @@ write_props() {
 		"http.listener=127.0.0.1:$(broker_http_port "$id")"
 		"offsets.topic.replication.factor=$rf"
 		"default.replication.factor=$rf"
+		"transaction.state.log.replication.factor=$rf"
+		"transaction.state.log.min.isr=$((rf < 2 ? rf : 2))"
 	)
 	for kv in $BROKER_OVERRIDES; do
 		[[ $kv =~ ^[a-z0-9._-]+=.*$ ]] || die "BROKER_OVERRIDES: want key=value, got '$kv'"

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -392,6 +394,70 @@ func TestExpiredTransactionalIDsRemoved(t *testing.T) {
 	// A removed id starts afresh with a new producer id.
 	if pid2, e2 := h.init("old", 60000); pid2 == pid || e2 != 0 {
 		t.Fatalf("re-created: %d/%d", pid2, e2)
+	}
+}
+
+// TestExpiryRechecksIDsOfEachBatch: the expiry writes its tombstones in
+// batches of at most 256 KiB and releases c.mu while each replicates. An
+// id chosen for a later batch that a producer re-initialized meanwhile is
+// no longer expired and must keep its state (Kafka re-checks shouldExpire
+// under the lock); the ids still expired are removed.
+func TestExpiryRechecksIDsOfEachBatch(t *testing.T) {
+	log := newFakeLog()
+	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+	old := clock.Now().UnixMilli()
+	const p = int32(0)
+	pad := strings.Repeat("x", 250)
+	var ids []string
+	for i := 0; len(ids) < 1500; i++ {
+		id := fmt.Sprintf("%s-%05d", pad, i)
+		if PartitionFor(id, testPartitions) == p {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	var recs []kv
+	for i, id := range ids {
+		recs = append(recs, kv{txnKey(id), txnValue(transit{producerID: int64(i + 1), producerEpoch: 0, timeoutMs: 1000,
+			state: stateEmpty, startTs: -1, updateTs: old})})
+	}
+	log.appendRaw(t, p, recs)
+	h := newHarnessOn(t, log, clock)
+	h.lead(testLeaderEpoch)
+	target := ids[len(ids)-1] // in the second tombstone batch
+	other := ids[len(ids)-2]  // also in it, still expired
+
+	clock.Advance(7*24*time.Hour + 2*time.Hour)
+	h.log.mu.Lock()
+	h.log.block = true
+	h.log.mu.Unlock()
+	done := make(chan struct{})
+	go func() { h.c.Tick(); close(done) }()
+	<-h.log.waiting // the first tombstone batch replicates, c.mu released
+
+	h.log.mu.Lock()
+	h.log.block = false
+	h.log.mu.Unlock()
+	pid, e, err := h.c.InitProducerID(bg, InitRequest{TransactionalID: target, TransactionTimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.log.release <- struct{}{}
+	<-done
+
+	if d := h.describe(target); d.Err != nil || d.State != "Empty" || d.ProducerID != pid || d.ProducerEpoch != e {
+		t.Fatalf("%q initialized (pid %d epoch %d) during the expiry, then %+v; log %v", target, pid, e, d, h.states(target))
+	}
+	if st := h.states(target); st[len(st)-1] != "Empty" {
+		t.Fatalf("%q tombstoned after its re-initialization: %v", target, st)
+	}
+	if _, err := h.c.AddPartitions(bg, target, pid, e, []cluster.TopicPartition{tp("out", 0)}); err != nil {
+		t.Fatalf("the fresh producer's AddPartitions: %v", err)
+	}
+	for _, id := range []string{ids[0], other} {
+		if d := h.describe(id); !errors.Is(d.Err, ErrTransactionalIDNotFound) {
+			t.Fatalf("expired %q not removed: %+v", id, d)
+		}
 	}
 }
 

@@ -98,7 +98,9 @@
 // Empty, CompleteCommit or CompleteAbort last updated more than
 // IDExpiration ago: their tombstones are written (batches of at most
 // 256 KiB) and the ids dropped once replicated; a failed tombstone write
-// keeps them.
+// keeps them. Each id is checked again under the lock just before its
+// batch is prepared, since the lock is released while an earlier batch
+// replicates and a producer may have re-initialized the id meanwhile.
 //
 // # Storage format
 //

@@ -571,7 +571,11 @@ func (c *Coordinator) removeExpired() {
 			for len(ids) > 0 && size < tombstoneBatchBytes {
 				m := part.txns[ids[0]]
 				ids = ids[1:]
-				if m == nil || m.hasPending {
+				// c.mu was released while the previous batch replicated:
+				// the id may have been re-initialized or started a
+				// transaction since it was chosen, so decide again (as
+				// Kafka re-checks shouldExpire under the metadata lock).
+				if m == nil || m.hasPending || !m.state.expirationAllowed() || m.updateTs > horizon {
 					continue
 				}
 				if _, err := m.prepareDead(); err != nil {

@@ -66,6 +66,19 @@ type Config struct {
 	// Kafka's codec id of the coordinator's writes (0 none, 1 gzip, 2
 	// snappy, 3 lz4, 4 zstd).
 	OffsetsTopicCompressionCodec int8
+	// The transaction coordinator's settings (transaction.*), with Kafka's
+	// defaults.
+	TransactionStateLogNumPartitions     int32
+	TransactionStateLogReplicationFactor int16
+	TransactionStateLogMinISR            int32
+	TransactionStateLogSegmentBytes      int64
+	TransactionMaxTimeout                time.Duration
+	TransactionalIDExpiration            time.Duration
+	TransactionAbortTimedOutInterval     time.Duration
+	TransactionRemoveExpiredInterval     time.Duration
+	// TransactionPartitionVerification is
+	// transaction.partition.verification.enable (KIP-890 part 1).
+	TransactionPartitionVerification bool
 	// HTTPListener is http.listener (host:port, "" for none): where
 	// /metrics, /v1/partitions and the status page are served.
 	HTTPListener string
@@ -114,7 +127,31 @@ var topicDefaultKeys = []struct{ broker, topic string }{
 // keyDefaults lists every key server.properties may set with Kafka's
 // default ("" means unset): cluster's broker key table, the one list of
 // broker keys (DescribeConfigs and dynamic updates read it too).
-var keyDefaults = cluster.StaticBrokerKeyDefaults()
+var keyDefaults = func() map[string]string {
+	d := cluster.StaticBrokerKeyDefaults()
+	for k, v := range txnKeyDefaults {
+		if _, ok := d[k]; !ok {
+			d[k] = v
+		}
+	}
+	return d
+}()
+
+// txnKeyDefaults are the transaction coordinator's keys with Kafka's
+// defaults, for as long as cluster's broker key table does not list them
+// (then its rows win). Like every key of that table they are read-only in
+// Kafka, so only server.properties sets them (buildDynamic).
+var txnKeyDefaults = map[string]string{
+	"transaction.state.log.num.partitions":                        "50",
+	"transaction.state.log.replication.factor":                    "3",
+	"transaction.state.log.min.isr":                               "2",
+	"transaction.state.log.segment.bytes":                         "104857600",
+	"transaction.max.timeout.ms":                                  "900000",
+	"transactional.id.expiration.ms":                              "604800000",
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+	"transaction.remove.expired.transaction.cleanup.interval.ms":  "3600000",
+	"transaction.partition.verification.enable":                   "true",
+}
 
 // ConfigError names the key and what is wrong with it.
 type ConfigError struct {
@@ -249,6 +286,17 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.LogCleanerIOBufferSize = int(p.int("log.cleaner.io.buffer.size", 0, math.MaxInt32))
 	c.LogCleanerIOBufferLoadFactor = p.double("log.cleaner.io.buffer.load.factor", -math.MaxFloat64, math.MaxFloat64)
 	c.LogCleanerBackoff = p.ms("log.cleaner.backoff.ms", 0)
+	// Kafka's TransactionLogConfig and TransactionStateManagerConfig:
+	// each an INT (the replication factor a SHORT) of at least 1.
+	c.TransactionStateLogNumPartitions = int32(p.int("transaction.state.log.num.partitions", 1, math.MaxInt32))
+	c.TransactionStateLogReplicationFactor = int16(p.int("transaction.state.log.replication.factor", 1, math.MaxInt16))
+	c.TransactionStateLogMinISR = int32(p.int("transaction.state.log.min.isr", 1, math.MaxInt32))
+	c.TransactionStateLogSegmentBytes = p.int("transaction.state.log.segment.bytes", 1, math.MaxInt32)
+	c.TransactionMaxTimeout = p.intMs("transaction.max.timeout.ms", 1)
+	c.TransactionalIDExpiration = p.intMs("transactional.id.expiration.ms", 1)
+	c.TransactionAbortTimedOutInterval = p.intMs("transaction.abort.timed.out.transaction.cleanup.interval.ms", 1)
+	c.TransactionRemoveExpiredInterval = p.intMs("transaction.remove.expired.transaction.cleanup.interval.ms", 1)
+	c.TransactionPartitionVerification = p.bool("transaction.partition.verification.enable")
 	c.HTTPListener = p.str("http.listener")
 	if c.HTTPListener != "" {
 		if _, port, err := net.SplitHostPort(c.HTTPListener); err != nil || port == "" {
@@ -370,6 +418,11 @@ func (p *propReader) double(key string, lo, hi float64) float64 {
 
 func (p *propReader) ms(key string, lo int64) time.Duration {
 	return time.Duration(p.int(key, lo, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
+}
+
+// intMs is a key of Kafka's type INT in milliseconds.
+func (p *propReader) intMs(key string, lo int64) time.Duration {
+	return time.Duration(p.int(key, lo, math.MaxInt32)) * time.Millisecond
 }
 
 func (p *propReader) bool(key string) bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/protocol"
+	"github.com/kafkazk/broker/txn"
 	"github.com/kafkazk/broker/zkcoord"
 )
 
@@ -24,6 +25,7 @@ type controlPlane struct {
 	replicas *partition.Manager
 	meta     *protocol.MetadataCache
 	groups   *group.Coordinator // told when it gains or loses __consumer_offsets partitions
+	txns     *txn.Coordinator   // told when it gains or loses __transaction_state partitions
 	log      zerolog.Logger
 
 	// beforeApply, when set (tests), runs between building a
@@ -93,31 +95,52 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 			}
 		}
 	}
-	// After the replicas, and as they applied the states: the coordinator
-	// loads a partition it now leads by reading it, and unloads one it
-	// lost (Kafka's onLeadershipChange). A state the replica ignored as
-	// stale changes nothing, or a stale request could unload the groups
-	// of a partition still led here, or start a load of one followed.
+	// After the replicas, and as they applied the states: a coordinator
+	// (groups for __consumer_offsets, transactions for
+	// __transaction_state) loads a partition it now leads by reading it,
+	// and unloads one it lost (Kafka's onLeadershipChange). A state the
+	// replica ignored as stale changes nothing, or a stale request could
+	// unload the groups or transactions of a partition still led here, or
+	// start a load of one followed.
 	for _, st := range states {
 		tp := st.TopicPartition
 		res := applied[tp]
-		if tp.Topic != group.Topic || c.groups == nil || res.Err != nil || !res.Applied {
+		coord := c.coordinatorOf(tp.Topic)
+		if coord == nil || res.Err != nil || !res.Applied {
 			continue
 		}
 		if res.Role == partition.RoleLeader {
-			c.groups.OnBecomeLeader(tp.Partition, res.LeaderEpoch)
+			coord.OnBecomeLeader(tp.Partition, res.LeaderEpoch)
 		} else {
-			c.groups.OnBecomeFollower(tp.Partition)
+			coord.OnBecomeFollower(tp.Partition)
 		}
 	}
 	return errs, nil
 }
 
+// partitionCoordinator is a coordinator over the partitions of an
+// internal topic that it leads: group.Coordinator and txn.Coordinator.
+type partitionCoordinator interface {
+	OnBecomeLeader(p int32, leaderEpoch int32)
+	OnBecomeFollower(p int32)
+}
+
+// coordinatorOf is the coordinator of topic's partitions, or nil.
+func (c *controlPlane) coordinatorOf(topic string) partitionCoordinator {
+	switch {
+	case topic == group.Topic && c.groups != nil:
+		return c.groups
+	case topic == txn.Topic && c.txns != nil:
+		return c.txns
+	}
+	return nil
+}
+
 // StopReplica stops each partition (partition.Manager.StopReplica, which
 // refuses a stale leader epoch) and only then, for a partition of the
-// offsets topic whose replica stopped, unloads its groups, as Kafka's
-// handleStopReplicaRequest resigns only for partitions stopped without
-// error.
+// offsets or transaction state topic whose replica stopped, unloads its
+// groups or transactions, as Kafka's handleStopReplicaRequest resigns only
+// for partitions stopped without error.
 func (c *controlPlane) StopReplica(_ context.Context, req cluster.StopReplicaRequest) (map[cluster.TopicPartition]error, error) {
 	errs := map[cluster.TopicPartition]error{}
 	for _, tp := range req.Partitions {
@@ -129,8 +152,8 @@ func (c *controlPlane) StopReplica(_ context.Context, req cluster.StopReplicaReq
 		if err != nil {
 			errs[tp] = err
 		}
-		if stopped && tp.Topic == group.Topic && c.groups != nil {
-			c.groups.OnBecomeFollower(tp.Partition)
+		if coord := c.coordinatorOf(tp.Topic); stopped && coord != nil {
+			coord.OnBecomeFollower(tp.Partition)
 		}
 	}
 	return errs, nil

@@ -50,7 +50,7 @@ func TestGroupCoordinatorFollowsAppliedState(t *testing.T) {
 	coordinating := func() error {
 		deadline := time.Now().Add(2 * time.Second)
 		for {
-			_, err := groups.FetchOffsets("g", nil)
+			_, err := groups.FetchOffsets("g", nil, false)
 			if !errors.Is(err, group.ErrCoordinatorLoadInProgress) || time.Now().After(deadline) {
 				return err
 			}

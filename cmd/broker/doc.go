@@ -14,4 +14,19 @@
 // metadata watches and apply the partition states they carry, then serve
 // clients. SIGTERM or SIGINT stops it in the reverse order: stop serving,
 // flush and checkpoint the logs, close the ZooKeeper session.
+//
+// The transaction coordinator (package txn, transaction.* keys) starts
+// after the group coordinator and closes before it, once the server has
+// stopped: it keeps __transaction_state through the replica manager
+// (offsetsLog, shared with the group coordinator), draws producer ids from
+// the allocator the idempotent producers use, and writes markers through
+// markerWriter: one WriteTxnMarkers per leader broker from the metadata
+// cache, a partition missing from the metadata being a deleted topic (the
+// coordinator drops it) and a missing or dead leader, or a leader without
+// the replica, a retriable NOT_LEADER. controlPlane tells it of the
+// __transaction_state partitions this broker leads and stops leading, as
+// it tells the group coordinator of __consumer_offsets. The transaction
+// keys are read-only (server.properties only) as in Kafka; cluster's
+// broker key table does not list them yet, so DescribeConfigs does not
+// show them.
 package main

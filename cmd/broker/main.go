@@ -205,6 +205,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		Metrics:                         partMetrics,
 		Log:                             levels.component(log, "replicas"),
 		Cleaner:                         cleanerConfig(cfg),
+		TxnVerification:                 cfg.TransactionPartitionVerification,
 	})
 	if err != nil {
 		return err
@@ -228,7 +229,23 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	groups.Start()
 	defer groups.Close()
 
+	// The transaction coordinator writes __transaction_state through the
+	// replicas, allocates producer ids from the one allocator the
+	// idempotent producers use, and sends markers through the
+	// inter-broker client to the leaders the metadata cache names. It
+	// closes before the groups and the replicas (defers run in reverse),
+	// after the server stopped taking requests.
 	meta := protocol.NewMetadataCache(session.ClusterID())
+	producerIDs := session.ProducerIDs()
+	txns := newTxnCoordinator(cfg, replicas, producerIDs,
+		&markerWriter{client: client, meta: meta, log: levels.component(log, "txnmarkers")}, levels.component(log, "txn"))
+	txns.Start()
+	defer func() {
+		if err := txns.Close(); err != nil {
+			log.Error().Err(err).Msg("close transaction coordinator")
+		}
+	}()
+
 	srv := protocol.NewServer(protocol.Config{
 		BrokerID:                 cfg.BrokerID,
 		MaxRequestBytes:          cfg.SocketRequestMaxBytes,
@@ -243,12 +260,18 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		Replicas:                 replicas,
 		Metadata:                 meta,
 		Admin:                    &admin{session: session, defaults: cfg.LogDefaults, dyn: dyn, static: cfg.StaticProps, deleteEnabled: cfg.DeleteTopicEnable},
-		ProducerIDs:              session.ProducerIDs(),
+		ProducerIDs:              producerIDs,
 		ControlPlane: &controlPlane{brokerID: cfg.BrokerID, defaults: cfg.LogDefaults, dyn: dyn, session: session,
-			replicas: replicas, meta: meta, groups: groups, log: levels.component(log, "controlplane")},
+			replicas: replicas, meta: meta, groups: groups, txns: txns, log: levels.component(log, "controlplane")},
 		Groups: groups,
 		OffsetsTopic: protocol.OffsetsTopicConfig{Partitions: cfg.OffsetsTopicNumPartitions,
 			ReplicationFactor: cfg.OffsetsTopicReplicationFactor, SegmentBytes: cfg.OffsetsTopicSegmentBytes},
+		Transactions: txns,
+		TransactionTopic: protocol.TransactionTopicConfig{Partitions: cfg.TransactionStateLogNumPartitions,
+			ReplicationFactor: cfg.TransactionStateLogReplicationFactor, MinISR: cfg.TransactionStateLogMinISR,
+			SegmentBytes: cfg.TransactionStateLogSegmentBytes},
+		TxnVerification: cfg.TransactionPartitionVerification,
+		TxnVerifier:     client,
 		LeaderEpochs:    replicas,
 		BrokerEpoch:     session.BrokerEpoch,
 		RequestObserver: reqObserver,

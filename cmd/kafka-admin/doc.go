@@ -9,6 +9,11 @@
 //	kafka-admin configs               kafka-configs.sh: --describe / --alter of topics,
 //	                                  brokers and broker-loggers
 //	kafka-admin consumer-groups       kafka-consumer-groups.sh --delete-offsets
+//	kafka-admin transactions          kafka-transactions.sh: list [--duration-filter ms],
+//	                                  describe --transactional-id ID, describe-producers
+//	                                  --topic T --partition P [--broker-id B], abort --topic T
+//	                                  --partition P --start-offset O (or --producer-id,
+//	                                  --producer-epoch, --coordinator-epoch)
 //
 // Every subcommand takes --bootstrap-server host:port[,host:port] and prints
 // its usage with --help. The JSON files read and written (topics to move,
@@ -17,7 +22,16 @@
 //
 // Requests go through franz-go's kadm: AlterPartitionReassignments (45),
 // ListPartitionReassignments (46), ElectLeaders (43), DescribeConfigs (32),
-// IncrementalAlterConfigs (44), OffsetDelete (47) and Metadata. Throttles are
+// IncrementalAlterConfigs (44), OffsetDelete (47) and Metadata; transactions
+// through ListTransactions (66), DescribeTransactions (65), DescribeProducers
+// (61) and WriteTxnMarkers (27). abort does what kafka-transactions.sh does:
+// DescribeProducers on the partition's leader finds the producer whose
+// CurrentTxnStartOffset is --start-offset, then WriteTxnMarkers to that
+// leader writes an ABORT marker with the producer's id and epoch and its
+// coordinator epoch (0 when it has none). list --duration-filter sends
+// ListTransactions v1's filter where every broker serves v1 and otherwise
+// filters on the start times DescribeTransactions reports. find-hanging is
+// not implemented. Throttles are
 // set as kafka-reassign-partitions.sh sets them (KIP-73): the broker keys
 // leader.replication.throttled.rate and follower.replication.throttled.rate
 // on every broker that sends or receives a moving replica, and the topic keys

@@ -26,6 +26,7 @@ Subcommands:
   leader-election       elect preferred or unclean leaders
   configs               describe or alter topic, broker and broker-logger configs
   consumer-groups       delete a group's committed offsets (--delete-offsets)
+  transactions          list, describe and abort transactions; describe a partition's producers
 
 Run "kafka-admin SUBCOMMAND --help" for a subcommand's flags.
 `
@@ -43,6 +44,7 @@ var subcommands = map[string]subcommand{
 	"leader-election":     cmdLeaderElection,
 	"configs":             cmdConfigs,
 	"consumer-groups":     cmdConsumerGroups,
+	"transactions":        cmdTransactions,
 }
 
 // run is main without the process: it returns the exit status, 0 on

@@ -1,6 +1,9 @@
 // Command kbench measures a Kafka cluster with franz-go: produce throughput
 // by record size and acks, end-to-end latency at a fixed offered rate, and
-// consume throughput from the start of a filled topic. With --compare-kfake
+// consume throughput from the start of a filled topic, and (--scenarios txn,
+// make bench-txn) transactional produce in transactions of --txn-records
+// records beside idempotent produce of the same records, alternating on
+// each target, with the txn/idempotent ratio. With --compare-kfake
 // it runs the same scenarios alternately against the given cluster and an
 // in-process kfake cluster (in memory, no replication), and prints the ratio
 // of the medians.
@@ -71,7 +74,9 @@ func parseArgs(args []string, stderr io.Writer) (kbench.Options, config, error) 
 	fs.BoolVar(&c.onlyKfake, "kfake", false, "run against an in-process kfake cluster only (no --brokers)")
 	fs.IntVar(&c.kfakeBrokers, "kfake-brokers", 3, "brokers in the kfake cluster")
 	fs.Int64Var(&c.kfakeSegment, "kfake-segment-bytes", 0, "kfake's log.segment.bytes (0: kfake's default, 100 MiB)")
-	kinds := fs.String("scenarios", strings.Join(o.Kinds, ","), "scenarios to run: produce,e2e,consume")
+	kinds := fs.String("scenarios", strings.Join(o.Kinds, ","), "scenarios to run: produce,e2e,consume,txn (txn: transactional produce beside idempotent produce, not in the default)")
+	txnRecords := fs.String("txn-records", "10,1000", "txn: records per transaction, one scenario each")
+	fs.IntVar(&o.TxnSize, "txn-size", o.TxnSize, "txn: record size in bytes")
 	sizes := fs.String("sizes", "100,1024", "produce record sizes in bytes")
 	acks := fs.String("acks", "all,1", "produce acks settings: all,1")
 	fs.IntVar(&o.Partitions, "partitions", o.Partitions, "partitions per topic")
@@ -117,13 +122,19 @@ func parseArgs(args []string, stderr io.Writer) (kbench.Options, config, error) 
 	if o.Sizes, err = parseInts(*sizes); err != nil {
 		return o, c, fmt.Errorf("--sizes: %w", err)
 	}
+	if o.TxnRecords, err = parseInts(*txnRecords); err != nil {
+		return o, c, fmt.Errorf("--txn-records: %w", err)
+	}
+	if o.TxnSize < 1 {
+		return o, c, errors.New("--txn-size must be positive")
+	}
 	for _, a := range o.Acks {
 		if a != "all" && a != "1" {
 			return o, c, fmt.Errorf("--acks: %q is neither all nor 1", a)
 		}
 	}
 	for _, k := range o.Kinds {
-		if k != kbench.KindProduce && k != kbench.KindE2E && k != kbench.KindConsume {
+		if k != kbench.KindProduce && k != kbench.KindE2E && k != kbench.KindConsume && k != kbench.KindTxn {
 			return o, c, fmt.Errorf("--scenarios: unknown %q", k)
 		}
 	}
@@ -222,6 +233,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout)
 	if err := kbench.WriteTable(stdout, results); err != nil {
 		return err
+	}
+	for _, r := range results {
+		if r.Scenario.Kind == kbench.KindTxn {
+			fmt.Fprintln(stdout, "\nTransactional produce against idempotent produce, measured alternately on each target (MB/s medians; txn/idempotent below 1 is slower):")
+			fmt.Fprintln(stdout)
+			if err := kbench.WriteTxnTable(stdout, results); err != nil {
+				return err
+			}
+			break
+		}
 	}
 	if compact != nil {
 		fmt.Fprintln(stdout)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -141,5 +142,54 @@ func TestBesideReport(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"--beside-report=" + without}, &out, &errOut); err == nil {
 		t.Error("one file accepted")
+	}
+}
+
+// TestSmokeTxnKfake runs the txn scenarios briefly against kfake (which
+// implements transactions): per transaction size one JSON line whose
+// target has transactional runs, idempotent baseline runs and their
+// ratio, then the txn table. It asserts no speed.
+func TestSmokeTxnKfake(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"--kfake", "--scenarios=txn", "--txn-records=10,1000", "--txn-size=100",
+		"--reps=2", "--warmup=100ms", "--duration=300ms", "--partitions=2"}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	results, err := kbench.ReadResults(strings.NewReader(stdout.String()))
+	if err != nil || len(results) != 2 {
+		t.Fatalf("%d results (%v), want 2:\n%s", len(results), err, stdout.String())
+	}
+	for i, n := range []int{10, 1000} {
+		r := results[i]
+		if r.Scenario.Kind != kbench.KindTxn || r.Scenario.TxnRecords != n || r.Name != fmt.Sprintf("txn 100B x%d/txn acks=all P=2", n) {
+			t.Errorf("result %d: %+v", i, r.Scenario)
+		}
+		tr := r.Targets[0]
+		if len(tr.Runs) != 2 || len(tr.Baseline) != 2 || tr.BaselineMedian == nil || tr.TxnRatio == nil || *tr.TxnRatio <= 0 {
+			t.Errorf("%s: runs %d, baseline %d, median %v, ratio %v", r.Name, len(tr.Runs), len(tr.Baseline), tr.BaselineMedian, tr.TxnRatio)
+		}
+		for _, run := range tr.Runs {
+			if run.Records%int64(n) != 0 || run.Records == 0 {
+				t.Errorf("%s: %d records, not whole transactions of %d", r.Name, run.Records, n)
+			}
+		}
+	}
+	out := stdout.String()
+	i := strings.Index(out, "Transactional produce against idempotent produce")
+	if i < 0 {
+		t.Fatalf("no txn table:\n%s", out)
+	}
+	var rows []string
+	for _, l := range strings.Split(out[i:], "\n") {
+		if strings.HasPrefix(l, "| txn 100B x") {
+			rows = append(rows, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	if !strings.Contains(out[i:], "kfake txn/idempotent") || len(rows) != 2 || strings.Count(rows[1], "|") != 5 ||
+		!strings.HasPrefix(rows[1], "| txn 100B x1000/txn acks=all P=2 |") {
+		t.Errorf("txn table rows %q:\n%s", rows, out[i:])
 	}
 }

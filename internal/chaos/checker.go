@@ -23,13 +23,15 @@ type Anomalies struct {
 	EpochViolation     int // leader_epoch decreased, or two leaders in one epoch
 	ControllerEpoch    int // controller epoch decreased
 	UncleanLeader      int // unclean off, yet a leader outside the last ISR
+	// TxnAnomalies are the transactional checks (txn scenarios only).
+	TxnAnomalies
 }
 
 // Total is the sum of every count that Kafka's promise forbids.
 func (a Anomalies) Total() int {
 	return a.Lost + a.InconsistentOffset + a.Duplicate + a.NonmonotonicPoll + a.PollSkip + a.NonmonotonicSend +
 		a.ReadThenVanished + a.AboveHW + a.FailedVisible + a.Divergent + a.EpochCheckpoint + a.EpochViolation +
-		a.ControllerEpoch + a.UncleanLeader
+		a.ControllerEpoch + a.UncleanLeader + a.TxnTotal()
 }
 
 // CheckInput is what a run hands the checker.
@@ -43,12 +45,16 @@ type CheckInput struct {
 	FinalLeader map[int32]int32
 	// UncleanAllowed turns off the leader-from-last-ISR check.
 	UncleanAllowed bool
+	// Txn is the transactional workload's history, empty unless the
+	// scenario runs it.
+	Txn TxnInput
 }
 
 // CheckResult is the checker's verdict material.
 type CheckResult struct {
 	Anomalies
 	Attempted, OKs, Fails, Infos, InfoSeen int
+	TxnCounts
 	// Examples holds up to 5 instances per anomaly name.
 	Examples map[string][]string
 }
@@ -59,7 +65,8 @@ func (r *CheckResult) note(name, format string, args ...any) {
 	}
 }
 
-// Check runs every check of reliability.md §6.2.
+// Check runs every check of reliability.md §6.2 and, for a transactional
+// history, the checks of issue 18 (checkTxns).
 func Check(in CheckInput) CheckResult {
 	res := CheckResult{Examples: map[string][]string{}}
 	final := map[int32]map[int64]string{}
@@ -256,6 +263,7 @@ func Check(in CheckInput) CheckResult {
 		}
 	}
 	checkSamples(&res, in.Samples, in.UncleanAllowed)
+	checkTxns(&res, in.Txn)
 	return res
 }
 

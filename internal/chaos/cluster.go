@@ -546,6 +546,28 @@ func (c *Cluster) CreateTopic(topic string, partitions int32, configs map[string
 	return c.WaitFullISR(topic, partitions, 45*time.Second)
 }
 
+// ServesTransactions fails unless a broker advertises EndTxn (26) in
+// ApiVersions: brokers without transactions leave the key out.
+func (c *Cluster) ServesTransactions() error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-admin"))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("ApiVersions: %w", err)
+	}
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey == 26 {
+			return nil
+		}
+	}
+	return fmt.Errorf("the broker does not serve transactions (no EndTxn in ApiVersions)")
+}
+
 // WaitFullISR waits until every partition has a leader and all of its
 // assigned replicas (the topic znode's) in its ISR.
 func (c *Cluster) WaitFullISR(topic string, partitions int32, timeout time.Duration) error {

@@ -14,6 +14,19 @@
 // ZooKeeper still reach it. A cut holds bytes rather than dropping or
 // resetting connections, as an iptables DROP does.
 //
+// Transactions (issue 18): a Scenario with Txn set (txn-random-mix, the
+// random SAFE mix) also runs TxnWorkload: kgo transactional producers
+// whose transactions write several values across partitions and commit or
+// abort at random, and a consume-transform-produce loop (kgo's
+// GroupTransactSession) whose input offsets are committed in its
+// transactions, with a read_committed consumer and require_stable samples
+// of the group's offsets. The one Check also runs the transactional checks
+// (txncheck.go): no aborted read (G1a), no precommitted read, committed
+// transactions wholly visible or wholly absent (absent and acknowledged is
+// lost), no duplicate, offsets applied exactly when their transaction
+// commits. The scenario fails with an error on a broker that does not
+// advertise EndTxn.
+//
 // Times in a History are monotonic durations since the run started. The
 // final read stops every broker and reads each replica's segment files,
 // replication-offset-checkpoint and leader-epoch-checkpoint.

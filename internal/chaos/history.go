@@ -35,7 +35,10 @@ type Write struct {
 
 // Poll is what one consumer fetch returned for one partition.
 type Poll struct {
-	Consumer  string
+	Consumer string
+	// Topic is set for the transactional workload's read_committed
+	// polls; the main workload reads one topic and leaves it empty.
+	Topic     string
 	Partition int32
 	At        time.Duration
 	Offsets   []int64
@@ -60,6 +63,10 @@ type History struct {
 	Writes []Write
 	Polls  []Poll
 	Faults []FaultEvent
+	// The transactional workload's (txn scenarios only).
+	Txns         []Txn
+	TxnPolls     []Poll
+	GroupOffsets []GroupOffset
 }
 
 // NewHistory starts the run's monotonic clock.
@@ -78,6 +85,31 @@ func (h *History) addPoll(p Poll) {
 	h.mu.Lock()
 	h.Polls = append(h.Polls, p)
 	h.mu.Unlock()
+}
+
+func (h *History) addTxn(t Txn) {
+	h.mu.Lock()
+	h.Txns = append(h.Txns, t)
+	h.mu.Unlock()
+}
+
+func (h *History) addTxnPoll(p Poll) {
+	h.mu.Lock()
+	h.TxnPolls = append(h.TxnPolls, p)
+	h.mu.Unlock()
+}
+
+func (h *History) addGroupOffset(g GroupOffset) {
+	h.mu.Lock()
+	h.GroupOffsets = append(h.GroupOffsets, g)
+	h.mu.Unlock()
+}
+
+// txnSnapshot copies the transactional workload's records.
+func (h *History) txnSnapshot() ([]Txn, []Poll, []GroupOffset) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Txn(nil), h.Txns...), append([]Poll(nil), h.TxnPolls...), append([]GroupOffset(nil), h.GroupOffsets...)
 }
 
 // Fault records the start of a fault and returns a func recording its end.

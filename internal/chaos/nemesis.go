@@ -265,6 +265,10 @@ type Scenario struct {
 	Profile Profile
 	Desc    string
 	Nemesis func(e *Env)
+	// Txn runs the transactional workload (TxnWorkload) beside the main
+	// one and adds its checks; the run fails with an error on a broker
+	// that does not serve transactions.
+	Txn bool
 }
 
 // Scenarios is the full matrix; randomFor is the random mix's length.
@@ -339,6 +343,8 @@ func Scenarios(randomFor time.Duration) []Scenario {
 			e.ReassignBounce()
 			time.Sleep(5 * time.Second)
 		}),
+		{Name: "txn-random-mix", Profile: TXNSAFE, Txn: true, Nemesis: func(e *Env) { e.Random(randomFor) },
+			Desc: fmt.Sprintf("transactional producers and a consume-transform-produce loop beside the main workload, under the random SAFE mix for %s", randomFor)},
 		{Name: "ack1-cut-then-kill", Profile: ACK1, Desc: "acks=1: leader cut from followers 2.5 s, then kill -9 (loss expected)", Nemesis: func(e *Env) {
 			e.CutThenKill(e.LeaderTarget(), LagTime/2)
 			time.Sleep(5 * time.Second)

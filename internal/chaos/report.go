@@ -10,12 +10,23 @@ import (
 
 func ms(d time.Duration) string { return fmt.Sprintf("%d", d.Milliseconds()) }
 
+// txnCells are the transactional columns: dashes for a scenario without
+// the transactional workload.
+func txnCells(c CheckResult) string {
+	if c.Txns == 0 {
+		return "- | - | - | - | - | -"
+	}
+	a := c.TxnAnomalies
+	return fmt.Sprintf("%d/%d/%d | %d | %d | %d/%d | %d | %d/%d/%d", c.TxnCommitted, c.TxnAborted, c.TxnInfo,
+		a.AbortedRead, a.PrecommittedRead, a.PartialTxn, a.LostTxn, a.TxnDuplicate, a.AbortedOffset, a.MissingOffset, a.OffsetOutput)
+}
+
 // WriteReport writes the Markdown report of a set of results.
 func WriteReport(out io.Writer, results []Result, header string) {
 	fmt.Fprintf(out, "# Chaos report\n\n%s\n\n", header)
 	fmt.Fprintf(out, "Verdicts: SAFE scenarios PASS with zero anomalies; negative controls (ACK1, UNCLEAN) are CAUGHT when the checker reports lost writes.\n\n")
-	fmt.Fprintln(out, "| scenario | profile | verdict | attempted | ok | fail | info (seen) | lost | incons. offset | dup | nonmono poll/send | poll-skip | read-then-vanished | above HW | failed-visible | divergent | epoch/ctrl/unclean | unavail p50/p99/max ms | detect/elect/first-ack ms | ISR -/+ | elections | ack p50/p99 ms | time s |")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(out, "| scenario | profile | verdict | attempted | ok | fail | info (seen) | lost | incons. offset | dup | nonmono poll/send | poll-skip | read-then-vanished | above HW | failed-visible | divergent | epoch/ctrl/unclean | txns commit/abort/info | G1a | precommitted | partial/lost txn | txn dup | offsets aborted/missing/vs output | unavail p50/p99/max ms | detect/elect/first-ack ms | ISR -/+ | elections | ack p50/p99 ms | time s |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		a := r.Check.Anomalies
 		f := r.Figures
@@ -23,11 +34,11 @@ func WriteReport(out io.Writer, results []Result, header string) {
 		if f.Timelines > 0 {
 			tl = fmt.Sprintf("%s/%s/%s", ms(f.Detect), ms(f.Elect), ms(f.FirstAck))
 		}
-		fmt.Fprintf(out, "| %s | %s | **%s** | %d | %d | %d | %d (%d) | %d | %d | %d | %d/%d | %d | %d | %d | %d | %d | %d/%d/%d | %s/%s/%s | %s | %d/%d | %d | %s/%s | %.0f |\n",
+		fmt.Fprintf(out, "| %s | %s | **%s** | %d | %d | %d | %d (%d) | %d | %d | %d | %d/%d | %d | %d | %d | %d | %d | %d/%d/%d | %s | %s/%s/%s | %s | %d/%d | %d | %s/%s | %.0f |\n",
 			r.Scenario, r.Profile, r.Verdict(), r.Check.Attempted, r.Check.OKs, r.Check.Fails, r.Check.Infos, r.Check.InfoSeen,
 			a.Lost, a.InconsistentOffset, a.Duplicate, a.NonmonotonicPoll, a.NonmonotonicSend, a.PollSkip, a.ReadThenVanished,
 			a.AboveHW, a.FailedVisible, a.Divergent+a.EpochCheckpoint, a.EpochViolation, a.ControllerEpoch, a.UncleanLeader,
-			ms(f.UnavailP50), ms(f.UnavailP99), ms(f.UnavailMax), tl, f.ISRShrinks, f.ISRExpands, f.Elections,
+			txnCells(r.Check), ms(f.UnavailP50), ms(f.UnavailP99), ms(f.UnavailMax), tl, f.ISRShrinks, f.ISRExpands, f.Elections,
 			ms(f.LatencyP50), ms(f.LatencyP99), r.Duration.Seconds())
 	}
 	fmt.Fprint(out, "\n## Scenarios\n\n")
@@ -62,6 +73,16 @@ func WriteReport(out io.Writer, results []Result, header string) {
   replicas disagree, plus non-increasing leader-epoch checkpoints).
 - epoch/ctrl/unclean: ZooKeeper samples every 100 ms: leader_epoch decreasing or two leaders in one epoch; controller
   epoch decreasing; with unclean election off, a new leader that was not in the previously sampled ISR.
+- txns ... offsets (transactional scenarios): transactions of two kgo transactional producers (several values
+  across partitions each, commit or abort at random) and of a consume-transform-produce loop (kgo's
+  GroupTransactSession, offsets committed in the transaction): commit = EndTxn(commit) acknowledged, abort = aborted
+  by the client, info = EndTxn(commit) sent, answer unknown. G1a = a read_committed read of an aborted transaction's
+  value; precommitted = a read_committed read before the transaction's EndTxn was sent; partial = a committed or
+  indeterminate transaction partly visible in the final read_committed read, lost = an acknowledged commit wholly
+  absent; txn dup = a value twice in the final read, or an input value output twice; offsets: a committed group
+  offset (OffsetFetch with require_stable, sampled every 250 ms) that only aborted transactions wrote / below what an
+  acknowledged commit wrote, sampled after its acknowledgement / the final offsets against the committed output
+  (every input record below the final offset output once, none above).
 - unavail: per (fault, partition), the longest gap between acknowledgements from the last one before the fault to the
   next fault (or the end of writes).
 - detect/elect/first-ack: medians over faults aimed at a broker that led partitions: fault to its /brokers/ids znode

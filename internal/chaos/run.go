@@ -99,8 +99,23 @@ func Run(cfg RunConfig, sc Scenario) (res Result) {
 	h := NewHistory()
 	s := StartSampler(c, h, Topic, Partitions, 100*time.Millisecond)
 	defer s.Stop()
+	var tw *TxnWorkload
+	if sc.Txn {
+		if err := c.ServesTransactions(); err != nil {
+			res.Err = err
+			return res
+		}
+		if tw, err = StartTxnWorkload(h, c.Seeds(), func(t string, n int32) error { return c.CreateTopic(t, n, nil) }, Partitions, cfg.Seed, logf); err != nil {
+			res.Err = fmt.Errorf("transactional workload: %w", err)
+			return res
+		}
+	}
 	w, err := StartWorkload(h, c, Topic, Partitions, sc.Profile, s.Leader, logf)
 	if err != nil {
+		if tw != nil {
+			tw.StopWriters()
+			tw.Finish(time.Second)
+		}
 		res.Err = err
 		return res
 	}
@@ -111,12 +126,28 @@ func Run(cfg RunConfig, sc Scenario) (res Result) {
 	env.Recover()
 	time.Sleep(3 * time.Second)
 	w.StopWriters(40 * time.Second)
+	if tw != nil {
+		tw.StopWriters()
+	}
 	writesEnd := h.Now()
 	if err := c.WaitFullISR(Topic, Partitions, 60*time.Second); err != nil {
 		env.note("ISR not full within 60 s of the end of writes: %v", err)
 	}
 	time.Sleep(3 * time.Second) // the consumer reads up to the HW
 	w.StopConsumer()
+	var txnIn TxnInput
+	if tw != nil {
+		for _, t := range []string{TxnTopic, CTPInput, CTPOutput} {
+			if err := c.WaitFullISR(t, Partitions, 30*time.Second); err != nil {
+				env.note("%s: ISR not full: %v", t, err)
+			}
+		}
+		var notes []string
+		txnIn, notes = tw.Finish(2*txnTimeout + 30*time.Second)
+		for _, n := range notes {
+			env.note("%s", n)
+		}
+	}
 	final := map[int32]int32{}
 	for p := int32(0); p < Partitions; p++ {
 		final[p] = env.Leader(p)
@@ -148,9 +179,41 @@ func Run(cfg RunConfig, sc Scenario) (res Result) {
 			reps[p] = append(reps[p], r)
 		}
 	}
+	if tw != nil {
+		txnIn.Input = map[int32]map[int64]string{}
+		inAssigned, err := c.Assignment(CTPInput)
+		if err != nil {
+			env.note("%v", err)
+		}
+		for p := int32(0); p < Partitions; p++ {
+			var best *Replica
+			for _, b := range c.Brokers {
+				if inAssigned.Partitions != nil && !slices.Contains(inAssigned.Partitions[p], b.ID) {
+					continue
+				}
+				r := ReadReplica(b.ID, b.DataDir, CTPInput, p)
+				if r.Err == "" && (best == nil || r.HW > best.HW) {
+					best = &r
+				}
+			}
+			txnIn.Input[p] = map[int64]string{}
+			if best == nil {
+				env.note("%s p%d: no replica to read", CTPInput, p)
+				continue
+			}
+			for o, v := range best.Values {
+				if o < best.HW {
+					txnIn.Input[p][o] = v
+				}
+			}
+		}
+	}
 	writes, polls, faults := h.snapshot()
 	res.Check = Check(CheckInput{Writes: writes, Polls: polls, Samples: samples, Replicas: reps,
-		FinalLeader: final, UncleanAllowed: sc.Profile.BrokerProps["unclean.leader.election.enable"] == "true"})
+		FinalLeader: final, UncleanAllowed: sc.Profile.BrokerProps["unclean.leader.election.enable"] == "true", Txn: txnIn})
+	if tw != nil && res.Check.TxnCommitted == 0 && env.Err == nil {
+		env.Err = fmt.Errorf("no transaction committed: the transactional checks saw nothing")
+	}
 	res.Figures = ComputeFigures(writes, faults, samples, Partitions, writesEnd)
 	res.Notes = env.Notes
 	res.Err = env.Err

@@ -32,6 +32,14 @@ type Profile struct {
 var (
 	SAFE = Profile{Name: "SAFE", Acks: -1, Idempotent: true, Safe: true,
 		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
+	// TXNSAFE is SAFE for the transactional scenario: __transaction_state
+	// at RF 3 with min ISR 2 (Kafka's defaults, set so the run does not
+	// depend on them) and 10 partitions instead of 50, so that a
+	// coordinator failover loads fewer.
+	TXNSAFE = Profile{Name: "SAFE", Acks: -1, Idempotent: true, Safe: true,
+		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false",
+			"transaction.state.log.replication.factor": "3", "transaction.state.log.min.isr": "2",
+			"transaction.state.log.num.partitions": "10"}}
 	ACK1 = Profile{Name: "ACK1", Acks: 1, Idempotent: false,
 		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
 	UNCLEAN = Profile{Name: "UNCLEAN", Acks: -1, Idempotent: true,

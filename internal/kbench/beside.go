@@ -160,3 +160,45 @@ func writeMarkdown(w io.Writer, rows [][]string) error {
 	_, err := io.WriteString(w, out.String())
 	return err
 }
+
+// WriteTxnTable writes a Markdown table of the txn scenarios among
+// results: per target the median MB/s in transactions, the median MB/s of
+// the idempotent runs beside them, and txn/idempotent (below 1 is
+// slower). It writes nothing when there is no txn scenario.
+func WriteTxnTable(w io.Writer, results []Result) error {
+	var txn []Result
+	for _, r := range results {
+		if r.Scenario.Kind == KindTxn {
+			txn = append(txn, r)
+		}
+	}
+	if len(txn) == 0 {
+		return nil
+	}
+	header := []string{"scenario"}
+	for _, t := range txn[0].Targets {
+		header = append(header, t.Target+" txn MB/s", t.Target+" idempotent MB/s", t.Target+" txn/idempotent")
+	}
+	rows := [][]string{header}
+	for _, r := range txn {
+		row := []string{r.Name}
+		for _, t := range r.Targets {
+			txnMB, idemMB, ratio := "-", "-", "-"
+			if len(t.Runs) > 0 {
+				txnMB = fmt.Sprintf("%.1f", t.Median.MBPerSec)
+			}
+			if t.BaselineMedian != nil {
+				idemMB = fmt.Sprintf("%.1f", t.BaselineMedian.MBPerSec)
+			}
+			if t.TxnRatio != nil {
+				ratio = fmt.Sprintf("%.3f", *t.TxnRatio)
+			}
+			row = append(row, txnMB, idemMB, ratio)
+		}
+		for len(row) < len(header) {
+			row = append(row, "-")
+		}
+		rows = append(rows, row[:len(header)])
+	}
+	return writeMarkdown(w, rows)
+}

@@ -13,6 +13,10 @@ const (
 	KindProduce = "produce" // produce as fast as the client can for a duration
 	KindE2E     = "e2e"     // produce at a fixed rate, measure produce-to-consume latency
 	KindConsume = "consume" // consume a filled topic from its start
+	// KindTxn produces in transactions of TxnRecords records, each
+	// measured run followed (or preceded, alternately) by an idempotent
+	// produce run of the same records on the same target: the baseline.
+	KindTxn = "txn"
 )
 
 // Scenario is one benchmark configuration. Every setting goes into the JSON
@@ -33,6 +37,7 @@ type Scenario struct {
 	FillBytes     int64   `json:"fill_bytes,omitempty"` // consume: topic size
 	FetchMaxBytes int     `json:"fetch_max_bytes,omitempty"`
 	PartFetchMax  int     `json:"fetch_max_partition_bytes,omitempty"`
+	TxnRecords    int     `json:"txn_records,omitempty"` // txn: records per transaction
 	Reps          int     `json:"reps"`
 	WarmupRuns    int     `json:"warmup_runs"`
 }
@@ -46,6 +51,8 @@ func (s Scenario) Name() string {
 		return fmt.Sprintf("e2e %s acks=%s P=%d @%d/s", sizeName(s.RecordBytes), s.Acks, s.Partitions, s.RatePerSec)
 	case KindConsume:
 		return fmt.Sprintf("consume %s P=%d %s", sizeName(s.RecordBytes), s.Partitions, bytesName(s.FillBytes))
+	case KindTxn:
+		return fmt.Sprintf("txn %s x%d/txn acks=%s P=%d", sizeName(s.RecordBytes), s.TxnRecords, s.Acks, s.Partitions)
 	}
 	return s.Kind
 }
@@ -98,7 +105,14 @@ type TargetResult struct {
 	MinInsync         int     `json:"min_insync_replicas"`
 	Runs              []Run   `json:"runs"`
 	Median            Medians `json:"median"`
-	Err               string  `json:"error,omitempty"`
+	// Baseline is set for a txn scenario: the idempotent produce runs of
+	// the same records, interleaved with Runs on the same target, their
+	// medians, and TxnRatio, the median MB/s in transactions over the
+	// idempotent one (below 1 is slower).
+	Baseline       []Run    `json:"baseline_runs,omitempty"`
+	BaselineMedian *Medians `json:"baseline_median,omitempty"`
+	TxnRatio       *float64 `json:"txn_over_idempotent,omitempty"`
+	Err            string   `json:"error,omitempty"`
 }
 
 // Summarise computes the medians over the runs.
@@ -116,6 +130,18 @@ func (t *TargetResult) Summarise() {
 	t.Median = Medians{RecPerSec: Median(rps), MBPerSec: Median(mbs)}
 	if len(p50) > 0 {
 		t.Median.P50Ms, t.Median.P99Ms, t.Median.P999Ms = Median(p50), Median(p99), Median(p999)
+	}
+	t.BaselineMedian, t.TxnRatio = nil, nil
+	if len(t.Baseline) > 0 {
+		var brps, bmbs []float64
+		for _, r := range t.Baseline {
+			brps = append(brps, r.RecPerSec)
+			bmbs = append(bmbs, r.MBPerSec)
+		}
+		t.BaselineMedian = &Medians{RecPerSec: Median(brps), MBPerSec: Median(bmbs)}
+		if v := Ratio(t.Median.MBPerSec, t.BaselineMedian.MBPerSec); len(t.Runs) > 0 && !math.IsNaN(v) {
+			t.TxnRatio = &v
+		}
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 
 // Options select the scenarios and their settings.
 type Options struct {
-	Kinds         []string // KindProduce, KindE2E, KindConsume
+	Kinds         []string // KindProduce, KindE2E, KindConsume, KindTxn
 	Sizes         []int    // produce record sizes
 	Acks          []string // produce acks: "all", "1"
 	Partitions    int
@@ -37,6 +37,9 @@ type Options struct {
 	ConsumeBytes  int64 // topic size to fill and read back
 	FetchMaxBytes int
 	PartFetchMax  int
+
+	TxnRecords []int // txn: records per transaction, one scenario each
+	TxnSize    int   // txn: record size in bytes
 
 	Progress io.Writer // one line per run; nil for none
 }
@@ -61,6 +64,8 @@ func DefaultOptions() Options {
 		ConsumeBytes:  256 << 20,
 		FetchMaxBytes: 50 << 20,
 		PartFetchMax:  10 << 20,
+		TxnRecords:    []int{10, 1000},
+		TxnSize:       1024,
 	}
 }
 
@@ -102,6 +107,15 @@ func (o Options) Scenarios() []Scenario {
 			s.Kind, s.RecordBytes, s.FillBytes = KindConsume, o.ConsumeSize, o.ConsumeBytes
 			s.FetchMaxBytes, s.PartFetchMax = o.FetchMaxBytes, o.PartFetchMax
 			out = append(out, s)
+		case KindTxn:
+			// Transactions need acks=all and the idempotent producer,
+			// which is also the baseline.
+			for _, n := range o.TxnRecords {
+				s := withAcks(base, "all")
+				s.Kind, s.RecordBytes, s.TxnRecords = KindTxn, o.TxnSize, n
+				s.DurationS, s.MaxRunBytes = o.Duration.Seconds(), o.MaxRunBytes
+				out = append(out, s)
+			}
 		}
 	}
 	return out
@@ -171,9 +185,18 @@ func runScenario(ctx context.Context, o Options, s Scenario, targets []*Target) 
 		}
 	}()
 
-	var run scenarioRunner
+	// baseline, for a txn scenario, is the idempotent produce run measured
+	// beside each transactional one.
+	var run, baseline scenarioRunner
 	measured, warm := time.Duration(s.DurationS*float64(time.Second)), o.Warmup
 	switch s.Kind {
+	case KindTxn:
+		run = func(ctx context.Context, t *Target, topic string, d time.Duration) (Run, error) {
+			return txnProduceRun(ctx, t, topic, s, d, s.MaxRunBytes)
+		}
+		baseline = func(ctx context.Context, t *Target, topic string, d time.Duration) (Run, error) {
+			return produceRun(ctx, t, topic, s, d, s.MaxRunBytes)
+		}
 	case KindProduce:
 		run = func(ctx context.Context, t *Target, topic string, d time.Duration) (Run, error) {
 			return produceRun(ctx, t, topic, s, d, s.MaxRunBytes)
@@ -205,6 +228,12 @@ func runScenario(ctx context.Context, o Options, s Scenario, targets []*Target) 
 		if _, err := run(ctx, t, topics[i], warm); err != nil {
 			fail(i, fmt.Errorf("warm-up: %w", err))
 		}
+		if baseline != nil && !failed[i] {
+			quiesce()
+			if _, err := baseline(ctx, t, topics[i], warm); err != nil {
+				fail(i, fmt.Errorf("idempotent warm-up: %w", err))
+			}
+		}
 	}
 	for rep := range s.Reps {
 		for k := range targets {
@@ -215,6 +244,13 @@ func runScenario(ctx context.Context, o Options, s Scenario, targets []*Target) 
 			if failed[i] || ctx.Err() != nil {
 				continue
 			}
+			// A txn scenario's idempotent baseline runs before its
+			// transactional run on odd repetitions and after it on even
+			// ones, so that drift falls on both.
+			if baseline != nil && rep%2 == 1 && !runBaseline(ctx, o, &r, i, targets[i], topics[i], measured, rep, baseline) {
+				failed[i] = true
+				continue
+			}
 			quiesce()
 			res, err := run(ctx, targets[i], topics[i], measured)
 			if err != nil {
@@ -222,6 +258,10 @@ func runScenario(ctx context.Context, o Options, s Scenario, targets []*Target) 
 				continue
 			}
 			r.Targets[i].Runs = append(r.Targets[i].Runs, res)
+			if baseline != nil && rep%2 == 0 && !runBaseline(ctx, o, &r, i, targets[i], topics[i], measured, rep, baseline) {
+				failed[i] = true
+				continue
+			}
 			if res.Latency != nil {
 				o.progress("%s: %s run %d/%d: p50 %.2f p99 %.2f p99.9 %.2f ms (%d samples)", r.Name, targets[i].Name,
 					rep+1, s.Reps, res.Latency.P50Ms, res.Latency.P99Ms, res.Latency.P999Ms, res.Latency.Samples)
@@ -232,6 +272,23 @@ func runScenario(ctx context.Context, o Options, s Scenario, targets []*Target) 
 		}
 	}
 	return r
+}
+
+// runBaseline runs one idempotent baseline run of a txn scenario on
+// target i and records it; it reports false (and records the error)
+// when the run failed.
+func runBaseline(ctx context.Context, o Options, r *Result, i int, t *Target, topic string, d time.Duration, rep int, baseline scenarioRunner) bool {
+	quiesce()
+	res, err := baseline(ctx, t, topic, d)
+	if err != nil {
+		r.Targets[i].Err = fmt.Sprintf("idempotent run %d: %v", rep+1, err)
+		o.progress("%s: %s: idempotent run %d: %v", r.Name, t.Name, rep+1, err)
+		return false
+	}
+	r.Targets[i].Baseline = append(r.Targets[i].Baseline, res)
+	o.progress("%s: %s idempotent run %d/%d: %s rec/s, %.1f MB/s (%.2fs)", r.Name, t.Name,
+		rep+1, r.Scenario.Reps, thousands(res.RecPerSec), res.MBPerSec, res.Seconds)
+	return true
 }
 
 // quiesce writes the machine's dirty page cache back to disk (sync(2))
@@ -338,6 +395,64 @@ func produceRun(ctx context.Context, t *Target, topic string, s Scenario, d time
 		return Run{}, *e
 	}
 	return NewRun(sent, sent*size, elapsed.Seconds()), nil
+}
+
+// txnProduceRun produces records of s.RecordBytes in transactions of
+// s.TxnRecords records (round-robin over the partitions, so a transaction
+// spans several) for d or until maxBytes, one transaction at a time as a
+// transactional producer must: begin, produce, flush, commit. It is timed
+// until the last commit is acknowledged. Each run has its own
+// transactional.id; like produceRun it first commits one untimed
+// transaction with a record for each partition.
+func txnProduceRun(ctx context.Context, t *Target, topic string, s Scenario, d time.Duration, maxBytes int64) (Run, error) {
+	opts := append(producerOpts(t, topic, s), kgo.TransactionalID(fmt.Sprintf("kbench-%s-%d", topic, time.Now().UnixNano())))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return Run{}, err
+	}
+	defer cl.Close()
+	value := payload(s.RecordBytes)
+	var firstErr atomic.Pointer[error]
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			firstErr.CompareAndSwap(nil, &err)
+		}
+	}
+	tctx, cancel := context.WithTimeout(ctx, d+120*time.Second)
+	defer cancel()
+	txn := func(n int) error {
+		if err := cl.BeginTransaction(); err != nil {
+			return err
+		}
+		for range n {
+			cl.Produce(tctx, &kgo.Record{Value: value}, promise)
+		}
+		if err := cl.Flush(tctx); err != nil {
+			return fmt.Errorf("flush: %w", err)
+		}
+		if e := firstErr.Load(); e != nil {
+			_ = cl.EndTransaction(tctx, kgo.TryAbort)
+			return *e
+		}
+		if err := cl.EndTransaction(tctx, kgo.TryCommit); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return nil
+	}
+	if err := txn(s.Partitions); err != nil {
+		return Run{}, fmt.Errorf("prime: %w", err)
+	}
+	size := int64(s.RecordBytes)
+	start := time.Now()
+	deadline := start.Add(d)
+	var sent int64
+	for sent*size < maxBytes && time.Now().Before(deadline) {
+		if err := txn(s.TxnRecords); err != nil {
+			return Run{}, err
+		}
+		sent += int64(s.TxnRecords)
+	}
+	return NewRun(sent, sent*size, time.Since(start).Seconds()), nil
 }
 
 // e2eRun produces at s.RatePerSec for d while a consumer reads the same
