@@ -13,7 +13,8 @@
 //	                                  describe --transactional-id ID, describe-producers
 //	                                  --topic T --partition P [--broker-id B], abort --topic T
 //	                                  --partition P --start-offset O (or --producer-id,
-//	                                  --producer-epoch, --coordinator-epoch)
+//	                                  --producer-epoch, --coordinator-epoch), find-hanging
+//	                                  --topic T [--partition P] | --broker-id B
 //
 // Every subcommand takes --bootstrap-server host:port[,host:port] and prints
 // its usage with --help. The JSON files read and written (topics to move,
@@ -30,8 +31,11 @@
 // leader writes an ABORT marker with the producer's id and epoch and its
 // coordinator epoch (0 when it has none). list --duration-filter sends
 // ListTransactions v1's filter where every broker serves v1 and otherwise
-// filters on the start times DescribeTransactions reports. find-hanging is
-// not implemented. Throttles are
+// filters on the start times DescribeTransactions reports. find-hanging
+// is Kafka's: open transactions (DescribeProducers) older than
+// --max-transaction-timeout whose producer no transactional id lists
+// (ListTransactions by producer id), whose id is not found, or whose
+// transaction (DescribeTransactions) does not include the partition. Throttles are
 // set as kafka-reassign-partitions.sh sets them (KIP-73): the broker keys
 // leader.replication.throttled.rate and follower.replication.throttled.rate
 // on every broker that sends or receives a moving replica, and the topic keys

@@ -29,6 +29,8 @@ Commands:
                         --topic T --partition P [--broker-id B]
   abort                 abort a hanging transaction: --topic T --partition P and either
                         --start-offset O, or --producer-id, --producer-epoch and --coordinator-epoch
+  find-hanging          find hanging transactions: --topic T [--partition P] and/or --broker-id B
+                        [--max-transaction-timeout MINUTES]
 
 Run "kafka-admin transactions COMMAND --help" for a command's flags.
 `
@@ -50,6 +52,7 @@ var txnCommands = map[string]subcommand{
 	"describe":           cmdTxnDescribe,
 	"describe-producers": cmdTxnDescribeProducers,
 	"abort":              cmdTxnAbort,
+	"find-hanging":       cmdTxnFindHanging,
 }
 
 // cmdTransactions takes the command wherever it stands among the
@@ -76,11 +79,11 @@ func cmdTransactions(ctx context.Context, args []string, out io.Writer) error {
 		if slices.ContainsFunc(rest, func(a string) bool { return a == "-h" || a == "--help" || a == "-help" }) {
 			return &helpRequest{usage: txnAbout}
 		}
-		return usageErrorf("give a command: list, describe, describe-producers or abort")
+		return usageErrorf("give a command: list, describe, describe-producers, abort or find-hanging")
 	}
 	cmd, ok := txnCommands[name]
 	if !ok {
-		return usageErrorf("unknown transactions command %q (list, describe, describe-producers, abort)", name)
+		return usageErrorf("unknown transactions command %q (list, describe, describe-producers, abort, find-hanging)", name)
 	}
 	return cmd(ctx, rest, out)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,7 +180,9 @@ func TestTransactionsErrors(t *testing.T) {
 		{[]string{"abort", "--partition", "0", "--start-offset", "0"}, 2, "Missing required argument(s): --topic"},
 		{[]string{"describe-producers", "--topic", "txt"}, 2, "Missing required argument(s): --partition"},
 		{[]string{"describe"}, 2, "Missing required argument(s): --transactional-id"},
-		{[]string{"find-hanging"}, 2, `unknown transactions command "find-hanging"`},
+		{[]string{"find-hang"}, 2, `unknown transactions command "find-hang"`},
+		{[]string{"find-hanging"}, 2, "requires either --topic or --broker-id"},
+		{[]string{"find-hanging", "--partition", "0", "--broker-id", "0"}, 2, "The --partition argument requires --topic"},
 		{nil, 2, "give a command"},
 	} {
 		args := append([]string{"transactions", "--bootstrap-server", fc.bootstrap}, tc.args...)
@@ -210,5 +213,88 @@ func TestTransactionsDurationFilter(t *testing.T) {
 	}
 	if runningLonger(d, "young", 10000, 499) != true || runningLonger(d, "old", 10000, 9000) != false {
 		t.Error("boundary: now - start must exceed the filter")
+	}
+}
+
+// TestTransactionsFindHangingAgainstKfake: an open transaction younger
+// than --max-transaction-timeout is not a candidate; an old one its
+// coordinator still describes with the partition is not hanging; one no
+// transactional id lists (ListTransactions answered empty) is, and is
+// printed as Kafka's tool prints it.
+func TestTransactionsFindHangingAgainstKfake(t *testing.T) {
+	fc := newFakeCluster(t, "txt")
+	pid, epoch := hangingTxn(t, fc)
+	defer func(f func() int64) { nowMillis = f }(nowMillis)
+	nowMillis = func() int64 { return time.Now().UnixMilli() }
+
+	rows := func(args ...string) []string {
+		t.Helper()
+		code, out, errOut := runAdmin(t, append([]string{"transactions", "find-hanging", "--bootstrap-server", fc.bootstrap}, args...)...)
+		if code != 0 {
+			t.Fatalf("find-hanging %v: %d %s", args, code, errOut)
+		}
+		lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+		if strings.Join(strings.Fields(lines[0]), " ") != "Topic Partition ProducerId ProducerEpoch CoordinatorEpoch StartOffset LastTimestamp Duration(min)" {
+			t.Fatalf("header %q", lines[0])
+		}
+		return lines[1:]
+	}
+	if r := rows("--topic", "txt"); len(r) != 0 {
+		t.Errorf("a transaction just begun is hanging: %q", r)
+	}
+	nowMillis = func() int64 { return time.Now().Add(time.Hour).UnixMilli() }
+	if r := rows("--topic", "txt", "--partition", "0"); len(r) != 0 {
+		t.Errorf("a transaction its coordinator describes with the partition is hanging: %q", r)
+	}
+	fc.answer(keyListTransactions, func(req kmsg.Request) kmsg.Response {
+		return req.(*kmsg.ListTransactionsRequest).ResponseKind()
+	})
+	// kfake answers DescribeProducers only on a partition's leader (Kafka
+	// answers on followers too), so --broker-id names txt-0's leader.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(fc.bootstrap, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	md, err := kadm.NewClient(cl).Metadata(context.Background(), "txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := md.Topics["txt"].Partitions[0].Leader
+	want := []string{"txt", "0", i64(pid), i64(int64(epoch)), "0", "2"}
+	for _, args := range [][]string{{"--topic", "txt"}, {"--topic", "txt", "--partition", "0", "--broker-id", i64(int64(leader))}} {
+		r := rows(args...)
+		if len(r) != 1 {
+			t.Errorf("%v: rows %q, want one", args, r)
+			continue
+		}
+		if f := strings.Fields(r[0]); len(f) != 8 || !slices.Equal(f[:6], want) || (f[7] != "59" && f[7] != "60") {
+			t.Errorf("%v: row %q: want txt-0's transaction of producer %d (start 2, about 60 min)", args, r[0], pid)
+		}
+	}
+	// Listed and described, but its transaction no longer has txt-0:
+	// hanging too.
+	fc.answer(keyListTransactions, func(req kmsg.Request) kmsg.Response {
+		resp := req.(*kmsg.ListTransactionsRequest).ResponseKind().(*kmsg.ListTransactionsResponse)
+		st := kmsg.NewListTransactionsResponseTransactionState()
+		st.TransactionalID, st.ProducerID, st.TransactionState = "hang", pid, "Ongoing"
+		resp.TransactionStates = append(resp.TransactionStates, st)
+		return resp
+	})
+	fc.answer(keyDescribeTransactions, func(req kmsg.Request) kmsg.Response {
+		resp := req.(*kmsg.DescribeTransactionsRequest).ResponseKind().(*kmsg.DescribeTransactionsResponse)
+		st := kmsg.NewDescribeTransactionsResponseTransactionState()
+		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.State = "hang", pid, epoch, "Ongoing"
+		rt := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
+		rt.Topic, rt.Partitions = "txt", []int32{1}
+		st.Topics = append(st.Topics, rt)
+		resp.TransactionStates = append(resp.TransactionStates, st)
+		return resp
+	})
+	if r := rows("--topic", "txt"); len(r) != 1 || !strings.HasPrefix(strings.Join(strings.Fields(r[0]), " "), "txt 0 "+i64(pid)) {
+		t.Errorf("a transaction without the partition: rows %q, want txt-0's", r)
+	}
+	if r := rows("--topic", "txt", "--max-transaction-timeout", "120"); len(r) != 0 {
+		t.Errorf("younger than the timeout yet hanging: %q", r)
 	}
 }

@@ -76,6 +76,8 @@ func TestArgs(t *testing.T) {
 		{"--kfake", "--sizes=0"},
 		{"--kfake", "--scenarios=nope"},
 		{"--kfake", "extra"},
+		{"--kfake", "--scenarios=txn", "--txn-records=0"},
+		{"--kfake", "--scenarios=txn", "--txn-size=0"},
 	} {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, &out, &errOut); err == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
+	"slices"
 	"sync"
 	"time"
 
@@ -166,10 +167,11 @@ func (w *TxnWorkload) txnProducer(i int) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 		allOK := true
-		for j, r := range cl.ProduceSync(ctx, recs...) {
+		// ProduceSync's results come in the order the promises ran.
+		for _, r := range cl.ProduceSync(ctx, recs...) {
 			if r.Err != nil {
 				allOK, t.Err = false, r.Err.Error()
-			} else {
+			} else if j := slices.Index(recs, r.Record); j >= 0 {
 				t.Writes[j].Offset = r.Record.Offset
 			}
 		}
@@ -251,10 +253,18 @@ func (w *TxnWorkload) transform() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-		for _, r := range recs {
+		var mu sync.Mutex // the promises run on kgo's goroutine
+		t.Writes = make([]TxnWrite, len(recs))
+		for j, r := range recs {
 			v := fmt.Sprintf("%s@%s/%d", r.Value, id, t.Seq)
-			t.Writes = append(t.Writes, TxnWrite{Topic: CTPOutput, Partition: r.Partition, Value: v, Offset: -1})
-			sess.Produce(ctx, &kgo.Record{Topic: CTPOutput, Partition: r.Partition, Value: []byte(v)}, func(*kgo.Record, error) {})
+			t.Writes[j] = TxnWrite{Topic: CTPOutput, Partition: r.Partition, Value: v, Offset: -1}
+			sess.Produce(ctx, &kgo.Record{Topic: CTPOutput, Partition: r.Partition, Value: []byte(v)}, func(r *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					t.Writes[j].Offset = r.Offset
+					mu.Unlock()
+				}
+			})
 		}
 		// What End commits in the transaction: the session's uncommitted
 		// offsets, the position after what it has polled.
@@ -266,6 +276,9 @@ func (w *TxnWorkload) transform() {
 		committed, err := sess.End(ctx, kgo.TryCommit)
 		t.Complete = w.h.Now()
 		cancel()
+		mu.Lock() // End flushed: every promise has run
+		t.Writes = slices.Clone(t.Writes)
+		mu.Unlock()
 		if err != nil {
 			// Whether it committed is unknown.
 			t.Commit, t.Outcome, t.Err = true, Info, err.Error()
@@ -394,11 +407,22 @@ func (w *TxnWorkload) Finish(timeout time.Duration) (TxnInput, []string) {
 	if err != nil {
 		notes = append(notes, fmt.Sprintf("final read: %v", err))
 	} else {
-		// The read ends after 3 s without a record: a read_committed
-		// position skips aborted data and markers, so the end offsets
-		// cannot tell when it is done.
+		// A read_committed position skips aborted data and markers, so
+		// the end offsets cannot tell when the read is done: it ends 3 s
+		// after its last record once it has seen every value of every
+		// acknowledged commit (or at timeout, with a note: the checker
+		// then counts what it did not see as lost).
+		txns, _, _ := w.h.txnSnapshot()
+		missing := map[string]bool{}
+		for _, t := range txns {
+			if t.committed() {
+				for _, wr := range t.Writes {
+					missing[wr.Value] = true
+				}
+			}
+		}
 		quiet := time.Now()
-		for time.Since(quiet) < 3*time.Second && ctx.Err() == nil {
+		for (time.Since(quiet) < 3*time.Second || len(missing) > 0) && ctx.Err() == nil {
 			pctx, pcancel := context.WithTimeout(ctx, time.Second)
 			fs := cl.PollFetches(pctx)
 			pcancel()
@@ -411,11 +435,15 @@ func (w *TxnWorkload) Finish(timeout time.Duration) (TxnInput, []string) {
 				for _, r := range fp.Records {
 					pl.Offsets = append(pl.Offsets, r.Offset)
 					pl.Values = append(pl.Values, string(r.Value))
+					delete(missing, string(r.Value))
 				}
 				final = append(final, pl)
 			})
 		}
 		cl.Close()
+		if len(missing) > 0 {
+			notes = append(notes, fmt.Sprintf("the final read_committed read ended without %d values of acknowledged commits", len(missing)))
+		}
 	}
 	w.cons()
 	w.consWG.Wait()

@@ -108,6 +108,27 @@ func TestTxnWorkloadAgainstKfake(t *testing.T) {
 		t.Errorf("history too thin to check: %+v, %d consume-transform-produce transactions (%d committed), %d offset samples, %d final polls",
 			res.TxnCounts, ctp, ctpCommitted, len(in.GroupOffsets), len(in.Final))
 	}
+	// The workload records the offsets its acknowledged writes got.
+	at := map[string]int64{}
+	for _, pl := range in.Final {
+		for i, v := range pl.Values {
+			at[v] = pl.Offsets[i]
+		}
+	}
+	checked := 0
+	for _, tx := range in.Txns {
+		for _, wr := range tx.Writes {
+			if o, ok := at[wr.Value]; ok && wr.Offset >= 0 {
+				checked++
+				if o != wr.Offset {
+					t.Errorf("%s recorded at %s/%d@%d, read at %d", wr.Value, wr.Topic, wr.Partition, wr.Offset, o)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Error("no write offset recorded")
+	}
 	// The checker reads this very history: an aborted value put into the
 	// final read is caught (the checks are live on real data).
 	for _, tx := range in.Txns {
