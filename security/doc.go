@@ -1,0 +1,40 @@
+// Package security holds the self-contained building blocks of Kafka's
+// ZooKeeper-era security (issue 14): SASL servers, credential and ACL
+// payload formats, TLS configuration, principals and the ACL authorizer core.
+//
+// # SASL
+//
+// A SASLServer runs one exchange on one connection; protocol feeds it the
+// SaslAuthenticate (or v0 raw) payloads and, once Done, makes
+// User:<AuthorizationID> the connection's principal. Every refusal wraps
+// ErrAuthenticationFailed (SASL_AUTHENTICATION_FAILED); a step after the
+// end gives ErrIllegalSASLState.
+//
+// ScramServer implements SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677)
+// as Kafka's ScramSaslServer, with these checks: the proof is compared in
+// constant time; the final nonce must equal the server-first nonce exactly
+// (CVE-2024-56128, where Kafka once only checked the suffix); an
+// authorization id (a=) must equal the user name (CVE-2017-12610); the
+// tokenauth extension is refused because this broker issues no delegation
+// tokens (other extensions are ignored, as Kafka ignores them); a mandatory
+// extension (m=) and channel binding (p=) are refused; the c= attribute must
+// carry the gs2 header back; stored credentials below 4096 iterations are
+// refused. Credentials come from a ScramCredentialLookup; ScramCredentialCache
+// is the in-memory one zkcoord keeps current.
+//
+// # Formats
+//
+// The /config/users/<user> znode ({"version":1,"config":{"SCRAM-SHA-256":
+// "salt=..,stored_key=..,server_key=..,iterations=.."}}) is encoded and
+// decoded by EncodeEntityConfig, DecodeEntityConfig, FormatScramCredential
+// and ParseScramCredential; the /config/changes payload by
+// EncodeConfigChange and DecodeConfigChange; user names in paths by
+// SanitizeEntityName (Kafka's Sanitizer). Paths themselves are built only by
+// zkcoord.
+//
+// # What this package refuses to do
+//
+// It imports no ZooKeeper client and none of our other packages: znode I/O,
+// watches, request framing and config loading stay with zkcoord, protocol
+// and cmd/broker.
+package security
