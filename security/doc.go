@@ -22,6 +22,17 @@
 // refused. Credentials come from a ScramCredentialLookup; ScramCredentialCache
 // is the in-memory one zkcoord keeps current.
 //
+// PlainServer implements SASL/PLAIN (RFC 4616) as Kafka's PlainSaslServer:
+// an authzid, if given, must equal the user name, and PlainUsers compares
+// SHA-256 digests of the passwords in constant time. Users come from the
+// user_<name>="<password>" options of a PlainLoginModule entry in
+// listener.name.<l>.plain.sasl.jaas.config, read by ParseJAASConfig (Kafka's
+// JaasConfig grammar: quoted values with Java escapes, comments, the
+// required/requisite/sufficient/optional flag, ';' after each entry) and
+// PlainUsersFromJAAS. ParseJAASFile reads a JAAS file of named sections, and
+// LoginCredentials picks username/password from, say, the Client section's
+// DigestLoginModule for ZooKeeper digest authentication.
+//
 // # Formats
 //
 // The /config/users/<user> znode ({"version":1,"config":{"SCRAM-SHA-256":
