@@ -33,6 +33,14 @@
 // LoginCredentials picks username/password from, say, the Client section's
 // DigestLoginModule for ZooKeeper digest authentication.
 //
+// # Principals
+//
+// KafkaPrincipal is "User:<name>": the SASL authorization id, or for TLS
+// (PrincipalFromTLS) the client certificate's subject as Java's
+// X500Principal.getName() writes it (DistinguishedName, RFC 2253) mapped by
+// ssl.principal.mapping.rules (PrincipalMapper, Kafka's SslPrincipalMapper
+// with RE2 patterns), and User:ANONYMOUS without a certificate.
+//
 // # Formats
 //
 // The /config/users/<user> znode ({"version":1,"config":{"SCRAM-SHA-256":
