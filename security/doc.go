@@ -41,6 +41,24 @@
 // ssl.principal.mapping.rules (PrincipalMapper, Kafka's SslPrincipalMapper
 // with RE2 patterns), and User:ANONYMOUS without a certificate.
 //
+// # ACLs and the authorizer
+//
+// The ACL model is Kafka's: ResourceType, PatternType, Operation and
+// PermissionType carry Kafka's wire codes and names; ResourcePattern, ACE
+// and ACLBinding, and the filters of DescribeAcls/DeleteAcls
+// (ResourcePatternFilter with ANY and MATCH, ACEFilter, ACLBindingFilter)
+// match as Kafka's do. Authorizer is AclAuthorizer's decision core over an
+// in-memory cache keyed by resource pattern: super.users first; a resource
+// with no ACL is allowed only with allow.everyone.if.no.acl.found; a Deny for
+// the operation or All wins; then an Allow for the operation, All, or an
+// implying operation (Read/Write/Delete/Alter imply Describe, AlterConfigs
+// implies DescribeConfigs). ACLs apply by literal name, literal "*", and
+// prefixed patterns; hosts compare as strings or as equal IP addresses.
+// AuthorizeByResourceType is Kafka's check for KIP-679. DeleteCandidates,
+// RemoveMatching and AddACLs are the pure halves of CreateAcls/DeleteAcls;
+// zkcoord does the conditional znode writes and feeds the results back with
+// SetResourceACLs.
+//
 // # Formats
 //
 // The /config/users/<user> znode ({"version":1,"config":{"SCRAM-SHA-256":
@@ -48,7 +66,17 @@
 // decoded by EncodeEntityConfig, DecodeEntityConfig, FormatScramCredential
 // and ParseScramCredential; the /config/changes payload by
 // EncodeConfigChange and DecodeConfigChange; user names in paths by
-// SanitizeEntityName (Kafka's Sanitizer). Paths themselves are built only by
+// SanitizeEntityName (Kafka's Sanitizer). ACL znodes
+// ({"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
+// "operation":"Read","host":"*"}]}) by EncodeResourceACLs and
+// DecodeResourceACLs; their path segments are ResourceType.String()
+// ("Topic": /kafka-acl/Topic/<name>) and PatternType.StoreName()
+// ("prefixed": /kafka-acl-extended/prefixed/Topic/<name>). Change
+// notifications by EncodeACLChange: "TOPIC:<name>" for /kafka-acl-changes
+// and {"version":1,"resourceType":"TOPIC","name":..,"patternType":"PREFIXED"}
+// for /kafka-acl-extended-changes, the Java enum names Kafka writes (ZkData
+// LiteralAclChangeStore, ExtendedAclChangeStore); the decoders accept any
+// spelling, as Kafka's fromString does. Paths themselves are built only by
 // zkcoord.
 //
 // # What this package refuses to do
