@@ -33,6 +33,37 @@
 // LoginCredentials picks username/password from, say, the Client section's
 // DigestLoginModule for ZooKeeper digest authentication.
 //
+// # TLS
+//
+// TLSSettingsFromConfig reads Kafka's ssl.* keys for a listener,
+// listener.name.<listener>.ssl.<key> overriding ssl.<key>. NewTLSContext
+// loads the keystore (PEM from ssl.keystore.location or from
+// ssl.keystore.certificate.chain with ssl.keystore.key; PKCS12 through
+// golang.org/x/crypto/pkcs12), the private key decrypted with
+// ssl.key.password when it is encrypted PKCS#8 (PBES2: PBKDF2 with HMAC-SHA*
+// and AES-CBC or 3DES), and the truststore (PEM file or
+// ssl.truststore.certificates). It maps ssl.client.auth
+// (none/requested/required), ssl.enabled.protocols (TLSv1.2, TLSv1.3) and
+// ssl.cipher.suites (IANA/Java names) onto a *tls.Config for a listener
+// (ServerConfig) or an outgoing connection (ClientConfig, with
+// ssl.endpoint.identification.algorithm). Every config error wraps
+// ErrInvalidConfig and begins with the key at fault.
+//
+// Files given by location are re-read when their modification time or size
+// changes, checked at most once per TLSOptions.ReloadInterval during
+// handshakes (GetConfigForClient, GetClientCertificate); a changed file that
+// does not load keeps the previous material and logs an Error.
+//
+// Not supported, each refused with an error naming its key: JKS (Kafka's
+// default keystore type: ssl.keystore.type must be set to PEM or PKCS12 unless
+// the file ends in .pem/.p12); PKCS12 files other than the legacy 3DES/RC2
+// form with a SHA-1 MAC (what `openssl pkcs12 -export -legacy` writes),
+// including certificate-only PKCS12 truststores, since x/crypto/pkcs12 reads
+// no more; PBES1-encrypted and legacy OpenSSL-encrypted (Proc-Type) PEM keys;
+// TLSv1 and TLSv1.1. TLS 1.3 cipher suites cannot be restricted in Go; naming
+// them is accepted. On the client side a changed truststore applies to
+// configs made after the change (ClientConfig reads it when called).
+//
 // # Principals
 //
 // KafkaPrincipal is "User:<name>": the SASL authorization id, or for TLS
