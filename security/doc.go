@@ -4,6 +4,9 @@
 //
 // # SASL
 //
+// NewSASLServer picks the server for the mechanism a client named in
+// SaslHandshake among sasl.enabled.mechanisms (ValidateSASLConfig checks
+// them at start-up); an unknown or disabled one is ErrUnsupportedMechanism.
 // A SASLServer runs one exchange on one connection; protocol feeds it the
 // SaslAuthenticate (or v0 raw) payloads and, once Done, makes
 // User:<AuthorizationID> the connection's principal. Every refusal wraps
@@ -110,9 +113,44 @@
 // spelling, as Kafka's fromString does. Paths themselves are built only by
 // zkcoord.
 //
+// # Concurrency
+//
+// SASL servers belong to one connection and are not safe for concurrent
+// use. ScramCredentialCache, Authorizer and TLSContext are safe for
+// concurrent use; each holds one mutex, never across I/O other than
+// TLSContext's reads of its own key files, and none calls another, so there
+// is no lock order to keep. Everything else is immutable after construction
+// or a pure function.
+//
 // # What this package refuses to do
 //
-// It imports no ZooKeeper client and none of our other packages: znode I/O,
-// watches, request framing and config loading stay with zkcoord, protocol
-// and cmd/broker.
+// It imports only the standard library, zerolog and golang.org/x/crypto
+// (TestSecurityImports checks): no ZooKeeper client and none of our other
+// packages. Znode paths and I/O, watches, request framing and config loading
+// stay with zkcoord, protocol and cmd/broker.
+//
+// # Wiring that remains (issue 14)
+//
+//   - cmd/broker: parse listeners, listener.security.protocol.map,
+//     inter.broker.listener.name, sasl.enabled.mechanisms, super.users,
+//     allow.everyone.if.no.acl.found, ssl.principal.mapping.rules; build a
+//     TLSContext per SSL/SASL_SSL listener from TLSSettingsFromConfig, PLAIN
+//     users from listener.name.<l>.plain.sasl.jaas.config, and the broker's
+//     own inter-broker and ZooKeeper credentials with LoginCredentials.
+//   - protocol: wrap SSL listeners with ServerConfig; SaslHandshake (17) and
+//     SaslAuthenticate (36), v0 raw framing, sasl.server.max.receive.size
+//     before authentication, connection.failed.authentication.delay.ms,
+//     connections.max.reauth.ms; principals from PrincipalFromTLS or
+//     User(AuthorizationID()); Authorize on every API with Kafka's codes;
+//     DescribeAcls/CreateAcls/DeleteAcls over ValidateACLBinding,
+//     ValidateFilter, ACLs and DeleteCandidates/RemoveMatching/AddACLs;
+//     Describe/AlterUserScramCredentials over GenerateScramCredential,
+//     NewScramCredential and ScramMaxIterations.
+//   - zkcoord: the /config/users, /config/changes, /kafka-acl,
+//     /kafka-acl-extended, /kafka-acl-changes and /kafka-acl-extended-changes
+//     paths; load and watch them into ScramCredentialCache.SetUser and
+//     Authorizer.SetResourceACLs; conditional writes for ACL and credential
+//     changes followed by a notification from EncodeACLChange or
+//     EncodeConfigChange; digest auth and znode ACLs
+//     (zookeeper.set.acl).
 package security
