@@ -228,3 +228,27 @@ func TestParseKafkaPrincipal(t *testing.T) {
 		}
 	}
 }
+
+func TestDistinguishedNameMultiValuedRDN(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uidOID := asn1.ObjectIdentifier{0, 9, 2342, 19200300, 100, 1, 1}
+	raw, err := asn1.Marshal(pkix.RDNSequence{
+		{{Type: asn1.ObjectIdentifier{2, 5, 4, 10}, Value: "Org"}},
+		{{Type: asn1.ObjectIdentifier{2, 5, 4, 3}, Value: "duke"}, {Type: uidOID, Value: "d1"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), RawSubject: raw, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	if got := DistinguishedName(cert); got != "CN=duke+UID=d1,O=Org" {
+		t.Fatalf("got %q", got)
+	}
+}

@@ -547,3 +547,32 @@ func FuzzDecryptPKCS8(f *testing.F) {
 		_, _ = decryptPKCS8(der, []byte(password))
 	})
 }
+
+func TestTLSClientCertificateReload(t *testing.T) {
+	f := newTLSFixture(t)
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	srv, _ := mustTLSContext(t, TLSSettings{KeystoreLocation: f.serverPEM, TruststoreLocation: f.caFile, ClientAuth: "required",
+		EnabledProtocols: []string{"TLSv1.3"}}, TLSOptions{}).ServerConfig()
+	cli := mustTLSContext(t, TLSSettings{KeystoreLocation: f.clientPEM, TruststoreLocation: f.caFile, EnabledProtocols: []string{"TLSv1.3"}},
+		TLSOptions{ReloadInterval: time.Second, Now: clock.Now})
+	ccfg := cli.ClientConfig("localhost") // one config, used across the reload
+	principal := func() string {
+		t.Helper()
+		state, serr, cerr := handshake(t, srv, ccfg)
+		if serr != nil || cerr != nil {
+			t.Fatalf("%v %v", serr, cerr)
+		}
+		p, _ := PrincipalFromTLS(state, nil)
+		return p.String()
+	}
+	if got := principal(); got != "User:CN=alice,OU=ServiceUsers,O=Test" {
+		t.Fatalf("before: %s", got)
+	}
+	chain, key := f.ca.issue(t, pkix.Name{CommonName: "alice2"})
+	writeFile(t, f.clientPEM, key, chain)
+	touch(t, f.clientPEM, time.Unix(1_700_000_010, 0))
+	clock.Advance(time.Second)
+	if got := principal(); got != "User:CN=alice2" {
+		t.Fatalf("after: %s", got)
+	}
+}
