@@ -127,31 +127,7 @@ var topicDefaultKeys = []struct{ broker, topic string }{
 // keyDefaults lists every key server.properties may set with Kafka's
 // default ("" means unset): cluster's broker key table, the one list of
 // broker keys (DescribeConfigs and dynamic updates read it too).
-var keyDefaults = func() map[string]string {
-	d := cluster.StaticBrokerKeyDefaults()
-	for k, v := range txnKeyDefaults {
-		if _, ok := d[k]; !ok {
-			d[k] = v
-		}
-	}
-	return d
-}()
-
-// txnKeyDefaults are the transaction coordinator's keys with Kafka's
-// defaults, for as long as cluster's broker key table does not list them
-// (then its rows win). Like every key of that table they are read-only in
-// Kafka, so only server.properties sets them (buildDynamic).
-var txnKeyDefaults = map[string]string{
-	"transaction.state.log.num.partitions":                        "50",
-	"transaction.state.log.replication.factor":                    "3",
-	"transaction.state.log.min.isr":                               "2",
-	"transaction.state.log.segment.bytes":                         "104857600",
-	"transaction.max.timeout.ms":                                  "900000",
-	"transactional.id.expiration.ms":                              "604800000",
-	"transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
-	"transaction.remove.expired.transaction.cleanup.interval.ms":  "3600000",
-	"transaction.partition.verification.enable":                   "true",
-}
+var keyDefaults = cluster.StaticBrokerKeyDefaults()
 
 // ConfigError names the key and what is wrong with it.
 type ConfigError struct {

@@ -193,16 +193,6 @@ func buildDynamic(l cluster.BrokerConfigLayers) (*Config, error) {
 			delete(props, name)
 		}
 	}
-	// The keys only this package knows (txnKeyDefaults) are read-only, as
-	// in Kafka: server.properties sets them, a dynamic layer does not.
-	for name := range txnKeyDefaults {
-		if _, known := cluster.LookupBrokerKey(name); known {
-			continue
-		}
-		if v, ok := l.Static[name]; ok {
-			props[name] = v
-		}
-	}
 	cfg, err := BuildConfig(props)
 	if err != nil {
 		return nil, err

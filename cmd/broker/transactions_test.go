@@ -300,7 +300,7 @@ func TestServerPropertiesHasTransactionKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k := range txnKeyDefaults {
+	for _, k := range transactionKeys {
 		if !strings.Contains(string(raw), k+"=") {
 			t.Errorf("config/server.properties does not name %s", k)
 		}
@@ -313,4 +313,17 @@ func TestServerPropertiesHasTransactionKeys(t *testing.T) {
 		t.Errorf("example config: transaction.state.log.replication.factor %d, offsets.topic.replication.factor %d; want the same for one local broker",
 			cfg.TransactionStateLogReplicationFactor, cfg.OffsetsTopicReplicationFactor)
 	}
+}
+
+// transactionKeys are the transaction coordinator's broker keys.
+var transactionKeys = []string{
+	"transaction.state.log.num.partitions",
+	"transaction.state.log.replication.factor",
+	"transaction.state.log.min.isr",
+	"transaction.state.log.segment.bytes",
+	"transaction.max.timeout.ms",
+	"transactional.id.expiration.ms",
+	"transaction.abort.timed.out.transaction.cleanup.interval.ms",
+	"transaction.remove.expired.transaction.cleanup.interval.ms",
+	"transaction.partition.verification.enable",
 }
