@@ -173,12 +173,30 @@
 // ABORT adds it to the log's .txnindex (Log.AppendAbortedTxn) with the LSO
 // it leaves (the oldest other ongoing transaction's start, else the offset
 // after the marker); the transaction then waits for the HW as an
-// unreplicated one. If the index write fails the transaction stays ongoing
-// and the LSO does not pass it. Followers apply the same state from the
+// unreplicated one. Followers apply the same state from the
 // batches they replicate, reading each control batch's marker from the
 // fetched bytes (no checks: the leader made them), and so does the replay
 // of the log at open, which adds the aborted-index entries again (the log
-// ignores those it has). The snapshot (version 2) keeps each producer's
+// ignores those it has, per segment, and puts back those an unclean
+// shutdown lost, even below entries of later segments that survived).
+//
+// If the index write fails (the .txnindex cannot be created, written or
+// fsynced: EISDIR, ENOSPC, EMFILE, EIO), the marker is in the log and its
+// entry is not. As in Kafka, where any I/O error of the log takes its
+// directory offline, logstore then fails the log (ErrStorage) and the
+// replica sets storageErr: the transaction stays ongoing in memory, so the
+// LSO does not pass it and read_committed never sees its batches without
+// the entry; appends, markers, DeleteRecords, truncations and producer
+// snapshots are refused with ErrStorage (KAFKA_STORAGE_ERROR), so the
+// false state is never saved; a follower appends a fetch a piece at a
+// time, each ending at a control batch, so it stops at the marker and
+// nothing after it enters the log, and its fetcher parks the partition.
+// Reads still answer from what is in the log, bounded by that LSO. The
+// replica stays so until the broker restarts; the open then replays the
+// marker from the last snapshot and writes the entry. Taking the log dir
+// offline (telling the controller, so that another replica is elected) is
+// a later issue: until then a failed replica may still be elected leader,
+// and refuses every write as leader. The snapshot (version 2) keeps each producer's
 // transaction fields and the unreplicated transactions. A truncation that
 // reaches any of it rebuilds it from the snapshot and log below the new
 // end (logstore drops the index entries of the markers it removed); a log

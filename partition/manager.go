@@ -330,7 +330,7 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 		for _, r := range m.all() {
 			r.mu.Lock()
 			var err error
-			if !r.closed {
+			if !r.closed && r.storageErr == nil { // a failed replica's state may be false
 				err = r.writeProducerSnapshotLocked()
 			}
 			r.mu.Unlock()

@@ -96,8 +96,12 @@ type Replica struct {
 	// those it passes, a lost leadership or close fails them all.
 	waiters []*commitWaiter
 	// storageErr is set once the log failed with logstore.ErrStorage
-	// (an fsync failed): no later write can succeed, so acks=all waits
-	// not yet passed by the HW end with it (logFailedLocked).
+	// (an fsync or an aborted-index write failed): no later write can
+	// succeed, so acks=all waits not yet passed by the HW end with it
+	// (logFailedLocked), and appends, markers, follower appends,
+	// truncations, DeleteRecords and producer snapshots are refused with
+	// it until the broker restarts (the producer state may not match the
+	// log).
 	storageErr error
 	// waiterWakeups counts waiters completed or failed, for tests.
 	waiterWakeups uint64
@@ -423,6 +427,11 @@ func (r *Replica) appendAsLeader(records []byte, opts AppendOptions, now time.Ti
 	defer r.mu.Unlock()
 	if !r.isLeaderLocked() {
 		return AppendResult{}, ErrNotLeader
+	}
+	if err := r.storageErr; err != nil {
+		// The log or the state kept beside it failed: even a retry is
+		// not answered, as Kafka's offline log directory answers none.
+		return AppendResult{}, err
 	}
 	if int64(h.Size()) > r.cfg.MaxMessageBytes { // changed meanwhile
 		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes > max.message.bytes %d", ErrMessageTooLarge, h.Size(), r.cfg.MaxMessageBytes)

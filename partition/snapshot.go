@@ -179,6 +179,12 @@ func decodeSnapshot(b []byte) (map[int64]*producerState, []txnMeta, error) {
 // unclean shutdown starts from that one (see openReplica).
 // Caller holds r.mu, so no append moves the LEO.
 func (r *Replica) writeProducerSnapshotLocked() error {
+	if err := r.storageErr; err != nil {
+		// The state may not match the log (a marker whose aborted-index
+		// entry could not be written): a snapshot of it would outlive
+		// the restart that puts it right.
+		return fmt.Errorf("no producer snapshot of %s after a storage failure: %w", r.tp, err)
+	}
 	leo := r.log.LogEndOffset()
 	path := snapshotPath(r.dir, leo)
 	if _, err := os.Stat(path); err == nil {

@@ -54,6 +54,9 @@ func (r *Replica) moveLogStart(offset int64) (target int64, moved bool, err erro
 	if !r.isLeaderLocked() {
 		return -1, false, ErrNotLeader
 	}
+	if err := r.storageErr; err != nil {
+		return -1, false, err
+	}
 	if offset == DeleteRecordsHighWatermark {
 		offset = r.hw
 	}
