@@ -130,7 +130,9 @@
 // snapshot at or below the checkpointed recovery point (an unclean
 // shutdown may have lost .txnindex entries above it, which the replay adds
 // again, as Kafka's recovery does), so besides the newest two the newest
-// snapshot at or below the log's recovery point is kept.
+// snapshot at or below the last checkpointed recovery point (where such an
+// open starts) and the newest at or below the log's own (which the next
+// checkpoint writes) are kept.
 //
 // # Transactions
 //
@@ -148,7 +150,9 @@
 // read_committed consumer's ListOffsets (AskerCommittedConsumer) is
 // bounded by it; the cleaner cleans only below it. The LSO moves only with
 // the HW, the log start or a marker, and a move wakes consumers' long
-// polls (Changed(false)) even when the HW stayed.
+// polls (Changed(false)) even when the HW stayed: a marker's, a
+// DeleteRecords', or retention's deleting the segment where an open
+// transaction began (the LSO then is the new log start).
 //
 // Append rules (appendAsLeader, Kafka's analyzeAndValidateProducerState):
 // a client's retry is answered first; then, with Config.TxnVerification
@@ -163,7 +167,9 @@
 // producer's transaction at its base offset. Guards are numbered across
 // the process, handed out again while unused (the concurrent first
 // requests of a transaction share one), cleared by any transactional batch
-// or marker of the producer, and dropped after guardExpiry unused.
+// or marker of the producer, and dropped after guardExpiry unused. With
+// verification off TxnVerificationGuard answers (0, false) and keeps
+// nothing.
 //
 // WriteTxnMarker checks leadership, min.insync.replicas, the producer
 // epoch (ErrInvalidProducerEpoch below the producer's) and the

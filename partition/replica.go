@@ -45,6 +45,10 @@ type Replica struct {
 	// the cleaner last looked (MaxInt64: none); the cleaner lowers its
 	// checkpoint to it, as Kafka's maybeTruncateCheckpoint.
 	cleanTruncatedTo atomic.Int64
+	// checkpointedRP is the recovery point as last written to
+	// recovery-point-offset-checkpoint (at open, the one read from it):
+	// what an open after a crash would start from.
+	checkpointedRP atomic.Int64
 
 	mu       sync.Mutex
 	cfg      cluster.LogConfig
@@ -167,6 +171,7 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 	}
 	r.setThrottlesLocked()
 	r.cleanTruncatedTo.Store(math.MaxInt64)
+	r.checkpointedRP.Store(recoveryPoint)
 	r.hw = min(max(hwCheckpoint, l.LogStartOffset()), l.LogEndOffset())
 	// After an unclean shutdown (the checkpointed recovery point below
 	// the LEO) a snapshot above the recovery point may describe markers

@@ -253,8 +253,9 @@ func (r *Replica) checkInTxnLocked(h logstore.BatchHeader) error {
 }
 
 // verificationGuard is TxnVerificationGuard on the replica: (0, false)
-// when producerID has an ongoing transaction here, else the producer's
-// guard, created if it has none (Kafka's maybeStartTransactionVerification
+// when verification is off (no guard is needed or kept) or producerID has
+// an ongoing transaction here, else the producer's guard, created if it
+// has none (Kafka's maybeStartTransactionVerification
 // keeps a guard already handed out, so the concurrent first requests of a
 // transaction all verify against the same one).
 func (r *Replica) verificationGuard(producerID int64, now time.Time) (uint64, bool, error) {
@@ -262,6 +263,9 @@ func (r *Replica) verificationGuard(producerID int64, now time.Time) (uint64, bo
 	defer r.mu.Unlock()
 	if !r.isLeaderLocked() {
 		return 0, false, ErrNotLeader
+	}
+	if !r.txnVerification {
+		return 0, false, nil
 	}
 	if s := r.producers[producerID]; s != nil && s.txnFirstOffset >= 0 {
 		return 0, false, nil
