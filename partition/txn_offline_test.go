@@ -150,3 +150,48 @@ func TestFollowerIndexFailureThenLeader(t *testing.T) {
 	}
 	mustMarker(t, m, TxnMarker{ProducerID: 6, ProducerEpoch: 0, CoordinatorEpoch: 1})
 }
+
+// A leader whose aborted-index write fails after its marker was appended
+// refuses every later append and marker and writes no producer snapshot;
+// the transaction still holds the LSO. A restart replays the marker.
+func TestLeaderIndexFailureTakesReplicaOffline(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "logs")
+	m := txnManager(t, dir, false, []int32{1}, []int32{1})
+	r, _ := m.get(tp0)
+	mustAppendWith(t, m, tb(5, 0, 0, 1, true, 1), AppendOptions{Acks: 1}) // 0 txn of 5
+	idx := filepath.Join(r.dir, "00000000000000000000.txnindex")
+	if err := os.Mkdir(idx, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.WriteTxnMarker(tp0, TxnMarker{ProducerID: 5, ProducerEpoch: 0, CoordinatorEpoch: 1}); !errors.Is(err, ErrStorage) {
+		t.Fatalf("marker whose index write fails: %v, want ErrStorage", err)
+	}
+	if err := os.Remove(idx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AppendWith(tp0, tb(-1, -1, -1, 1, false, 1), AppendOptions{Acks: 1}); !errors.Is(err, ErrStorage) {
+		t.Fatalf("append after the failed index write: %v, want ErrStorage", err)
+	}
+	if _, err := m.WriteTxnMarker(tp0, TxnMarker{ProducerID: 5, ProducerEpoch: 0, CoordinatorEpoch: 1}); !errors.Is(err, ErrStorage) {
+		t.Fatalf("marker after the failed index write: %v, want ErrStorage", err)
+	}
+	st := statusOf(t, m)
+	if st.LogEndOffset != 2 || st.LastStableOffset != 0 || len(st.OngoingTxns) != 1 {
+		t.Fatalf("after the failure leo %d lso %d ongoing %+v, want 2, 0 and producer 5's", st.LogEndOffset, st.LastStableOffset, st.OngoingTxns)
+	}
+	m.writeCheckpoints(true)
+	if offs := snapshotOffsets(r.dir); slices.Contains(offs, 2) {
+		t.Fatalf("snapshots %v: the failed replica's state was saved", offs)
+	}
+	if err := m.Close(); err == nil {
+		t.Fatal("close with a failed log reported no error")
+	}
+	m2 := txnManager(t, dir, false, []int32{1}, []int32{1})
+	if st := statusOf(t, m2); len(st.OngoingTxns) != 0 || st.LastStableOffset != 2 {
+		t.Fatalf("after the restart ongoing %+v lso %d, want none and 2", st.OngoingTxns, st.LastStableOffset)
+	}
+	if got := readAt(t, m2, 0, 1).AbortedTransactions; !slices.Equal(got, []AbortedTransaction{{ProducerID: 5, FirstOffset: 0}}) {
+		t.Fatalf("aborted transactions after the restart %+v", got)
+	}
+	mustAppendWith(t, m2, tb(-1, -1, -1, 1, false, 1), AppendOptions{Acks: 1})
+}
