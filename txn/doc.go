@@ -50,7 +50,8 @@
 // tombstone is) and PrepareEpochFence is only ever pending: a fence writes
 // PrepareAbort with the bumped epoch. The bump of a fence takes effect in
 // memory at once, so the old producer stays fenced if the write fails;
-// the next fence then reuses that epoch (Kafka's hasFailedEpochFence).
+// the next fence then reuses that epoch (Kafka's hasFailedEpochFence),
+// also when it is 32767, which a bump could not reach.
 //
 // InitProducerID: a new id gets a producer id from ProducerIDs at epoch 0;
 // Empty/CompleteCommit/CompleteAbort bump the epoch, or move to a new
