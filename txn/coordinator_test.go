@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -837,5 +838,94 @@ func TestCloseStopsEverything(t *testing.T) {
 	h.idle()
 	if _, _, err := h.c.InitProducerID(bg, InitRequest{TransactionalID: "t1", TransactionTimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1}); !errors.Is(err, ErrNotCoordinator) {
 		t.Fatalf("after close: %v", err)
+	}
+}
+
+// TestTickKeepsScheduleWhenReadLate: the timed-out abort is due every
+// AbortTimedOutInterval from New, not from the time a Tick happened to
+// read; a tick read 5 ms late followed by one read 1 ms late runs both
+// passes (before, the second was skipped, so timeouts were enforced up to
+// twice late).
+func TestTickKeepsScheduleWhenReadLate(t *testing.T) {
+	h := newHarness(t)
+	pid, e := h.init("t1", 1000)
+	h.add("t1", pid, e, tp("out", 0))
+	h.clock.Advance(10*time.Second + 5*time.Millisecond) // tick 1, read 5 ms late
+	h.c.Tick()
+	h.idle()
+	h.wantState("t1", "CompleteAbort")
+	pid2, e2 := h.init("t2", 1000)
+	h.add("t2", pid2, e2, tp("out", 1))
+	h.clock.Advance(10*time.Second - 4*time.Millisecond) // tick 2, read 1 ms late
+	h.c.Tick()
+	h.idle()
+	h.wantState("t2", "CompleteAbort")
+	// Missed intervals run one pass, and the schedule keeps its phase:
+	// due at New+30 s, ticked at New+55 s, next due at New+60 s.
+	pid3, e3 := h.init("t3", 1000)
+	h.add("t3", pid3, e3, tp("out", 2))
+	h.clock.Advance(35*time.Second - time.Millisecond)
+	h.c.Tick()
+	h.idle()
+	h.wantState("t3", "CompleteAbort")
+	pid4, e4 := h.init("t4", 1000)
+	h.add("t4", pid4, e4, tp("out", 0))
+	h.clock.Advance(4 * time.Second)
+	h.c.Tick() // New+59 s: not due
+	h.idle()
+	h.wantState("t4", "Ongoing")
+	h.clock.Advance(time.Second)
+	h.c.Tick() // New+60 s
+	h.idle()
+	h.wantState("t4", "CompleteAbort")
+}
+
+// TestBackgroundLoopRunsPassOnEveryTick: the loop started by Start runs
+// the timed-out abort on every tick of its AbortTimedOutInterval ticker
+// and the expiry on every tick of its RemoveExpiredInterval ticker,
+// whatever the clock says about the previous pass; a second Start starts
+// no second loop.
+func TestBackgroundLoopRunsPassOnEveryTick(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	made := map[time.Duration]int{}
+	abort, expire := make(chan time.Time), make(chan time.Time)
+	h.c.ticker = func(d time.Duration) (<-chan time.Time, func()) {
+		mu.Lock()
+		defer mu.Unlock()
+		made[d]++
+		if d == 10*time.Second {
+			return abort, func() {}
+		}
+		return expire, func() {}
+	}
+	h.c.Start()
+	h.c.Start()
+	// tick sends one tick and then another, which the loop takes only
+	// once the pass of the first ended.
+	tick := func(ch chan time.Time) {
+		ch <- time.Time{}
+		ch <- time.Time{}
+		h.idle()
+	}
+	for i, id := range []string{"t1", "t2"} {
+		pid, e := h.init(id, 1000)
+		h.add(id, pid, e, tp("out", int32(i)))
+		h.clock.Advance(2 * time.Second) // past the timeout, well within the interval
+		tick(abort)
+		h.wantState(id, "CompleteAbort")
+	}
+	h.clock.Advance(7 * 24 * time.Hour)
+	tick(expire)
+	for _, id := range []string{"t1", "t2"} {
+		if d := h.describe(id); !errors.Is(d.Err, ErrTransactionalIDNotFound) {
+			t.Fatalf("%s not expired by the expiry tick: %+v", id, d)
+		}
+	}
+	h.c.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if made[10*time.Second] != 1 || made[time.Hour] != 1 || len(made) != 2 {
+		t.Fatalf("tickers made %v, want one of 10s and one of 1h", made)
 	}
 }

@@ -91,17 +91,21 @@
 //
 // # Timeouts and expiry
 //
-// Tick, called by the background loop started by Start and by tests with a
-// fake clock, runs every AbortTimedOutInterval the abort of Ongoing
-// transactions without a pending transition whose start is more than their
-// timeout ago (fenced with an epoch bump, so the producer's next request is
-// ErrProducerFenced), and every RemoveExpiredInterval the removal of ids in
-// Empty, CompleteCommit or CompleteAbort last updated more than
-// IDExpiration ago: their tombstones are written (batches of at most
-// 256 KiB) and the ids dropped once replicated; a failed tombstone write
-// keeps them. Each id is checked again under the lock just before its
-// batch is prepared, since the lock is released while an earlier batch
-// replicates and a producer may have re-initialized the id meanwhile.
+// The background loop started by Start (once, however often it is
+// called) runs on every tick of an AbortTimedOutInterval ticker the abort
+// of Ongoing transactions without a pending transition whose start is more
+// than their timeout ago (fenced with an epoch bump, so the producer's next
+// request is ErrProducerFenced), and on every tick of a
+// RemoveExpiredInterval ticker the removal of ids in Empty, CompleteCommit
+// or CompleteAbort last updated more than IDExpiration ago: their
+// tombstones are written (batches of at most 256 KiB) and the ids dropped
+// once replicated; a failed tombstone write keeps them. Each id is checked
+// again under the lock just before its batch is prepared, since the lock
+// is released while an earlier batch replicates and a producer may have
+// re-initialized the id meanwhile. Tick runs the same passes for tests
+// with a fake clock, each when its interval passed since it was last due
+// (due times advance by whole intervals, so a late Tick does not delay the
+// next pass).
 //
 // # Storage format
 //
