@@ -70,7 +70,7 @@ type Coordinator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	// markers counts running marker fan-outs (tests wait on it).
-	markers sync.WaitGroup
+	markers *counter
 	// sleep waits d or until ctx ends (false); tests replace it so that
 	// retries need no real time.
 	sleep func(ctx context.Context, d time.Duration) bool
@@ -107,7 +107,43 @@ func New(cfg Config) *Coordinator {
 		cancel:     cancel,
 		sleep:      sleepCtx,
 		ticker:     newTicker,
+		markers:    newCounter(),
 		parts:      make(map[int32]*partState),
+	}
+}
+
+// counter counts running goroutines of one kind. Unlike a
+// sync.WaitGroup, wait may run while the count goes up from zero; it
+// returns once the count is zero.
+type counter struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+}
+
+func newCounter() *counter {
+	k := &counter{}
+	k.cond = sync.NewCond(&k.mu)
+	return k
+}
+
+func (k *counter) add(d int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.n += d
+	if k.n < 0 {
+		panic("txn: counter below zero")
+	}
+	if k.n == 0 {
+		k.cond.Broadcast()
+	}
+}
+
+func (k *counter) wait() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for k.n > 0 {
+		k.cond.Wait()
 	}
 }
 

@@ -375,12 +375,12 @@ func (c *Coordinator) startMarkersLocked(p int32, ps *partState, m *txnMeta, com
 		ProducerID: m.producerID, ProducerEpoch: m.producerEpoch, CoordinatorEpoch: ps.leaderEpoch,
 		Commit: commit, Partitions: m.sortedPartitions(),
 	}
-	c.markers.Add(1)
+	c.markers.add(1)
 	if !c.goFuncLocked(func() {
-		defer c.markers.Done()
+		defer c.markers.add(-1)
 		c.sendMarkers(p, ps, m, mk, ct)
 	}) {
-		c.markers.Done()
+		c.markers.add(-1)
 	}
 }
 
