@@ -680,6 +680,35 @@ func TestMarkerRefusedByNewerProducerEpochStops(t *testing.T) {
 	h.wantState("t1", "PrepareCommit")
 }
 
+// TestMarkerRefusedByNewerCoordinatorStops: a partition leader refusing a
+// marker because a coordinator with a newer epoch wrote one for the
+// producer (TRANSACTION_COORDINATOR_FENCED) ends the fan-out, as an
+// INVALID_PRODUCER_EPOCH refusal does (Kafka cancels the markers on both):
+// no retries, and no completion written by the deposed coordinator.
+func TestMarkerRefusedByNewerCoordinatorStops(t *testing.T) {
+	h := newHarness(t)
+	h.markers.fail = func(call int, p cluster.TopicPartition) error {
+		// Only at first, so that a coordinator retrying the refusal ends.
+		if p == tp("out", 1) && call <= 3 {
+			return fmt.Errorf("write txn markers to broker 2: %w", partition.ErrTransactionCoordinatorFenced)
+		}
+		return nil
+	}
+	pid, e := h.init("t1", 60000)
+	h.add("t1", pid, e, tp("out", 0), tp("out", 1))
+	if err := h.c.EndTxn(bg, "t1", pid, e, true); err != nil {
+		t.Fatal(err)
+	}
+	h.idle()
+	if n := len(h.markers.Calls()); n != 1 {
+		t.Fatalf("retried a fenced marker: %d calls", n)
+	}
+	h.wantState("t1", "PrepareCommit")
+	if st := h.states("t1"); st[len(st)-1] != "PrepareCommit" {
+		t.Fatalf("deposed coordinator wrote %v", st)
+	}
+}
+
 func TestCompletionWriteRetried(t *testing.T) {
 	h := newHarness(t)
 	pid, e := h.init("t1", 60000)

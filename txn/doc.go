@@ -72,7 +72,10 @@
 // (100 ms doubling to 5 s) until written, dropping partitions whose error
 // wraps cluster.ErrUnknownTopic or partition.ErrUnknownTopicOrPartition
 // (deleted topics), and stopping (as Kafka) when a leader refuses a marker
-// with partition.ErrInvalidProducerEpoch; then CompleteCommit/CompleteAbort
+// with partition.ErrInvalidProducerEpoch (a newer producer epoch wrote
+// there) or partition.ErrTransactionCoordinatorFenced (a coordinator with
+// a newer coordinator epoch did: this one was deposed, and the new one
+// completes the transaction); then CompleteCommit/CompleteAbort
 // is written, retried until it is. A retried EndTxn of the completed
 // outcome answers success, of the other ErrInvalidTxnState.
 //

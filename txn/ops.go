@@ -391,6 +391,18 @@ func deletedTopic(err error) bool {
 	return errors.Is(err, cluster.ErrUnknownTopic) || errors.Is(err, partition.ErrUnknownTopicOrPartition)
 }
 
+// superseded reports a marker refusal that ends the fan-out, as Kafka's
+// TransactionMarkerRequestCompletionHandler cancels a transaction's
+// markers on either: the producer's epoch on the partition moved past
+// this transaction's (ErrInvalidProducerEpoch), or a coordinator with a
+// newer coordinator epoch wrote a marker for the producer there
+// (ErrTransactionCoordinatorFenced: this coordinator was deposed, and the
+// one that loaded the partition since completes the transaction).
+// Retrying could never succeed.
+func superseded(err error) bool {
+	return errors.Is(err, partition.ErrInvalidProducerEpoch) || errors.Is(err, partition.ErrTransactionCoordinatorFenced)
+}
+
 // sendMarkers writes mk to every partition until each is written (or its
 // topic deleted), retrying the rest with backoff, then persists ct,
 // retrying that too until written. It stops when the partition is unloaded
@@ -430,10 +442,8 @@ func (c *Coordinator) sendMarkers(p int32, ps *partState, m *txnMeta, mk Markers
 				log.Info().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).
 					Msg("dropping transaction marker of a deleted partition")
 				delete(m.partitions, tp)
-			case errors.Is(err, partition.ErrInvalidProducerEpoch):
-				// As Kafka: the producer's epoch on that partition moved
-				// past this transaction's, so it was superseded; stop
-				// sending (a reload of the partition retries it).
+			case superseded(err):
+				// Stop sending (a reload of the partition retries it).
 				c.mu.Unlock()
 				log.Error().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).
 					Msg("transaction marker refused; cancelled sending this transaction's markers")
