@@ -69,9 +69,13 @@
 // ErrInvalidProducerIDMapping) and epoch (else ErrProducerFenced). EndTxn
 // persists PrepareCommit/PrepareAbort, answers, and a background fan-out
 // writes the markers, retrying every partition that failed with backoff
-// (100 ms doubling to 5 s) until written, dropping partitions whose error
-// wraps cluster.ErrUnknownTopic or partition.ErrUnknownTopicOrPartition
-// (deleted topics), and stopping (as Kafka) when a leader refuses a marker
+// (100 ms doubling to 5 s) until written, dropping only partitions whose
+// error wraps cluster.ErrUnknownTopic (MarkerWriter's word that the
+// metadata has no such topic: it was deleted; this narrows the contract,
+// which also named partition.ErrUnknownTopicOrPartition), retrying
+// partition.ErrUnknownTopicOrPartition like ErrNotLeader (the broker
+// asked may not hold the replica yet, and dropping the marker would leave
+// the transaction open on that partition), and stopping (as Kafka) when a leader refuses a marker
 // with partition.ErrInvalidProducerEpoch (a newer producer epoch wrote
 // there) or partition.ErrTransactionCoordinatorFenced (a coordinator with
 // a newer coordinator epoch did: this one was deposed, and the new one

@@ -384,11 +384,17 @@ func (c *Coordinator) startMarkersLocked(p int32, ps *partState, m *txnMeta, com
 	}
 }
 
-// deletedTopic reports a marker error that means the partition no longer
-// exists: its marker is dropped rather than retried (the contract's rule
-// for MarkerWriter results).
+// deletedTopic reports a marker error that means the topic no longer
+// exists: MarkerWriter returns cluster.ErrUnknownTopic only when the
+// metadata has no such topic, and that partition's marker is dropped
+// rather than retried (Kafka drops markers of partitions absent from its
+// metadata cache). partition.ErrUnknownTopicOrPartition is not: a broker
+// answering it may just not hold the replica yet (a leader move in
+// flight), and dropping the marker would leave the transaction open on the
+// partition, so it is retried like NOT_LEADER (Kafka retries
+// UNKNOWN_TOPIC_OR_PARTITION too).
 func deletedTopic(err error) bool {
-	return errors.Is(err, cluster.ErrUnknownTopic) || errors.Is(err, partition.ErrUnknownTopicOrPartition)
+	return errors.Is(err, cluster.ErrUnknownTopic)
 }
 
 // superseded reports a marker refusal that ends the fan-out, as Kafka's
@@ -449,8 +455,9 @@ func (c *Coordinator) sendMarkers(p int32, ps *partState, m *txnMeta, mk Markers
 					Msg("transaction marker refused; cancelled sending this transaction's markers")
 				return
 			default:
-				// Not leader, not enough replicas, timeouts, unreachable
-				// brokers: the leader may move or recover, so retry.
+				// Not leader, no replica here (yet), not enough
+				// replicas, timeouts, unreachable brokers: the leader
+				// may move or recover, so retry.
 				again = append(again, tp)
 			}
 		}
