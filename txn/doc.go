@@ -22,11 +22,13 @@
 // led reloads it. Loading reads the partition (ReplicaID -1, so bounded by
 // the high watermark) from the log start to the log end offset it had at
 // becoming leader, the last record of each id winning and a tombstone
-// removing it; a batch that fails its CRC or does not decode is retried
-// with backoff (up to 1 s), never skipped, and records with an unknown key
-// version are logged and skipped, as Kafka's loader does. Meanwhile the
-// partition's ids answer ErrCoordinatorLoadInProgress, and ids of
-// partitions not led here ErrNotCoordinator. Once loaded, every
+// removing it; a batch that fails its CRC, does not decode or has a length
+// below a v2 batch header's (only a batch cut off by the end of a read is
+// a partial tail) is retried with backoff (up to 1 s), never skipped, and
+// records with an unknown key version are logged and skipped, as Kafka's
+// loader does. Meanwhile the partition's ids answer
+// ErrCoordinatorLoadInProgress, and ids of partitions not led here
+// ErrNotCoordinator. Once loaded, every
 // PrepareCommit/PrepareAbort found is completed (markers resent with the
 // new coordinator epoch, then CompleteCommit/CompleteAbort written) and
 // Ongoing transactions past their timeout are fenced and aborted.

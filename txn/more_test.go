@@ -2,6 +2,7 @@ package txn
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -220,36 +221,48 @@ func TestWriteErrorMapping(t *testing.T) {
 // skipped: the load retries it (backing off) and the partition stays
 // loading until it reads.
 func TestLoadRetriesCorruptBatch(t *testing.T) {
-	log := newFakeLog()
-	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
-	p := PartitionFor("a", testPartitions)
-	now := clock.Now().UnixMilli()
-	loadState(t, log, "a", transit{producerID: 1, producerEpoch: 0, timeoutMs: 1000, state: stateEmpty, startTs: -1, updateTs: now})
-	loadState(t, log, "a", transit{producerID: 1, producerEpoch: 4, timeoutMs: 1000, state: stateEmpty, startTs: -1, updateTs: now})
-	good := append([]byte(nil), log.batches[p][1]...)
-	log.batches[p][1][len(good)-2] ^= 0xff
-	h := newHarnessOn(t, log, clock)
-	var backoffs []time.Duration
-	h.c.sleep = func(ctx context.Context, d time.Duration) bool {
-		backoffs = append(backoffs, d)
-		if len(backoffs) == 3 {
-			// Still loading while the batch is unreadable.
-			if d := h.describe("a"); !errors.Is(d.Err, ErrCoordinatorLoadInProgress) {
-				t.Errorf("during a failing load: %+v", d)
+	corrupt := map[string]func(b []byte){
+		// A flipped bit near the end fails the CRC.
+		"crc": func(b []byte) { b[len(b)-2] ^= 0xff },
+		// A batch length shorter than a v2 header is corrupt, not a
+		// partial tail: taken for one, the load ended before the batch
+		// and lost its records.
+		"length": func(b []byte) { binary.BigEndian.PutUint32(b[8:12], 20) },
+	}
+	for name, spoil := range corrupt {
+		t.Run(name, func(t *testing.T) {
+			log := newFakeLog()
+			clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+			p := PartitionFor("a", testPartitions)
+			now := clock.Now().UnixMilli()
+			loadState(t, log, "a", transit{producerID: 1, producerEpoch: 0, timeoutMs: 1000, state: stateEmpty, startTs: -1, updateTs: now})
+			loadState(t, log, "a", transit{producerID: 1, producerEpoch: 4, timeoutMs: 1000, state: stateEmpty, startTs: -1, updateTs: now})
+			good := append([]byte(nil), log.batches[p][1]...)
+			spoil(log.batches[p][1])
+			h := newHarnessOn(t, log, clock)
+			var backoffs []time.Duration
+			h.c.sleep = func(ctx context.Context, d time.Duration) bool {
+				backoffs = append(backoffs, d)
+				if len(backoffs) == 3 {
+					// Still loading while the batch is unreadable.
+					if d := h.describe("a"); !errors.Is(d.Err, ErrCoordinatorLoadInProgress) {
+						t.Errorf("during a failing load: %+v", d)
+					}
+					log.mu.Lock()
+					log.batches[p][1] = good
+					log.mu.Unlock()
+				}
+				return true
 			}
-			log.mu.Lock()
-			log.batches[p][1] = good
-			log.mu.Unlock()
-		}
-		return true
-	}
-	h.c.OnBecomeLeader(p, 1)
-	<-h.loaded
-	if d := h.wantState("a", "Empty"); d.ProducerEpoch != 4 {
-		t.Fatalf("loaded epoch %d", d.ProducerEpoch)
-	}
-	if len(backoffs) != 3 || backoffs[0] != 100*time.Millisecond || backoffs[1] != 200*time.Millisecond || backoffs[2] != 400*time.Millisecond {
-		t.Fatalf("backoffs %v", backoffs)
+			h.c.OnBecomeLeader(p, 1)
+			<-h.loaded
+			if d := h.wantState("a", "Empty"); d.ProducerEpoch != 4 {
+				t.Fatalf("loaded epoch %d", d.ProducerEpoch)
+			}
+			if len(backoffs) != 3 || backoffs[0] != 100*time.Millisecond || backoffs[1] != 200*time.Millisecond || backoffs[2] != 400*time.Millisecond {
+				t.Fatalf("backoffs %v", backoffs)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package txn
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"hash/crc32"
 	"math"
 	"testing"
@@ -160,6 +161,34 @@ func TestBatchFormat(t *testing.T) {
 	b[len(b)-3] ^= 1
 	if _, err := parseBatches(b, func(int64, []byte, []byte) {}); err == nil {
 		t.Fatal("corrupt batch parsed")
+	}
+}
+
+// TestParseBatchesPartialTailAndShortLength: a batch cut off by the end
+// of a read (its length field whole, its bytes not) ends the parse without
+// an error, at the last whole batch; a length field below the v2 header's
+// 49 bytes is a malformed batch, returned as one with the offset after the
+// last good batch, so the loader retries instead of taking the rest as a
+// partial tail.
+func TestParseBatchesPartialTailAndShortLength(t *testing.T) {
+	one := encodeBatch([]kv{{txnKey("a"), nil}}, 1)
+	second := encodeBatch([]kv{{txnKey("b"), nil}}, 1)
+	binary.BigEndian.PutUint64(second[0:8], 1)
+	whole := append(append([]byte(nil), one...), second...)
+	for cut := len(one) + 1; cut < len(whole); cut++ {
+		n := 0
+		next, err := parseBatches(whole[:cut], func(int64, []byte, []byte) { n++ })
+		if err != nil || next != 1 || n != 1 {
+			t.Fatalf("cut at %d: next %d, %d records, err %v; want 1, 1, nil", cut, next, n, err)
+		}
+	}
+	for _, length := range []int32{-1, 0, 12, 48} {
+		b := append([]byte(nil), whole...)
+		binary.BigEndian.PutUint32(b[len(one)+8:], uint32(length))
+		next, err := parseBatches(b, func(int64, []byte, []byte) {})
+		if !errors.Is(err, errBadRecord) || next != 1 {
+			t.Fatalf("length %d: next %d err %v, want 1 and a malformed record", length, next, err)
+		}
 	}
 }
 
