@@ -4,14 +4,18 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"go/parser"
+	"go/token"
 	"hash/crc32"
 	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
-	"github.com/kafkazk/broker/group"
 )
 
 // kafkaValueV0 builds a TransactionLogValue version 0 as Kafka's schema
@@ -192,11 +196,28 @@ func TestParseBatchesPartialTailAndShortLength(t *testing.T) {
 	}
 }
 
+// TestPartitionForMatchesGroup compares PartitionFor with
+// group.PartitionFor's answers, computed once and written down here (txn
+// does not import group, not even in tests).
 func TestPartitionForMatchesGroup(t *testing.T) {
-	for _, id := range []string{"", "a", "hello", "transactional-id-1", "ünïcødé", "😀-emoji", "polygenelubricants"} {
-		for _, n := range []int32{1, 3, 50} {
-			if got, want := PartitionFor(id, n), group.PartitionFor(id, n); got != want {
-				t.Errorf("PartitionFor(%q, %d) = %d, group says %d", id, n, got, want)
+	ns := [3]int32{1, 3, 50}
+	for _, c := range []struct {
+		id   string
+		want [3]int32 // group.PartitionFor(id, n) for each of ns
+	}{
+		{"", [3]int32{0, 0, 0}},
+		{"a", [3]int32{0, 1, 47}},
+		{"hello", [3]int32{0, 1, 22}},
+		{"transactional-id-1", [3]int32{0, 2, 41}},
+		{"ünïcødé", [3]int32{0, 2, 27}},
+		{"😀-emoji", [3]int32{0, 2, 38}},
+		{"polygenelubricants", [3]int32{0, 0, 0}},
+		{"my-txn-producer", [3]int32{0, 1, 6}},
+		{"__consumer_offsets", [3]int32{0, 0, 19}},
+	} {
+		for i, n := range ns {
+			if got := PartitionFor(c.id, n); got != c.want[i] {
+				t.Errorf("PartitionFor(%q, %d) = %d, group says %d", c.id, n, got, c.want[i])
 			}
 		}
 	}
@@ -207,5 +228,32 @@ func TestPartitionForMatchesGroup(t *testing.T) {
 	// "polygenelubricants".hashCode() is Integer.MIN_VALUE: Utils.abs maps it to 0.
 	if got := PartitionFor("polygenelubricants", 50); got != 0 {
 		t.Fatalf("MinInt32 hash: %d", got)
+	}
+}
+
+// TestForbiddenImports checks the package arrows (STYLE.md, the
+// contract): no file of txn, tests included, imports protocol, zkcoord,
+// logstore, group or cmd.
+func TestForbiddenImports(t *testing.T) {
+	const mod = "github.com/kafkazk/broker/"
+	forbidden := []string{"protocol", "zkcoord", "logstore", "group", "cmd"}
+	files, err := filepath.Glob("*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files: %v", err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			for _, p := range forbidden {
+				if path == mod+p || strings.HasPrefix(path, mod+p+"/") {
+					t.Errorf("%s imports %s", name, path)
+				}
+			}
+		}
 	}
 }
