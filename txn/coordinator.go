@@ -475,6 +475,14 @@ func (c *Coordinator) persistLocked(p int32, ps *partState, m *txnMeta, t transi
 	c.mu.Unlock()
 	err := wait()
 	c.mu.Lock()
+	return c.appliedLocked(p, ps, m, t, err)
+}
+
+// appliedLocked ends the write of t, prepared on m, whose wait returned
+// err: applied to m if it was replicated and m is still the cached state
+// of the same incarnation, else m's pending state cleared (if m is still
+// cached). Caller holds c.mu.
+func (c *Coordinator) appliedLocked(p int32, ps *partState, m *txnMeta, t transit, err error) error {
 	current := c.ownsLocked(p, ps) && ps.txns[m.id] == m
 	if err != nil {
 		if current {

@@ -335,6 +335,63 @@ func TestTimedOutTransactionAborted(t *testing.T) {
 	}
 }
 
+// TestTimedOutAbortsWrittenTogether: one pass appends the PrepareAbort of
+// every timed-out transaction before waiting for any, so the pass waits
+// for replication once, not once per transaction (each up to
+// WriteTimeout). Each abort still takes effect only once replicated: while
+// the records wait, the transactions are Ongoing (the fence's epoch bump
+// excepted) and answer CONCURRENT_TRANSACTIONS.
+func TestTimedOutAbortsWrittenTogether(t *testing.T) {
+	h := newHarness(t)
+	ids := []string{"t1", "t2", "t3", "t4"}
+	epochs := map[string]int16{}
+	for i, id := range ids {
+		pid, e := h.init(id, 1000)
+		h.add(id, pid, e, tp("out", int32(i)))
+		epochs[id] = e
+	}
+	// No write times out here: a pass waiting for each record in turn
+	// would wait for the first until it is released.
+	h.c.cfg.WriteTimeout = time.Hour
+	h.log.mu.Lock()
+	h.log.block = true
+	h.log.mu.Unlock()
+	h.clock.Advance(11 * time.Second)
+	done := make(chan struct{})
+	go func() { h.c.Tick(); close(done) }()
+	for i := range ids {
+		select {
+		case <-h.log.waiting:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d aborts waiting for replication together", i, len(ids))
+		}
+	}
+	for _, id := range ids {
+		if st := h.states(id); st[len(st)-1] != "PrepareAbort" {
+			t.Fatalf("%s: records %v while the pass waits", id, st)
+		}
+		if d := h.wantState(id, "Ongoing"); d.ProducerEpoch != epochs[id]+1 {
+			t.Fatalf("%s: epoch %d while its fence is written", id, d.ProducerEpoch)
+		}
+		if err := h.c.EndTxn(bg, id, h.describe(id).ProducerID, epochs[id]+1, false); !errors.Is(err, ErrConcurrentTransactions) {
+			t.Fatalf("%s: EndTxn while its abort is written: %v", id, err)
+		}
+	}
+	h.log.mu.Lock()
+	h.log.block = false
+	h.log.mu.Unlock()
+	for range ids {
+		h.log.release <- struct{}{}
+	}
+	<-done
+	h.idle()
+	for _, id := range ids {
+		if d := h.wantState(id, "CompleteAbort"); d.ProducerEpoch != epochs[id]+1 {
+			t.Fatalf("%s aborted at epoch %d", id, d.ProducerEpoch)
+		}
+	}
+}
+
 func TestExpiredTransactionalIDsRemoved(t *testing.T) {
 	log := newFakeLog()
 	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}

@@ -104,7 +104,9 @@
 // called) runs on every tick of an AbortTimedOutInterval ticker the abort
 // of Ongoing transactions without a pending transition whose start is more
 // than their timeout ago (fenced with an epoch bump, so the producer's next
-// request is ErrProducerFenced), and on every tick of a
+// request is ErrProducerFenced; the pass appends the PrepareAbort of every
+// one of them, then waits for them together, each applied once its own
+// record is replicated), and on every tick of a
 // RemoveExpiredInterval ticker the removal of ids in Empty, CompleteCommit
 // or CompleteAbort last updated more than IDExpiration ago: their
 // tombstones are written (batches of at most 256 KiB) and the ids dropped
