@@ -861,6 +861,7 @@ func (l *Log) replaceSegments(group []segSnap, gen int64, ns *segment) (int64, e
 	segs = append(segs, l.segments[k+len(group):]...)
 	l.segments = segs
 	gen = l.segGen.Add(1)
+	l.recountTxnsLocked()
 	l.mu.Unlock()
 	l.dirDirty = true
 	for _, sn := range group {

@@ -208,11 +208,22 @@
 // segment, in marker order. Logstore does not decide what was aborted:
 // the caller appends the marker (AppendControlAsLeader, or a follower
 // append) and then the entry (AppendAbortedTxn) with the first offset and
-// last stable offset it tracks; an entry at or below the log's last one
-// is ignored, so a replay after a restart is idempotent. The file is
+// last stable offset it tracks; an entry whose segment already holds one
+// with the same last offset is ignored, so a replay after a restart is
+// idempotent. The check is per segment, not against the last entry of the
+// whole log: after an unclean shutdown an older segment's index may have
+// lost entries that a newer one kept, and the replay adds them again; one
+// that falls before entries of its segment rewrites that segment's file
+// atomically (temporary file, fsync, rename, directory fsync), so every
+// file stays in marker order. Any I/O failure of the index (create,
+// write, rewrite, fsync, truncate) fails the log (ErrStorage), as a failed
+// fsync does: its marker is in the log and its entry is not, so the log
+// refuses every later write until it is reopened and the caller replays
+// the markers. The file is
 // created on the segment's first entry; the entries live in memory too
 // (34 bytes each), so CollectAbortedTxns, which a read_committed fetch
-// calls, does no I/O. Entries are written to the page cache and fsynced
+// calls, does no I/O, and with no entry in the whole log (a count kept
+// with them) it does not look at the segments at all. Entries are written to the page cache and fsynced
 // with their segment (Flush, the flush policy, the roll flush, Close); an
 // entry added to a segment already below the recovery point is fsynced at
 // once. TruncateTo drops the entries at or above the new end, and every

@@ -119,7 +119,7 @@ type Log struct {
 	flushPending atomic.Bool
 	flushRunning atomic.Bool
 	// failure is the first storage error of an fsync (or of restoring a
-	// file after a failed write): once set, the log refuses every write
+	// file after a failed write, or of any .txnindex write): once set, the log refuses every write
 	// and never advances its recovery point again, since what the failed
 	// fsync should have persisted may be lost (Kafka marks the log
 	// directory offline).
@@ -137,6 +137,14 @@ type Log struct {
 	// (truncation, retention, a cleaner swap). Bumped under wmu and mu; a
 	// clean pass gives up on a group if it moved under the pass.
 	segGen atomic.Int64
+	// txnEntries is the number of transaction index entries of all the
+	// segments, set under mu (recountTxnsLocked) whenever they change, so
+	// that CollectAbortedTxns answers a log without aborted transactions
+	// (the usual case) without looking at its segments.
+	txnEntries atomic.Int64
+	// txnScans counts the CollectAbortedTxns calls that looked at the
+	// segments, for tests.
+	txnScans atomic.Int64
 
 	// Changed under wmu+mu, readable without a lock.
 	logStartOffset atomic.Int64
@@ -184,6 +192,7 @@ func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 		}
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
+	l.recountTxnsLocked()
 	return l, nil
 }
 
@@ -1106,6 +1115,7 @@ func (l *Log) TruncateTo(endOffset int64) error {
 			err = l.fail("truncate", terr)
 		}
 	}
+	l.recountTxnsLocked()
 	l.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("truncate %s to %d: segment %d: %w", l.dir, endOffset, s.baseOffset, err)
@@ -1176,6 +1186,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	old := l.segments
 	l.segments = nil
 	l.segGen.Add(1)
+	l.recountTxnsLocked()
 	l.mu.Unlock()
 	var errs []error
 	for _, s := range old {
@@ -1291,6 +1302,7 @@ func (l *Log) deleteFirstSegmentsLocked(n int, newStart int64) (deleted int, lso
 	l.mu.Lock()
 	l.segments = slices.Delete(l.segments, 0, n)
 	l.segGen.Add(1)
+	l.recountTxnsLocked()
 	lso = max(l.segments[0].baseOffset, oldStart, newStart)
 	l.logStartOffset.Store(lso)
 	l.mu.Unlock()
@@ -1302,6 +1314,7 @@ func (l *Log) deleteFirstSegmentsLocked(n int, newStart int64) (deleted int, lso
 			if keep := doomed[i+1:]; len(keep) > 0 {
 				l.mu.Lock()
 				l.segments = append(slices.Clone(keep), l.segments...)
+				l.recountTxnsLocked()
 				lso = max(keep[0].baseOffset, oldStart, newStart)
 				l.logStartOffset.Store(lso)
 				l.mu.Unlock()

@@ -1,12 +1,14 @@
 package logstore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 )
 
 // The transaction index, Kafka's TransactionIndex: <base>.txnindex holds,
@@ -139,20 +141,28 @@ func (s *segment) truncateTxns(endOffset int64) (bool, error) {
 	return true, nil
 }
 
-// lastAbortedTxnLocked is the last index entry of the log, ok false if
-// there is none. Caller holds l.wmu or l.mu.
-func (l *Log) lastAbortedTxnLocked() (AbortedTxn, bool) {
-	for i := len(l.segments) - 1; i >= 0; i-- {
-		if t := l.segments[i].txns; len(t) > 0 {
-			return t[len(t)-1], true
-		}
+// recountTxnsLocked sets l.txnEntries from the segments. Caller holds
+// l.mu for writing, or owns l (Open).
+func (l *Log) recountTxnsLocked() {
+	n := 0
+	for _, s := range l.segments {
+		n += len(s.txns)
 	}
-	return AbortedTxn{}, false
+	l.txnEntries.Store(int64(n))
 }
 
 // AppendAbortedTxn adds t to the .txnindex of the segment holding t.LastOffset (normally the
-// active one), creating the file on first use. An entry whose LastOffset is at or below the
-// last entry's in the log is ignored, so replaying the log after a restart is idempotent.
+// active one), creating the file on first use. An entry whose segment already holds one with
+// the same LastOffset is ignored, so replaying the log after a restart is idempotent.
+//
+// The duplicate check is per segment, not against the last entry of the
+// whole log (the contract's first wording, which is enough only while
+// every index is intact): an entry not yet in its segment goes in marker
+// order, at the end of the segment's index as a rule. After an unclean shutdown an older
+// segment's .txnindex may have lost entries a newer one kept, and the
+// caller's replay then adds them again in the middle of the log; an entry
+// inserted before the segment's last one rewrites the segment's file
+// atomically (temporary file, fsync, rename, directory fsync).
 //
 // t.LastOffset must be below LogEndOffset (the marker is appended first)
 // and t.FirstOffset at most t.LastOffset, else the error wraps
@@ -160,6 +170,12 @@ func (l *Log) lastAbortedTxnLocked() (AbortedTxn, bool) {
 // is ignored: its segment is gone. The entry is written to the page cache
 // and fsynced with its segment (Flush, the roll flush); an entry added to
 // a segment already below the recovery point is fsynced at once.
+//
+// Any I/O failure of the index (creating, writing, rewriting or fsyncing
+// the file) fails the log (ErrStorage), as a failed fsync does: the
+// marker is in the log already and its entry is not, so the log refuses
+// every later write (Kafka takes the log directory offline) and only a
+// reopen, whose caller replays the markers, makes them agree again.
 func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -169,14 +185,17 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	if leo := l.logEndOffset.Load(); t.LastOffset >= leo || t.FirstOffset > t.LastOffset {
 		return fmt.Errorf("append aborted transaction %+v to %s, log end offset %d: %w", t, l.dir, leo, ErrOffsetOutOfRange)
 	}
-	if last, ok := l.lastAbortedTxnLocked(); ok && t.LastOffset <= last.LastOffset {
-		return nil
-	}
 	if t.LastOffset < l.segments[0].baseOffset {
 		return nil
 	}
 	i := l.segmentFor(t.LastOffset)
 	s := l.segments[i]
+	k, found := slices.BinarySearchFunc(s.txns, t.LastOffset, func(e AbortedTxn, off int64) int {
+		return cmp.Compare(e.LastOffset, off)
+	})
+	if found {
+		return nil
+	}
 	active := i == len(l.segments)-1
 	// The background flusher syncs only segments that were not active
 	// when it listed them; a write to an older one must not race it.
@@ -184,13 +203,16 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 		l.fmu.Lock()
 		defer l.fmu.Unlock()
 	}
+	if k < len(s.txns) {
+		return l.insertAbortedTxnLocked(s, k, t)
+	}
 	if s.txnFile == nil {
 		name := segmentFileName(l.dir, s.baseOffset, txnIndexSuffix)
 		// No file is open, so none of ours is on disk (Open loads every
 		// one): a stale one of the same name is replaced.
 		f, err := l.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
-			return fmt.Errorf("create transaction index %s: %w", name, err)
+			return l.fail("append aborted transaction", fmt.Errorf("create transaction index %s: %w", name, err))
 		}
 		l.mu.Lock()
 		s.txnFile = f
@@ -202,12 +224,13 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	pos := int64(len(s.txns) * abortedTxnSize)
 	if _, err := s.txnFile.WriteAt(buf[:], pos); err != nil {
 		if terr := s.txnFile.Truncate(pos); terr != nil {
-			return l.fail("restore transaction index after a failed write", errors.Join(err, terr))
+			err = errors.Join(err, terr)
 		}
-		return fmt.Errorf("append aborted transaction to segment %d of %s: %w", s.baseOffset, l.dir, err)
+		return l.fail("append aborted transaction", fmt.Errorf("write transaction index of segment %d: %w", s.baseOffset, err))
 	}
 	l.mu.Lock()
 	s.txns = append(s.txns, t)
+	l.recountTxnsLocked()
 	l.mu.Unlock()
 	if !active && l.segments[i+1].baseOffset <= l.recoveryPoint.Load() {
 		// Below the recovery point nothing fsyncs the segment again.
@@ -221,6 +244,34 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 			return l.fail("append aborted transaction", fmt.Errorf("fsync %s: %w", s.txnFile.Name(), err))
 		}
 	}
+	return nil
+}
+
+// insertAbortedTxnLocked puts t at position k of s's index, before
+// entries already there: the whole file is written anew beside the old
+// one and renamed over it (fsynced, with its directory), so a crash
+// leaves either index, both in marker order. Any failure fails the log.
+// Caller holds l.wmu, and l.fmu unless s is the active segment.
+func (l *Log) insertAbortedTxnLocked(s *segment, k int, t AbortedTxn) error {
+	entries := slices.Insert(slices.Clone(s.txns), k, t)
+	name := segmentFileName(l.dir, s.baseOffset, txnIndexSuffix)
+	if err := WriteFileAtomicFS(l.fs, name, encodeAbortedTxns(entries)); err != nil {
+		return l.fail("insert aborted transaction", fmt.Errorf("rewrite transaction index %s: %w", name, err))
+	}
+	f, err := l.fs.OpenFile(name, os.O_RDWR, 0o644)
+	if err != nil {
+		return l.fail("insert aborted transaction", fmt.Errorf("reopen transaction index %s: %w", name, err))
+	}
+	l.mu.Lock()
+	old := s.txnFile
+	s.txnFile, s.txns = f, entries
+	l.recountTxnsLocked()
+	l.mu.Unlock()
+	if old != nil {
+		_ = old.Close()
+	}
+	l.log.Warn().Int64("segment", s.baseOffset).Int64("offset", t.LastOffset).Int("entries", len(entries)).
+		Msg("aborted transaction added before the last entry of its segment's transaction index (replayed after a lost index)")
 	return nil
 }
 
@@ -238,6 +289,10 @@ func (l *Log) CollectAbortedTxns(fetchOffset, upperBoundOffset int64) ([]Aborted
 	if l.isClosed() {
 		return nil, ErrClosed
 	}
+	if l.txnEntries.Load() == 0 {
+		return nil, nil // no aborted transaction at all: no segment to look at
+	}
+	l.txnScans.Add(1)
 	var out []AbortedTxn
 	for _, s := range l.segments[l.segmentFor(fetchOffset):] {
 		for _, t := range s.txns {

@@ -130,7 +130,9 @@
 // snapshot at or below the checkpointed recovery point (an unclean
 // shutdown may have lost .txnindex entries above it, which the replay adds
 // again, as Kafka's recovery does), so besides the newest two the newest
-// snapshot at or below the log's recovery point is kept.
+// snapshot at or below the last checkpointed recovery point (where such an
+// open starts) and the newest at or below the log's own (which the next
+// checkpoint writes) are kept.
 //
 // # Transactions
 //
@@ -148,7 +150,9 @@
 // read_committed consumer's ListOffsets (AskerCommittedConsumer) is
 // bounded by it; the cleaner cleans only below it. The LSO moves only with
 // the HW, the log start or a marker, and a move wakes consumers' long
-// polls (Changed(false)) even when the HW stayed.
+// polls (Changed(false)) even when the HW stayed: a marker's, a
+// DeleteRecords', or retention's deleting the segment where an open
+// transaction began (the LSO then is the new log start).
 //
 // Append rules (appendAsLeader, Kafka's analyzeAndValidateProducerState):
 // a client's retry is answered first; then, with Config.TxnVerification
@@ -163,7 +167,9 @@
 // producer's transaction at its base offset. Guards are numbered across
 // the process, handed out again while unused (the concurrent first
 // requests of a transaction share one), cleared by any transactional batch
-// or marker of the producer, and dropped after guardExpiry unused.
+// or marker of the producer, and dropped after guardExpiry unused. With
+// verification off TxnVerificationGuard answers (0, false) and keeps
+// nothing.
 //
 // WriteTxnMarker checks leadership, min.insync.replicas, the producer
 // epoch (ErrInvalidProducerEpoch below the producer's) and the
@@ -173,12 +179,30 @@
 // ABORT adds it to the log's .txnindex (Log.AppendAbortedTxn) with the LSO
 // it leaves (the oldest other ongoing transaction's start, else the offset
 // after the marker); the transaction then waits for the HW as an
-// unreplicated one. If the index write fails the transaction stays ongoing
-// and the LSO does not pass it. Followers apply the same state from the
+// unreplicated one. Followers apply the same state from the
 // batches they replicate, reading each control batch's marker from the
 // fetched bytes (no checks: the leader made them), and so does the replay
 // of the log at open, which adds the aborted-index entries again (the log
-// ignores those it has). The snapshot (version 2) keeps each producer's
+// ignores those it has, per segment, and puts back those an unclean
+// shutdown lost, even below entries of later segments that survived).
+//
+// If the index write fails (the .txnindex cannot be created, written or
+// fsynced: EISDIR, ENOSPC, EMFILE, EIO), the marker is in the log and its
+// entry is not. As in Kafka, where any I/O error of the log takes its
+// directory offline, logstore then fails the log (ErrStorage) and the
+// replica sets storageErr: the transaction stays ongoing in memory, so the
+// LSO does not pass it and read_committed never sees its batches without
+// the entry; appends, markers, DeleteRecords, truncations and producer
+// snapshots are refused with ErrStorage (KAFKA_STORAGE_ERROR), so the
+// false state is never saved; a follower appends a fetch a piece at a
+// time, each ending at a control batch, so it stops at the marker and
+// nothing after it enters the log, and its fetcher parks the partition.
+// Reads still answer from what is in the log, bounded by that LSO. The
+// replica stays so until the broker restarts; the open then replays the
+// marker from the last snapshot and writes the entry. Taking the log dir
+// offline (telling the controller, so that another replica is elected) is
+// a later issue: until then a failed replica may still be elected leader,
+// and refuses every write as leader. The snapshot (version 2) keeps each producer's
 // transaction fields and the unreplicated transactions. A truncation that
 // reaches any of it rebuilds it from the snapshot and log below the new
 // end (logstore drops the index entries of the markers it removed); a log

@@ -40,6 +40,9 @@ func (r *Replica) latestLocalEpoch() (int32, bool) {
 // KIP-279 iteration always makes progress), clamps the HW and rebuilds the
 // producer state if it referred to removed batches. Caller holds r.mu.
 func (r *Replica) truncateLocked(endOffset int64) error {
+	if err := r.storageErr; err != nil {
+		return err
+	}
 	leo := r.log.LogEndOffset()
 	if endOffset < leo {
 		if err := r.log.TruncateTo(endOffset); err != nil {
@@ -165,23 +168,15 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 	if leo := r.log.LogEndOffset(); leo != fetchOffset {
 		return fmt.Errorf("%w: fetched at %d, log end offset now %d", errStale, fetchOffset, leo)
 	}
+	if err := r.storageErr; err != nil {
+		return err
+	}
 	oldHW, oldLEO := r.hw, r.log.LogEndOffset()
-	if len(res.Records) > 0 {
-		info, err := r.log.AppendAsFollower(res.Records)
-		if errors.Is(err, logstore.ErrOffsetMismatch) {
-			// A leader batch starts below our LEO: our log ends inside
-			// one of its batches. Truncation must run again. (A batch
-			// above our LEO is a gap the leader's cleaner left, and is
-			// taken: Kafka rejects only offsets below the LEO.)
-			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, fetchOffset, err)
+	if err := r.appendReplicatedLocked(res.Records); err != nil {
+		if r.log.LogEndOffset() != oldLEO {
+			r.signalLocked()
 		}
-		if err != nil {
-			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, fetchOffset, mapLogError(err))
-		}
-		if err := r.recordReplicatedLocked(res.Records, info.Batches); err != nil {
-			r.logFailedLocked(err)
-			return err
-		}
+		return err
 	}
 	leo := r.log.LogEndOffset()
 	if res.LogStartOffset > leo {
@@ -211,6 +206,54 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 	return nil
 }
 
+// errEndOfPiece ends the search for the end of a piece of a follower
+// append (appendReplicatedLocked).
+var errEndOfPiece = errors.New("partition: end of piece")
+
+// appendReplicatedLocked appends a fetch response's records and applies
+// them to the producer state, a piece at a time: each piece but the last
+// ends with a control batch, so that if a marker's state cannot be
+// recorded (its aborted-index write failed, which fails the log and the
+// replica) no batch after it is in the log, and the log and the state
+// stay in step up to the failure. Caller holds r.mu.
+func (r *Replica) appendReplicatedLocked(records []byte) error {
+	for first := true; len(records) > 0; first = false {
+		end, n := len(records), 0
+		pos := 0
+		_ = forEachBatch(records, func(h logstore.BatchHeader, raw []byte) error {
+			pos += len(raw)
+			n++
+			if h.IsControl() {
+				end = pos
+				return errEndOfPiece
+			}
+			return nil
+		})
+		if n == 0 && !first {
+			return nil // only a partial batch is left, as a fetch may end
+		}
+		piece := records[:end]
+		records = records[end:]
+		at := r.log.LogEndOffset()
+		info, err := r.log.AppendAsFollower(piece)
+		if errors.Is(err, logstore.ErrOffsetMismatch) {
+			// A leader batch starts below our LEO: our log ends inside
+			// one of its batches. Truncation must run again. (A batch
+			// above our LEO is a gap the leader's cleaner left, and is
+			// taken: Kafka rejects only offsets below the LEO.)
+			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, at, err)
+		}
+		if err != nil {
+			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, at, mapLogError(err))
+		}
+		if err := r.recordReplicatedLocked(piece, info.Batches); err != nil {
+			r.logFailedLocked(err)
+			return err
+		}
+	}
+	return nil
+}
+
 // resetOutOfRange handles OFFSET_OUT_OF_RANGE on a follower (§4.4): if the
 // leader's LEO is below our fetch offset (after an unclean election) we
 // truncate to it; if our fetch offset is below the leader's log start we
@@ -220,6 +263,9 @@ func (r *Replica) resetOutOfRange(leaderEpoch int32, fetchOffset, leaderLEO, lea
 	defer r.mu.Unlock()
 	if !r.followingLocked(leaderEpoch) || r.log.LogEndOffset() != fetchOffset {
 		return errStale
+	}
+	if err := r.storageErr; err != nil {
+		return err
 	}
 	switch {
 	case leaderLEO >= 0 && leaderLEO < fetchOffset:

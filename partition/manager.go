@@ -300,8 +300,7 @@ func (m *Manager) background() {
 		if now.Sub(lastRetention) >= m.cfg.RetentionCheckInterval {
 			lastRetention = now
 			for _, r := range m.all() {
-				hw, _, _ := r.snapshot()
-				if n, err := r.log.DeleteOldSegmentsBelow(now.UnixMilli(), hw); err != nil {
+				if n, err := r.applyRetention(now.UnixMilli()); err != nil {
 					r.logger.Error().Err(err).Msg("retention")
 				} else if n > 0 {
 					r.logger.Info().Int("segments", n).Int64("log_start_offset", r.log.LogStartOffset()).Msg("retention deleted segments")
@@ -330,7 +329,7 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 		for _, r := range m.all() {
 			r.mu.Lock()
 			var err error
-			if !r.closed {
+			if !r.closed && r.storageErr == nil { // a failed replica's state may be false
 				err = r.writeProducerSnapshotLocked()
 			}
 			r.mu.Unlock()
@@ -339,7 +338,13 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 			}
 		}
 	}
-	type entries struct{ hw, rp, ls []logstore.CheckpointEntry }
+	type entries struct {
+		hw, rp, ls []logstore.CheckpointEntry
+		// replicas and their recovery points in rp, noted as
+		// checkpointed once the file is written
+		replicas []*Replica
+		rps      []int64
+	}
 	byDir := map[string]*entries{}
 	for _, dir := range m.cfg.LogDirs {
 		byDir[filepath.Clean(dir)] = &entries{}
@@ -357,6 +362,9 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 	for tp, r := range m.replicas {
 		hw, rp, ls := r.snapshot()
 		add(tp, filepath.Dir(r.dir), hw, rp, ls)
+		if e := byDir[filepath.Dir(r.dir)]; e != nil {
+			e.replicas, e.rps = append(e.replicas, r), append(e.rps, rp)
+		}
 	}
 	for tp, o := range m.saved {
 		if m.replicas[tp] == nil {
@@ -383,6 +391,10 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 			})
 			if err := logstore.WriteOffsetCheckpoint(filepath.Join(dir, f.name), f.es); err != nil {
 				m.log.Error().Err(err).Str("dir", dir).Str("file", f.name).Msg("write checkpoint")
+			} else if f.name == logstore.RecoveryPointCheckpointFile {
+				for i, r := range e.replicas {
+					r.checkpointedRP.Store(e.rps[i])
+				}
 			}
 		}
 	}

@@ -45,6 +45,10 @@ type Replica struct {
 	// the cleaner last looked (MaxInt64: none); the cleaner lowers its
 	// checkpoint to it, as Kafka's maybeTruncateCheckpoint.
 	cleanTruncatedTo atomic.Int64
+	// checkpointedRP is the recovery point as last written to
+	// recovery-point-offset-checkpoint (at open, the one read from it):
+	// what an open after a crash would start from.
+	checkpointedRP atomic.Int64
 
 	mu       sync.Mutex
 	cfg      cluster.LogConfig
@@ -96,8 +100,12 @@ type Replica struct {
 	// those it passes, a lost leadership or close fails them all.
 	waiters []*commitWaiter
 	// storageErr is set once the log failed with logstore.ErrStorage
-	// (an fsync failed): no later write can succeed, so acks=all waits
-	// not yet passed by the HW end with it (logFailedLocked).
+	// (an fsync or an aborted-index write failed): no later write can
+	// succeed, so acks=all waits not yet passed by the HW end with it
+	// (logFailedLocked), and appends, markers, follower appends,
+	// truncations, DeleteRecords and producer snapshots are refused with
+	// it until the broker restarts (the producer state may not match the
+	// log).
 	storageErr error
 	// waiterWakeups counts waiters completed or failed, for tests.
 	waiterWakeups uint64
@@ -163,6 +171,7 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 	}
 	r.setThrottlesLocked()
 	r.cleanTruncatedTo.Store(math.MaxInt64)
+	r.checkpointedRP.Store(recoveryPoint)
 	r.hw = min(max(hwCheckpoint, l.LogStartOffset()), l.LogEndOffset())
 	// After an unclean shutdown (the checkpointed recovery point below
 	// the LEO) a snapshot above the recovery point may describe markers
@@ -423,6 +432,11 @@ func (r *Replica) appendAsLeader(records []byte, opts AppendOptions, now time.Ti
 	defer r.mu.Unlock()
 	if !r.isLeaderLocked() {
 		return AppendResult{}, ErrNotLeader
+	}
+	if err := r.storageErr; err != nil {
+		// The log or the state kept beside it failed: even a retry is
+		// not answered, as Kafka's offline log directory answers none.
+		return AppendResult{}, err
 	}
 	if int64(h.Size()) > r.cfg.MaxMessageBytes { // changed meanwhile
 		return AppendResult{}, fmt.Errorf("%w: batch of %d bytes > max.message.bytes %d", ErrMessageTooLarge, h.Size(), r.cfg.MaxMessageBytes)

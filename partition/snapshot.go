@@ -175,10 +175,17 @@ func decodeSnapshot(b []byte) (map[int64]*producerState, []txnMeta, error) {
 // writeProducerSnapshotLocked records the producer state at the LEO
 // (written with logstore.WriteFileAtomic: a temporary file, fsync, rename,
 // fsync of the directory) and keeps the newest snapshotsKept snapshots,
-// and the newest at or below the log's recovery point: an open after an
-// unclean shutdown starts from that one (see openReplica).
+// the newest at or below the last checkpointed recovery point (an open
+// after an unclean shutdown starts from that one, see openReplica) and
+// the newest at or below the log's recovery point (the next checkpoint's).
 // Caller holds r.mu, so no append moves the LEO.
 func (r *Replica) writeProducerSnapshotLocked() error {
+	if err := r.storageErr; err != nil {
+		// The state may not match the log (a marker whose aborted-index
+		// entry could not be written): a snapshot of it would outlive
+		// the restart that puts it right.
+		return fmt.Errorf("no producer snapshot of %s after a storage failure: %w", r.tp, err)
+	}
 	leo := r.log.LogEndOffset()
 	path := snapshotPath(r.dir, leo)
 	if _, err := os.Stat(path); err == nil {
@@ -189,15 +196,21 @@ func (r *Replica) writeProducerSnapshotLocked() error {
 		return fmt.Errorf("write producer snapshot %s: %w", path, err)
 	}
 	offs := snapshotOffsets(r.dir)
-	rp := r.log.RecoveryPoint()
-	keep := int64(-1) // the newest at or below the recovery point
+	// The newest at or below the last checkpointed recovery point (an
+	// open after a crash now starts there) and the newest at or below the
+	// log's own (the next checkpoint writes it).
+	checkpointed, rp := r.checkpointedRP.Load(), r.log.RecoveryPoint()
+	keepCheckpointed, keepRP := int64(-1), int64(-1)
 	for _, off := range offs {
+		if off <= checkpointed {
+			keepCheckpointed = off
+		}
 		if off <= rp {
-			keep = off
+			keepRP = off
 		}
 	}
 	for i := 0; i+snapshotsKept < len(offs); i++ {
-		if offs[i] != keep {
+		if offs[i] != keepCheckpointed && offs[i] != keepRP {
 			_ = os.Remove(snapshotPath(r.dir, offs[i]))
 		}
 	}

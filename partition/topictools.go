@@ -54,6 +54,9 @@ func (r *Replica) moveLogStart(offset int64) (target int64, moved bool, err erro
 	if !r.isLeaderLocked() {
 		return -1, false, ErrNotLeader
 	}
+	if err := r.storageErr; err != nil {
+		return -1, false, err
+	}
 	if offset == DeleteRecordsHighWatermark {
 		offset = r.hw
 	}
@@ -74,6 +77,23 @@ func (r *Replica) moveLogStart(offset int64) (target int64, moved bool, err erro
 		Int("segments_deleted", n).Msg("deleted records")
 	r.signalLocked()
 	return offset, true, nil
+}
+
+// applyRetention deletes the segments that time and size retention let go
+// below the HW (Log.DeleteOldSegmentsBelow, without r.mu: it may fsync).
+// A log start moved past an open transaction's first offset moves the LSO
+// it held, which wakes read_committed consumers' long polls.
+func (r *Replica) applyRetention(nowMs int64) (int, error) {
+	hw, _, _ := r.snapshot()
+	n, err := r.log.DeleteOldSegmentsBelow(nowMs, hw)
+	if n > 0 {
+		r.mu.Lock()
+		if !r.closed && r.lsoLocked() != r.lsoSignalled {
+			r.signalToLocked(wakeConsumers)
+		}
+		r.mu.Unlock()
+	}
+	return n, err
 }
 
 // lowWatermarkLocked is the smallest log start offset over this replica and

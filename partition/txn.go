@@ -2,6 +2,7 @@ package partition
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -184,7 +185,14 @@ func (r *Replica) applyMarkerLocked(h logstore.BatchHeader, typ logstore.Control
 			t := logstore.AbortedTxn{ProducerID: h.ProducerID, FirstOffset: s.txnFirstOffset, LastOffset: h.BaseOffset,
 				LastStableOffset: r.completedLSOLocked(h.ProducerID, h.BaseOffset)}
 			if err := r.log.AppendAbortedTxn(t); err != nil {
-				return fmt.Errorf("index aborted transaction of producer %d at %d in %s: %w", h.ProducerID, h.BaseOffset, r.tp, mapLogError(err))
+				// The marker is in the log and its entry is not: whatever
+				// the cause, the replica can no longer agree with its log
+				// (logstore has failed the log for any I/O error).
+				err = mapLogError(err)
+				if !errors.Is(err, ErrStorage) {
+					err = fmt.Errorf("%w: %w", ErrStorage, err)
+				}
+				return fmt.Errorf("index aborted transaction of producer %d at %d in %s: %w", h.ProducerID, h.BaseOffset, r.tp, err)
 			}
 		}
 		r.ongoingTxns = removeTxn(r.ongoingTxns, h.ProducerID, s.txnFirstOffset)
@@ -245,8 +253,9 @@ func (r *Replica) checkInTxnLocked(h logstore.BatchHeader) error {
 }
 
 // verificationGuard is TxnVerificationGuard on the replica: (0, false)
-// when producerID has an ongoing transaction here, else the producer's
-// guard, created if it has none (Kafka's maybeStartTransactionVerification
+// when verification is off (no guard is needed or kept) or producerID has
+// an ongoing transaction here, else the producer's guard, created if it
+// has none (Kafka's maybeStartTransactionVerification
 // keeps a guard already handed out, so the concurrent first requests of a
 // transaction all verify against the same one).
 func (r *Replica) verificationGuard(producerID int64, now time.Time) (uint64, bool, error) {
@@ -254,6 +263,9 @@ func (r *Replica) verificationGuard(producerID int64, now time.Time) (uint64, bo
 	defer r.mu.Unlock()
 	if !r.isLeaderLocked() {
 		return 0, false, ErrNotLeader
+	}
+	if !r.txnVerification {
+		return 0, false, nil
 	}
 	if s := r.producers[producerID]; s != nil && s.txnFirstOffset >= 0 {
 		return 0, false, nil
@@ -280,6 +292,9 @@ func (r *Replica) writeMarker(mk TxnMarker, now time.Time) (AppendResult, error)
 	defer r.mu.Unlock()
 	if !r.isLeaderLocked() {
 		return AppendResult{}, ErrNotLeader
+	}
+	if err := r.storageErr; err != nil {
+		return AppendResult{}, err
 	}
 	if int64(len(r.isr)) < r.cfg.MinInsyncReplicas {
 		return AppendResult{}, fmt.Errorf("%w: isr %v < min.insync.replicas %d", ErrNotEnoughReplicas, r.isr, r.cfg.MinInsyncReplicas)

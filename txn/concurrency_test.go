@@ -87,3 +87,38 @@ func TestConcurrentProducers(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleWhileFanOutsStart: the harness's idle (waiting for every marker
+// fan-out to end) runs while fan-outs start from none running, which a
+// sync.WaitGroup forbids (Add from zero concurrent with Wait: the race
+// detector reports it). After idle, every fan-out started before it has
+// ended.
+func TestIdleWhileFanOutsStart(t *testing.T) {
+	h := newHarness(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				h.idle()
+			}
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		id := fmt.Sprintf("t%d", i%5)
+		pid, e := h.init(id, 60000)
+		h.add(id, pid, e, tp("out", int32(i%3)))
+		if err := h.c.EndTxn(bg, id, pid, e, true); err != nil {
+			t.Fatal(err)
+		}
+		h.idle()
+		h.wantState(id, "CompleteCommit")
+	}
+	close(stop)
+	wg.Wait()
+}

@@ -70,13 +70,15 @@ type Coordinator struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	// markers counts running marker fan-outs (tests wait on it).
-	markers sync.WaitGroup
+	markers *counter
 	// sleep waits d or until ctx ends (false); tests replace it so that
 	// retries need no real time.
 	sleep func(ctx context.Context, d time.Duration) bool
 	// onLoaded, if set (tests), is called when a load installed its
 	// partition and started its completions and aborts.
 	onLoaded func(p int32)
+	// ticker makes the background loop's tickers; tests replace it.
+	ticker func(d time.Duration) (<-chan time.Time, func())
 
 	// mu guards everything below and every txnMeta. It is held across
 	// Log.Append (so records of a transactional id are in the log in the
@@ -84,10 +86,11 @@ type Coordinator struct {
 	// producer id allocation or a marker write.
 	mu         sync.Mutex
 	closed     bool
+	started    bool // Start was called
 	parts      map[int32]*partState
 	nextToken  uint64
-	lastAbort  time.Time // last run of the timed-out abort, or New
-	lastExpire time.Time // last run of the id expiry, or New
+	lastAbort  time.Time // when Tick's last timed-out abort was due, or New
+	lastExpire time.Time // when Tick's last id expiry was due, or New
 }
 
 // New returns a coordinator that owns no partition until OnBecomeLeader.
@@ -103,7 +106,44 @@ func New(cfg Config) *Coordinator {
 		ctx:        ctx,
 		cancel:     cancel,
 		sleep:      sleepCtx,
+		ticker:     newTicker,
+		markers:    newCounter(),
 		parts:      make(map[int32]*partState),
+	}
+}
+
+// counter counts running goroutines of one kind. Unlike a
+// sync.WaitGroup, wait may run while the count goes up from zero; it
+// returns once the count is zero.
+type counter struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+}
+
+func newCounter() *counter {
+	k := &counter{}
+	k.cond = sync.NewCond(&k.mu)
+	return k
+}
+
+func (k *counter) add(d int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.n += d
+	if k.n < 0 {
+		panic("txn: counter below zero")
+	}
+	if k.n == 0 {
+		k.cond.Broadcast()
+	}
+}
+
+func (k *counter) wait() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for k.n > 0 {
+		k.cond.Wait()
 	}
 }
 
@@ -118,23 +158,42 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Start runs the background loop that aborts timed-out transactions every
-// AbortTimedOutInterval and removes expired transactional ids every
-// RemoveExpiredInterval.
+// Start runs the background loop that aborts timed-out transactions on
+// every tick of AbortTimedOutInterval and removes expired transactional
+// ids on every tick of RemoveExpiredInterval (one ticker each, so neither
+// pass is skipped when a tick is read late). Only the first call starts
+// it.
 func (c *Coordinator) Start() {
-	every := min(c.cfg.AbortTimedOutInterval, c.cfg.RemoveExpiredInterval)
-	c.goFunc(func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-c.ctx.Done():
-				return
-			case <-t.C:
-				c.Tick()
-			}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return
+	}
+	c.started = true
+	c.goFuncLocked(c.run)
+}
+
+// run is the background loop of Start.
+func (c *Coordinator) run() {
+	abort, stopAbort := c.ticker(c.cfg.AbortTimedOutInterval)
+	defer stopAbort()
+	expire, stopExpire := c.ticker(c.cfg.RemoveExpiredInterval)
+	defer stopExpire()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-abort:
+			c.abortTimedOut(-1)
+		case <-expire:
+			c.removeExpired()
 		}
-	})
+	}
+}
+
+func newTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 func (c *Coordinator) goFunc(fn func()) bool {
@@ -416,6 +475,14 @@ func (c *Coordinator) persistLocked(p int32, ps *partState, m *txnMeta, t transi
 	c.mu.Unlock()
 	err := wait()
 	c.mu.Lock()
+	return c.appliedLocked(p, ps, m, t, err)
+}
+
+// appliedLocked ends the write of t, prepared on m, whose wait returned
+// err: applied to m if it was replicated and m is still the cached state
+// of the same incarnation, else m's pending state cleared (if m is still
+// cached). Caller holds c.mu.
+func (c *Coordinator) appliedLocked(p int32, ps *partState, m *txnMeta, t transit, err error) error {
 	current := c.ownsLocked(p, ps) && ps.txns[m.id] == m
 	if err != nil {
 		if current {
@@ -449,11 +516,14 @@ func storeError(err error) error {
 	return err
 }
 
-// Tick runs what is due at Now: every AbortTimedOutInterval the abort of
-// Ongoing transactions older than their timeout, every
-// RemoveExpiredInterval the removal of expired transactional ids. The
-// background loop calls it; tests call it with a fake clock. It waits for
-// the state writes it makes (not for markers).
+// Tick runs what is due at Now: the abort of Ongoing transactions older
+// than their timeout once an AbortTimedOutInterval passed since the last
+// one was due, the removal of expired transactional ids once a
+// RemoveExpiredInterval did. Tests call it with a fake clock (the
+// background loop runs the passes on its tickers). A pass's due time
+// advances by whole intervals, not to the time Tick read, so a Tick read
+// a little late does not push the next pass back. It waits for the state
+// writes it makes (not for markers).
 func (c *Coordinator) Tick() {
 	now := c.cfg.Now()
 	c.mu.Lock()
@@ -461,14 +531,8 @@ func (c *Coordinator) Tick() {
 		c.mu.Unlock()
 		return
 	}
-	abort := now.Sub(c.lastAbort) >= c.cfg.AbortTimedOutInterval
-	if abort {
-		c.lastAbort = now
-	}
-	expire := now.Sub(c.lastExpire) >= c.cfg.RemoveExpiredInterval
-	if expire {
-		c.lastExpire = now
-	}
+	abort := due(&c.lastAbort, c.cfg.AbortTimedOutInterval, now)
+	expire := due(&c.lastExpire, c.cfg.RemoveExpiredInterval, now)
 	c.mu.Unlock()
 	if abort {
 		c.abortTimedOut(-1)
@@ -476,4 +540,16 @@ func (c *Coordinator) Tick() {
 	if expire {
 		c.removeExpired()
 	}
+}
+
+// due reports whether a pass run every interval since *last is due at
+// now, and if so moves *last on by the whole intervals elapsed (one pass
+// however many were missed, keeping the schedule's phase).
+func due(last *time.Time, interval time.Duration, now time.Time) bool {
+	elapsed := now.Sub(*last)
+	if elapsed < interval {
+		return false
+	}
+	*last = last.Add(elapsed / interval * interval)
+	return true
 }

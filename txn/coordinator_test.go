@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -334,6 +335,63 @@ func TestTimedOutTransactionAborted(t *testing.T) {
 	}
 }
 
+// TestTimedOutAbortsWrittenTogether: one pass appends the PrepareAbort of
+// every timed-out transaction before waiting for any, so the pass waits
+// for replication once, not once per transaction (each up to
+// WriteTimeout). Each abort still takes effect only once replicated: while
+// the records wait, the transactions are Ongoing (the fence's epoch bump
+// excepted) and answer CONCURRENT_TRANSACTIONS.
+func TestTimedOutAbortsWrittenTogether(t *testing.T) {
+	h := newHarness(t)
+	ids := []string{"t1", "t2", "t3", "t4"}
+	epochs := map[string]int16{}
+	for i, id := range ids {
+		pid, e := h.init(id, 1000)
+		h.add(id, pid, e, tp("out", int32(i)))
+		epochs[id] = e
+	}
+	// No write times out here: a pass waiting for each record in turn
+	// would wait for the first until it is released.
+	h.c.cfg.WriteTimeout = time.Hour
+	h.log.mu.Lock()
+	h.log.block = true
+	h.log.mu.Unlock()
+	h.clock.Advance(11 * time.Second)
+	done := make(chan struct{})
+	go func() { h.c.Tick(); close(done) }()
+	for i := range ids {
+		select {
+		case <-h.log.waiting:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d aborts waiting for replication together", i, len(ids))
+		}
+	}
+	for _, id := range ids {
+		if st := h.states(id); st[len(st)-1] != "PrepareAbort" {
+			t.Fatalf("%s: records %v while the pass waits", id, st)
+		}
+		if d := h.wantState(id, "Ongoing"); d.ProducerEpoch != epochs[id]+1 {
+			t.Fatalf("%s: epoch %d while its fence is written", id, d.ProducerEpoch)
+		}
+		if err := h.c.EndTxn(bg, id, h.describe(id).ProducerID, epochs[id]+1, false); !errors.Is(err, ErrConcurrentTransactions) {
+			t.Fatalf("%s: EndTxn while its abort is written: %v", id, err)
+		}
+	}
+	h.log.mu.Lock()
+	h.log.block = false
+	h.log.mu.Unlock()
+	for range ids {
+		h.log.release <- struct{}{}
+	}
+	<-done
+	h.idle()
+	for _, id := range ids {
+		if d := h.wantState(id, "CompleteAbort"); d.ProducerEpoch != epochs[id]+1 {
+			t.Fatalf("%s aborted at epoch %d", id, d.ProducerEpoch)
+		}
+	}
+}
+
 func TestExpiredTransactionalIDsRemoved(t *testing.T) {
 	log := newFakeLog()
 	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
@@ -620,14 +678,20 @@ func TestFailoverCompletesPreparedTransactions(t *testing.T) {
 	b.wantState("open", "CompleteCommit")
 }
 
+// TestMarkerRetriesAndDeletedTopics: retriable marker errors are retried
+// with backoff until written, including UNKNOWN_TOPIC_OR_PARTITION from a
+// broker (it may not hold the replica yet: dropping the marker would leave
+// the transaction open there); only cluster.ErrUnknownTopic (the metadata
+// has no such topic) drops the partition's marker.
 func TestMarkerRetriesAndDeletedTopics(t *testing.T) {
 	h := newHarness(t)
 	h.markers.fail = func(call int, p cluster.TopicPartition) error {
 		switch {
 		case p == tp("gone", 0):
 			return fmt.Errorf("leader lookup: %w", cluster.ErrUnknownTopic)
-		case p == tp("gone2", 0):
-			return partition.ErrUnknownTopicOrPartition
+		case p == tp("moving", 0) && call <= 2:
+			// No replica on the broker asked (yet): not a deleted topic.
+			return fmt.Errorf("write txn markers to broker 3: %w", partition.ErrUnknownTopicOrPartition)
 		case p == tp("slow", 0) && call <= 3:
 			return partition.ErrNotLeader
 		case p == tp("isr", 0) && call <= 1:
@@ -636,7 +700,7 @@ func TestMarkerRetriesAndDeletedTopics(t *testing.T) {
 		return nil
 	}
 	pid, e := h.init("t1", 60000)
-	h.add("t1", pid, e, tp("gone", 0), tp("gone2", 0), tp("isr", 0), tp("ok", 0), tp("slow", 0))
+	h.add("t1", pid, e, tp("gone", 0), tp("isr", 0), tp("moving", 0), tp("ok", 0), tp("slow", 0))
 	if err := h.c.EndTxn(bg, "t1", pid, e, true); err != nil {
 		t.Fatal(err)
 	}
@@ -648,9 +712,9 @@ func TestMarkerRetriesAndDeletedTopics(t *testing.T) {
 		sent = append(sent, c.Partitions)
 	}
 	want := [][]cluster.TopicPartition{
-		{tp("gone", 0), tp("gone2", 0), tp("isr", 0), tp("ok", 0), tp("slow", 0)},
-		{tp("isr", 0), tp("slow", 0)}, // isr written at the second call
-		{tp("slow", 0)},
+		{tp("gone", 0), tp("isr", 0), tp("moving", 0), tp("ok", 0), tp("slow", 0)},
+		{tp("isr", 0), tp("moving", 0), tp("slow", 0)}, // isr written at the second call
+		{tp("moving", 0), tp("slow", 0)},               // moving at the third
 		{tp("slow", 0)},
 	}
 	if !reflect.DeepEqual(sent, want) {
@@ -677,6 +741,35 @@ func TestMarkerRefusedByNewerProducerEpochStops(t *testing.T) {
 		t.Fatalf("retried a refused marker: %d calls", len(h.markers.Calls()))
 	}
 	h.wantState("t1", "PrepareCommit")
+}
+
+// TestMarkerRefusedByNewerCoordinatorStops: a partition leader refusing a
+// marker because a coordinator with a newer epoch wrote one for the
+// producer (TRANSACTION_COORDINATOR_FENCED) ends the fan-out, as an
+// INVALID_PRODUCER_EPOCH refusal does (Kafka cancels the markers on both):
+// no retries, and no completion written by the deposed coordinator.
+func TestMarkerRefusedByNewerCoordinatorStops(t *testing.T) {
+	h := newHarness(t)
+	h.markers.fail = func(call int, p cluster.TopicPartition) error {
+		// Only at first, so that a coordinator retrying the refusal ends.
+		if p == tp("out", 1) && call <= 3 {
+			return fmt.Errorf("write txn markers to broker 2: %w", partition.ErrTransactionCoordinatorFenced)
+		}
+		return nil
+	}
+	pid, e := h.init("t1", 60000)
+	h.add("t1", pid, e, tp("out", 0), tp("out", 1))
+	if err := h.c.EndTxn(bg, "t1", pid, e, true); err != nil {
+		t.Fatal(err)
+	}
+	h.idle()
+	if n := len(h.markers.Calls()); n != 1 {
+		t.Fatalf("retried a fenced marker: %d calls", n)
+	}
+	h.wantState("t1", "PrepareCommit")
+	if st := h.states("t1"); st[len(st)-1] != "PrepareCommit" {
+		t.Fatalf("deposed coordinator wrote %v", st)
+	}
 }
 
 func TestCompletionWriteRetried(t *testing.T) {
@@ -837,5 +930,94 @@ func TestCloseStopsEverything(t *testing.T) {
 	h.idle()
 	if _, _, err := h.c.InitProducerID(bg, InitRequest{TransactionalID: "t1", TransactionTimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1}); !errors.Is(err, ErrNotCoordinator) {
 		t.Fatalf("after close: %v", err)
+	}
+}
+
+// TestTickKeepsScheduleWhenReadLate: the timed-out abort is due every
+// AbortTimedOutInterval from New, not from the time a Tick happened to
+// read; a tick read 5 ms late followed by one read 1 ms late runs both
+// passes (before, the second was skipped, so timeouts were enforced up to
+// twice late).
+func TestTickKeepsScheduleWhenReadLate(t *testing.T) {
+	h := newHarness(t)
+	pid, e := h.init("t1", 1000)
+	h.add("t1", pid, e, tp("out", 0))
+	h.clock.Advance(10*time.Second + 5*time.Millisecond) // tick 1, read 5 ms late
+	h.c.Tick()
+	h.idle()
+	h.wantState("t1", "CompleteAbort")
+	pid2, e2 := h.init("t2", 1000)
+	h.add("t2", pid2, e2, tp("out", 1))
+	h.clock.Advance(10*time.Second - 4*time.Millisecond) // tick 2, read 1 ms late
+	h.c.Tick()
+	h.idle()
+	h.wantState("t2", "CompleteAbort")
+	// Missed intervals run one pass, and the schedule keeps its phase:
+	// due at New+30 s, ticked at New+55 s, next due at New+60 s.
+	pid3, e3 := h.init("t3", 1000)
+	h.add("t3", pid3, e3, tp("out", 2))
+	h.clock.Advance(35*time.Second - time.Millisecond)
+	h.c.Tick()
+	h.idle()
+	h.wantState("t3", "CompleteAbort")
+	pid4, e4 := h.init("t4", 1000)
+	h.add("t4", pid4, e4, tp("out", 0))
+	h.clock.Advance(4 * time.Second)
+	h.c.Tick() // New+59 s: not due
+	h.idle()
+	h.wantState("t4", "Ongoing")
+	h.clock.Advance(time.Second)
+	h.c.Tick() // New+60 s
+	h.idle()
+	h.wantState("t4", "CompleteAbort")
+}
+
+// TestBackgroundLoopRunsPassOnEveryTick: the loop started by Start runs
+// the timed-out abort on every tick of its AbortTimedOutInterval ticker
+// and the expiry on every tick of its RemoveExpiredInterval ticker,
+// whatever the clock says about the previous pass; a second Start starts
+// no second loop.
+func TestBackgroundLoopRunsPassOnEveryTick(t *testing.T) {
+	h := newHarness(t)
+	var mu sync.Mutex
+	made := map[time.Duration]int{}
+	abort, expire := make(chan time.Time), make(chan time.Time)
+	h.c.ticker = func(d time.Duration) (<-chan time.Time, func()) {
+		mu.Lock()
+		defer mu.Unlock()
+		made[d]++
+		if d == 10*time.Second {
+			return abort, func() {}
+		}
+		return expire, func() {}
+	}
+	h.c.Start()
+	h.c.Start()
+	// tick sends one tick and then another, which the loop takes only
+	// once the pass of the first ended.
+	tick := func(ch chan time.Time) {
+		ch <- time.Time{}
+		ch <- time.Time{}
+		h.idle()
+	}
+	for i, id := range []string{"t1", "t2"} {
+		pid, e := h.init(id, 1000)
+		h.add(id, pid, e, tp("out", int32(i)))
+		h.clock.Advance(2 * time.Second) // past the timeout, well within the interval
+		tick(abort)
+		h.wantState(id, "CompleteAbort")
+	}
+	h.clock.Advance(7 * 24 * time.Hour)
+	tick(expire)
+	for _, id := range []string{"t1", "t2"} {
+		if d := h.describe(id); !errors.Is(d.Err, ErrTransactionalIDNotFound) {
+			t.Fatalf("%s not expired by the expiry tick: %+v", id, d)
+		}
+	}
+	h.c.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if made[10*time.Second] != 1 || made[time.Hour] != 1 || len(made) != 2 {
+		t.Fatalf("tickers made %v, want one of 10s and one of 1h", made)
 	}
 }

@@ -22,11 +22,13 @@
 // led reloads it. Loading reads the partition (ReplicaID -1, so bounded by
 // the high watermark) from the log start to the log end offset it had at
 // becoming leader, the last record of each id winning and a tombstone
-// removing it; a batch that fails its CRC or does not decode is retried
-// with backoff (up to 1 s), never skipped, and records with an unknown key
-// version are logged and skipped, as Kafka's loader does. Meanwhile the
-// partition's ids answer ErrCoordinatorLoadInProgress, and ids of
-// partitions not led here ErrNotCoordinator. Once loaded, every
+// removing it; a batch that fails its CRC, does not decode or has a length
+// below a v2 batch header's (only a batch cut off by the end of a read is
+// a partial tail) is retried with backoff (up to 1 s), never skipped, and
+// records with an unknown key version are logged and skipped, as Kafka's
+// loader does. Meanwhile the partition's ids answer
+// ErrCoordinatorLoadInProgress, and ids of partitions not led here
+// ErrNotCoordinator. Once loaded, every
 // PrepareCommit/PrepareAbort found is completed (markers resent with the
 // new coordinator epoch, then CompleteCommit/CompleteAbort written) and
 // Ongoing transactions past their timeout are fenced and aborted.
@@ -50,7 +52,8 @@
 // tombstone is) and PrepareEpochFence is only ever pending: a fence writes
 // PrepareAbort with the bumped epoch. The bump of a fence takes effect in
 // memory at once, so the old producer stays fenced if the write fails;
-// the next fence then reuses that epoch (Kafka's hasFailedEpochFence).
+// the next fence then reuses that epoch (Kafka's hasFailedEpochFence),
+// also when it is 32767, which a bump could not reach.
 //
 // InitProducerID: a new id gets a producer id from ProducerIDs at epoch 0;
 // Empty/CompleteCommit/CompleteAbort bump the epoch, or move to a new
@@ -68,10 +71,17 @@
 // ErrInvalidProducerIDMapping) and epoch (else ErrProducerFenced). EndTxn
 // persists PrepareCommit/PrepareAbort, answers, and a background fan-out
 // writes the markers, retrying every partition that failed with backoff
-// (100 ms doubling to 5 s) until written, dropping partitions whose error
-// wraps cluster.ErrUnknownTopic or partition.ErrUnknownTopicOrPartition
-// (deleted topics), and stopping (as Kafka) when a leader refuses a marker
-// with partition.ErrInvalidProducerEpoch; then CompleteCommit/CompleteAbort
+// (100 ms doubling to 5 s) until written, dropping only partitions whose
+// error wraps cluster.ErrUnknownTopic (MarkerWriter's word that the
+// metadata has no such topic: it was deleted; this narrows the contract,
+// which also named partition.ErrUnknownTopicOrPartition), retrying
+// partition.ErrUnknownTopicOrPartition like ErrNotLeader (the broker
+// asked may not hold the replica yet, and dropping the marker would leave
+// the transaction open on that partition), and stopping (as Kafka) when a leader refuses a marker
+// with partition.ErrInvalidProducerEpoch (a newer producer epoch wrote
+// there) or partition.ErrTransactionCoordinatorFenced (a coordinator with
+// a newer coordinator epoch did: this one was deposed, and the new one
+// completes the transaction); then CompleteCommit/CompleteAbort
 // is written, retried until it is. A retried EndTxn of the completed
 // outcome answers success, of the other ErrInvalidTxnState.
 //
@@ -90,17 +100,23 @@
 //
 // # Timeouts and expiry
 //
-// Tick, called by the background loop started by Start and by tests with a
-// fake clock, runs every AbortTimedOutInterval the abort of Ongoing
-// transactions without a pending transition whose start is more than their
-// timeout ago (fenced with an epoch bump, so the producer's next request is
-// ErrProducerFenced), and every RemoveExpiredInterval the removal of ids in
-// Empty, CompleteCommit or CompleteAbort last updated more than
-// IDExpiration ago: their tombstones are written (batches of at most
-// 256 KiB) and the ids dropped once replicated; a failed tombstone write
-// keeps them. Each id is checked again under the lock just before its
-// batch is prepared, since the lock is released while an earlier batch
-// replicates and a producer may have re-initialized the id meanwhile.
+// The background loop started by Start (once, however often it is
+// called) runs on every tick of an AbortTimedOutInterval ticker the abort
+// of Ongoing transactions without a pending transition whose start is more
+// than their timeout ago (fenced with an epoch bump, so the producer's next
+// request is ErrProducerFenced; the pass appends the PrepareAbort of every
+// one of them, then waits for them together, each applied once its own
+// record is replicated), and on every tick of a
+// RemoveExpiredInterval ticker the removal of ids in Empty, CompleteCommit
+// or CompleteAbort last updated more than IDExpiration ago: their
+// tombstones are written (batches of at most 256 KiB) and the ids dropped
+// once replicated; a failed tombstone write keeps them. Each id is checked
+// again under the lock just before its batch is prepared, since the lock
+// is released while an earlier batch replicates and a producer may have
+// re-initialized the id meanwhile. Tick runs the same passes for tests
+// with a fake clock, each when its interval passed since it was last due
+// (due times advance by whole intervals, so a late Tick does not delay the
+// next pass).
 //
 // # Storage format
 //

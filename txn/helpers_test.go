@@ -347,8 +347,9 @@ func (h *harness) lead(epoch int32) {
 	}
 }
 
-// idle waits for every marker fan-out to end.
-func (h *harness) idle() { h.c.markers.Wait() }
+// idle waits for every marker fan-out to end. It may run while fan-outs
+// start (the coordinator's counter allows that, a WaitGroup would not).
+func (h *harness) idle() { h.c.markers.wait() }
 
 func (h *harness) init(id string, timeoutMs int32) (int64, int16) {
 	h.t.Helper()

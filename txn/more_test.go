@@ -2,8 +2,10 @@ package txn
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -70,6 +72,70 @@ func TestFailedEpochFenceNotBumpedTwice(t *testing.T) {
 			recs := h.records("t1")
 			if v := recs[len(recs)-2].value; v.State != 3 || v.ProducerEpoch != e0+1 {
 				t.Fatalf("PrepareAbort %+v", v)
+			}
+		})
+	}
+}
+
+// TestFailedFenceAtMaxEpochRetried: a fence from epoch 32766 whose write
+// fails leaves the in-memory epoch at 32767 (MaxInt16) with the failed
+// fence noted. The next fence must reuse 32767 rather than refuse to
+// overflow, else the transaction can never be aborted (every timeout pass
+// and InitProducerId failing with an illegal transition until a reload).
+// Once aborted, the exhausted epoch rotates the producer id.
+func TestFailedFenceAtMaxEpochRetried(t *testing.T) {
+	for _, via := range []string{"timeout", "init"} {
+		t.Run(via, func(t *testing.T) {
+			log := newFakeLog()
+			clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+			now := clock.Now().UnixMilli()
+			loadState(t, log, "t1", transit{producerID: 9, producerEpoch: math.MaxInt16 - 1, timeoutMs: 1000, state: stateOngoing,
+				partitions: []cluster.TopicPartition{tp("out", 0)}, startTs: now, updateTs: now})
+			h := newHarnessOn(t, log, clock)
+			h.lead(testLeaderEpoch)
+			fence := func() error {
+				if via == "timeout" {
+					h.clock.Advance(11 * time.Second)
+					h.c.Tick()
+					return nil
+				}
+				_, _, err := h.c.InitProducerID(bg, InitRequest{TransactionalID: "t1", TransactionTimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1})
+				return err
+			}
+			h.log.mu.Lock()
+			h.log.fail = func(op string, n int) error {
+				if op == "append" {
+					return partition.ErrNotEnoughReplicas
+				}
+				return nil
+			}
+			h.log.mu.Unlock()
+			if err := fence(); via == "init" && !errors.Is(err, ErrCoordinatorNotAvailable) {
+				t.Fatalf("failed fence answered %v", err)
+			}
+			if d := h.wantState("t1", "Ongoing"); d.ProducerEpoch != math.MaxInt16 {
+				t.Fatalf("epoch after the failed fence: %d", d.ProducerEpoch)
+			}
+			h.log.mu.Lock()
+			h.log.fail = nil
+			h.log.mu.Unlock()
+			if err := fence(); via == "init" && !errors.Is(err, ErrConcurrentTransactions) {
+				t.Fatalf("retried fence answered %v (illegal transition: %v)", err, errors.Is(err, errIllegalTransition))
+			}
+			h.idle()
+			if d := h.wantState("t1", "CompleteAbort"); d.ProducerEpoch != math.MaxInt16 || d.ProducerID != 9 {
+				t.Fatalf("aborted as %d/%d", d.ProducerID, d.ProducerEpoch)
+			}
+			recs := h.records("t1")
+			if v := recs[len(recs)-2].value; v.State != 3 || v.ProducerEpoch != math.MaxInt16 {
+				t.Fatalf("PrepareAbort %+v", v)
+			}
+			if calls := h.markers.Calls(); len(calls) != 1 || calls[0].Commit || calls[0].ProducerEpoch != math.MaxInt16 {
+				t.Fatalf("markers %+v", calls)
+			}
+			pid, e, err := h.c.InitProducerID(bg, InitRequest{TransactionalID: "t1", TransactionTimeoutMs: 1000, ProducerID: -1, ProducerEpoch: -1})
+			if err != nil || pid == 9 || e != 0 {
+				t.Fatalf("init after the abort: %d/%d %v, want a new producer id at epoch 0", pid, e, err)
 			}
 		})
 	}
@@ -155,36 +221,48 @@ func TestWriteErrorMapping(t *testing.T) {
 // skipped: the load retries it (backing off) and the partition stays
 // loading until it reads.
 func TestLoadRetriesCorruptBatch(t *testing.T) {
-	log := newFakeLog()
-	clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
-	p := PartitionFor("a", testPartitions)
-	now := clock.Now().UnixMilli()
-	loadState(t, log, "a", transit{producerID: 1, producerEpoch: 0, timeoutMs: 1000, state: stateEmpty, startTs: -1, updateTs: now})
-	loadState(t, log, "a", transit{producerID: 1, producerEpoch: 4, timeoutMs: 1000, state: stateEmpty, startTs: -1, updateTs: now})
-	good := append([]byte(nil), log.batches[p][1]...)
-	log.batches[p][1][len(good)-2] ^= 0xff
-	h := newHarnessOn(t, log, clock)
-	var backoffs []time.Duration
-	h.c.sleep = func(ctx context.Context, d time.Duration) bool {
-		backoffs = append(backoffs, d)
-		if len(backoffs) == 3 {
-			// Still loading while the batch is unreadable.
-			if d := h.describe("a"); !errors.Is(d.Err, ErrCoordinatorLoadInProgress) {
-				t.Errorf("during a failing load: %+v", d)
+	corrupt := map[string]func(b []byte){
+		// A flipped bit near the end fails the CRC.
+		"crc": func(b []byte) { b[len(b)-2] ^= 0xff },
+		// A batch length shorter than a v2 header is corrupt, not a
+		// partial tail: taken for one, the load ended before the batch
+		// and lost its records.
+		"length": func(b []byte) { binary.BigEndian.PutUint32(b[8:12], 20) },
+	}
+	for name, spoil := range corrupt {
+		t.Run(name, func(t *testing.T) {
+			log := newFakeLog()
+			clock := &fakeClock{t: time.UnixMilli(1_700_000_000_000)}
+			p := PartitionFor("a", testPartitions)
+			now := clock.Now().UnixMilli()
+			loadState(t, log, "a", transit{producerID: 1, producerEpoch: 0, timeoutMs: 1000, state: stateEmpty, startTs: -1, updateTs: now})
+			loadState(t, log, "a", transit{producerID: 1, producerEpoch: 4, timeoutMs: 1000, state: stateEmpty, startTs: -1, updateTs: now})
+			good := append([]byte(nil), log.batches[p][1]...)
+			spoil(log.batches[p][1])
+			h := newHarnessOn(t, log, clock)
+			var backoffs []time.Duration
+			h.c.sleep = func(ctx context.Context, d time.Duration) bool {
+				backoffs = append(backoffs, d)
+				if len(backoffs) == 3 {
+					// Still loading while the batch is unreadable.
+					if d := h.describe("a"); !errors.Is(d.Err, ErrCoordinatorLoadInProgress) {
+						t.Errorf("during a failing load: %+v", d)
+					}
+					log.mu.Lock()
+					log.batches[p][1] = good
+					log.mu.Unlock()
+				}
+				return true
 			}
-			log.mu.Lock()
-			log.batches[p][1] = good
-			log.mu.Unlock()
-		}
-		return true
-	}
-	h.c.OnBecomeLeader(p, 1)
-	<-h.loaded
-	if d := h.wantState("a", "Empty"); d.ProducerEpoch != 4 {
-		t.Fatalf("loaded epoch %d", d.ProducerEpoch)
-	}
-	if len(backoffs) != 3 || backoffs[0] != 100*time.Millisecond || backoffs[1] != 200*time.Millisecond || backoffs[2] != 400*time.Millisecond {
-		t.Fatalf("backoffs %v", backoffs)
+			h.c.OnBecomeLeader(p, 1)
+			<-h.loaded
+			if d := h.wantState("a", "Empty"); d.ProducerEpoch != 4 {
+				t.Fatalf("loaded epoch %d", d.ProducerEpoch)
+			}
+			if len(backoffs) != 3 || backoffs[0] != 100*time.Millisecond || backoffs[1] != 200*time.Millisecond || backoffs[2] != 400*time.Millisecond {
+				t.Fatalf("backoffs %v", backoffs)
+			}
+		})
 	}
 }
 

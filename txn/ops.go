@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/kafkazk/broker/cluster"
@@ -270,6 +271,23 @@ func (c *Coordinator) EndTxn(ctx context.Context, transactionalID string, produc
 // bumped epoch. On success PrepareCommit/PrepareAbort is persisted and
 // the markers are on their way. Caller holds c.mu (released while writing).
 func (c *Coordinator) endLocked(p int32, ps *partState, m *txnMeta, producerID int64, producerEpoch int16, commit, fromClient bool) error {
+	t, fence, done, err := c.prepareEndLocked(m, producerID, producerEpoch, commit, fromClient)
+	if done {
+		return err
+	}
+	wait := c.appendLocked(p, ps, []kv{{txnKey(m.id), txnValue(t)}})
+	c.mu.Unlock()
+	err = wait()
+	c.mu.Lock()
+	return c.endedLocked(p, ps, m, t, fence, err)
+}
+
+// prepareEndLocked checks an end of m's transaction and, for an Ongoing
+// one, prepares its PrepareCommit/PrepareAbort (t, pending on m; fence
+// tells an epoch fence's abort). done means there is nothing to write:
+// err is the answer (nil for a retry of the completed outcome). Caller
+// holds c.mu.
+func (c *Coordinator) prepareEndLocked(m *txnMeta, producerID int64, producerEpoch int16, commit, fromClient bool) (t transit, fence, done bool, err error) {
 	fencing := m.hasPending && m.pending == statePrepareEpochFence
 	if fencing {
 		defer func() {
@@ -281,16 +299,17 @@ func (c *Coordinator) endLocked(p int32, ps *partState, m *txnMeta, producerID i
 		}()
 	}
 	id := m.id
+	answer := func(err error) (transit, bool, bool, error) { return transit{}, false, true, err }
 	switch {
 	case m.producerID != producerID:
-		return fmt.Errorf("%w: %q has producer id %d, not %d", ErrInvalidProducerIDMapping, id, m.producerID, producerID)
+		return answer(fmt.Errorf("%w: %q has producer id %d, not %d", ErrInvalidProducerIDMapping, id, m.producerID, producerID))
 	case (fromClient && producerEpoch != m.producerEpoch) || producerEpoch < m.producerEpoch:
-		return fmt.Errorf("%w: %q is at epoch %d, not %d", ErrProducerFenced, id, m.producerEpoch, producerEpoch)
+		return answer(fmt.Errorf("%w: %q is at epoch %d, not %d", ErrProducerFenced, id, m.producerEpoch, producerEpoch))
 	case m.hasPending && !fencing:
-		return fmt.Errorf("%w: %q is writing %s", ErrConcurrentTransactions, id, m.pending)
+		return answer(fmt.Errorf("%w: %q is writing %s", ErrConcurrentTransactions, id, m.pending))
 	}
-	invalid := func() error {
-		return fmt.Errorf("%w: %q is in %s, asked to %s", ErrInvalidTxnState, id, m.state, outcome(commit))
+	invalid := func() (transit, bool, bool, error) {
+		return answer(fmt.Errorf("%w: %q is in %s, asked to %s", ErrInvalidTxnState, id, m.state, outcome(commit)))
 	}
 	switch m.state {
 	case stateOngoing:
@@ -298,59 +317,66 @@ func (c *Coordinator) endLocked(p int32, ps *partState, m *txnMeta, producerID i
 		if commit {
 			to = statePrepareCommit
 		}
-		isFence := false
 		if !commit && fencing {
 			// Persist the fence's bumped epoch with the abort. The bump
 			// takes effect in memory now, fencing the old producer even if
 			// the write fails (Kafka's hasFailedEpochFence then keeps the
 			// next fence from bumping again).
-			isFence = true
+			fence = true
 			m.clearPending()
 			m.producerEpoch = producerEpoch
 			m.lastProducerEpoch = -1
 		}
 		t, err := m.prepareAbortOrCommit(to, c.nowMs())
 		if err != nil {
-			return err
+			return answer(err)
 		}
-		if err := c.persistLocked(p, ps, m, t); err != nil {
-			if isFence && c.ownsLocked(p, ps) && ps.txns[id] == m {
-				m.failedEpochFence = true
-			}
-			return err
-		}
-		ct, err := m.prepareComplete(c.nowMs())
-		if err != nil {
-			return err
-		}
-		c.log.Debug().Str("transactional_id", id).Int64("producer_id", m.producerID).Int16("producer_epoch", m.producerEpoch).
-			Stringer("state", m.state).Msg("transaction prepared; writing markers")
-		c.startMarkersLocked(p, ps, m, commit, ct)
-		return nil
+		return t, fence, false, nil
 	case stateCompleteCommit:
 		if commit {
-			return nil
+			return answer(nil)
 		}
 		return invalid()
 	case stateCompleteAbort:
 		if !commit {
-			return nil
+			return answer(nil)
 		}
 		return invalid()
 	case statePrepareCommit:
 		if commit {
-			return fmt.Errorf("%w: %q is completing its commit", ErrConcurrentTransactions, id)
+			return answer(fmt.Errorf("%w: %q is completing its commit", ErrConcurrentTransactions, id))
 		}
 		return invalid()
 	case statePrepareAbort:
 		if !commit {
-			return fmt.Errorf("%w: %q is completing its abort", ErrConcurrentTransactions, id)
+			return answer(fmt.Errorf("%w: %q is completing its abort", ErrConcurrentTransactions, id))
 		}
 		return invalid()
 	case stateEmpty:
 		return invalid()
 	}
-	return fmt.Errorf("%w: %q found in %s", errIllegalTransition, id, m.state)
+	return answer(fmt.Errorf("%w: %q found in %s", errIllegalTransition, id, m.state))
+}
+
+// endedLocked ends the write of t, m's PrepareCommit/PrepareAbort from
+// prepareEndLocked, whose wait returned err: once replicated it is
+// applied and the markers start; a failed fence's abort leaves the bumped
+// epoch noted as a failed fence. Caller holds c.mu.
+func (c *Coordinator) endedLocked(p int32, ps *partState, m *txnMeta, t transit, fence bool, err error) error {
+	if err := c.appliedLocked(p, ps, m, t, err); err != nil {
+		if fence && c.ownsLocked(p, ps) && ps.txns[m.id] == m {
+			m.failedEpochFence = true
+		}
+		return err
+	}
+	ct, err := m.prepareComplete(c.nowMs())
+	if err != nil {
+		return err
+	}
+	c.log.Debug().Str("transactional_id", m.id).Int64("producer_id", m.producerID).Int16("producer_epoch", m.producerEpoch).
+		Stringer("state", m.state).Msg("transaction prepared; writing markers")
+	c.startMarkersLocked(p, ps, m, t.state == statePrepareCommit, ct)
+	return nil
 }
 
 func outcome(commit bool) string {
@@ -375,20 +401,38 @@ func (c *Coordinator) startMarkersLocked(p int32, ps *partState, m *txnMeta, com
 		ProducerID: m.producerID, ProducerEpoch: m.producerEpoch, CoordinatorEpoch: ps.leaderEpoch,
 		Commit: commit, Partitions: m.sortedPartitions(),
 	}
-	c.markers.Add(1)
+	c.markers.add(1)
 	if !c.goFuncLocked(func() {
-		defer c.markers.Done()
+		defer c.markers.add(-1)
 		c.sendMarkers(p, ps, m, mk, ct)
 	}) {
-		c.markers.Done()
+		c.markers.add(-1)
 	}
 }
 
-// deletedTopic reports a marker error that means the partition no longer
-// exists: its marker is dropped rather than retried (the contract's rule
-// for MarkerWriter results).
+// deletedTopic reports a marker error that means the topic no longer
+// exists: MarkerWriter returns cluster.ErrUnknownTopic only when the
+// metadata has no such topic, and that partition's marker is dropped
+// rather than retried (Kafka drops markers of partitions absent from its
+// metadata cache). partition.ErrUnknownTopicOrPartition is not: a broker
+// answering it may just not hold the replica yet (a leader move in
+// flight), and dropping the marker would leave the transaction open on the
+// partition, so it is retried like NOT_LEADER (Kafka retries
+// UNKNOWN_TOPIC_OR_PARTITION too).
 func deletedTopic(err error) bool {
-	return errors.Is(err, cluster.ErrUnknownTopic) || errors.Is(err, partition.ErrUnknownTopicOrPartition)
+	return errors.Is(err, cluster.ErrUnknownTopic)
+}
+
+// superseded reports a marker refusal that ends the fan-out, as Kafka's
+// TransactionMarkerRequestCompletionHandler cancels a transaction's
+// markers on either: the producer's epoch on the partition moved past
+// this transaction's (ErrInvalidProducerEpoch), or a coordinator with a
+// newer coordinator epoch wrote a marker for the producer there
+// (ErrTransactionCoordinatorFenced: this coordinator was deposed, and the
+// one that loaded the partition since completes the transaction).
+// Retrying could never succeed.
+func superseded(err error) bool {
+	return errors.Is(err, partition.ErrInvalidProducerEpoch) || errors.Is(err, partition.ErrTransactionCoordinatorFenced)
 }
 
 // sendMarkers writes mk to every partition until each is written (or its
@@ -430,17 +474,16 @@ func (c *Coordinator) sendMarkers(p int32, ps *partState, m *txnMeta, mk Markers
 				log.Info().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).
 					Msg("dropping transaction marker of a deleted partition")
 				delete(m.partitions, tp)
-			case errors.Is(err, partition.ErrInvalidProducerEpoch):
-				// As Kafka: the producer's epoch on that partition moved
-				// past this transaction's, so it was superseded; stop
-				// sending (a reload of the partition retries it).
+			case superseded(err):
+				// Stop sending (a reload of the partition retries it).
 				c.mu.Unlock()
 				log.Error().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).
 					Msg("transaction marker refused; cancelled sending this transaction's markers")
 				return
 			default:
-				// Not leader, not enough replicas, timeouts, unreachable
-				// brokers: the leader may move or recover, so retry.
+				// Not leader, no replica here (yet), not enough
+				// replicas, timeouts, unreachable brokers: the leader
+				// may move or recover, so retry.
 				again = append(again, tp)
 			}
 		}
@@ -489,7 +532,10 @@ func (c *Coordinator) sendMarkers(p int32, ps *partState, m *txnMeta, mk Markers
 // abortTimedOut fences and aborts every Ongoing transaction (of partition
 // only, or all if only < 0) older than its timeout (Kafka's
 // abortTimedOutTransactions): the epoch bump makes the producer's next
-// request fail ErrProducerFenced.
+// request fail ErrProducerFenced. The PrepareAbort records of all of them
+// are appended first, then waited for together, so a pass takes one
+// replication wait (at most WriteTimeout), not one per transaction; each
+// abort still takes effect only once its own record is replicated.
 func (c *Coordinator) abortTimedOut(only int32) {
 	type cand struct {
 		p   int32
@@ -510,25 +556,55 @@ func (c *Coordinator) abortTimedOut(only int32) {
 			}
 		}
 	}
-	c.mu.Unlock()
 	sort.Slice(cands, func(i, j int) bool { return cands[i].m.id < cands[j].m.id })
+	type write struct {
+		cand
+		t     transit
+		fence bool
+		wait  func() error
+		err   error
+	}
+	var writes []*write
 	for _, k := range cands {
-		c.mu.Lock()
 		m := k.m
 		if !c.ownsLocked(k.p, k.ps) || k.ps.txns[m.id] != m || m.producerID != k.pid || m.hasPending || m.state != stateOngoing {
-			c.mu.Unlock()
 			continue
 		}
 		ft, err := m.prepareFenceEpoch()
-		if err == nil {
-			err = c.endLocked(k.p, k.ps, m, ft.producerID, ft.producerEpoch, false, false)
-		}
-		c.mu.Unlock()
 		if err != nil {
 			c.log.Warn().Err(err).Str("transactional_id", m.id).Msg("aborting timed-out transaction failed")
 			continue
 		}
-		c.log.Info().Str("transactional_id", m.id).Int64("producer_id", ft.producerID).Int16("producer_epoch", ft.producerEpoch).
+		t, fence, done, err := c.prepareEndLocked(m, ft.producerID, ft.producerEpoch, false, false)
+		if done {
+			if err != nil {
+				c.log.Warn().Err(err).Str("transactional_id", m.id).Msg("aborting timed-out transaction failed")
+			}
+			continue
+		}
+		writes = append(writes, &write{cand: k, t: t, fence: fence, wait: c.appendLocked(k.p, k.ps, []kv{{txnKey(m.id), txnValue(t)}})})
+	}
+	c.mu.Unlock()
+	if len(writes) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, w := range writes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.err = w.wait()
+		}()
+	}
+	wg.Wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range writes {
+		if err := c.endedLocked(w.p, w.ps, w.m, w.t, w.fence, w.err); err != nil {
+			c.log.Warn().Err(err).Str("transactional_id", w.m.id).Msg("aborting timed-out transaction failed")
+			continue
+		}
+		c.log.Info().Str("transactional_id", w.m.id).Int64("producer_id", w.t.producerID).Int16("producer_epoch", w.t.producerEpoch).
 			Msg("aborting timed-out transaction")
 	}
 }

@@ -205,7 +205,12 @@ func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, er
 	next := int64(-1)
 	for len(b) >= 12 {
 		size := int(int32(binary.BigEndian.Uint32(b[8:12])))
-		if size < 49 || len(b) < 12+size {
+		if size < 49 {
+			// Shorter than a v2 batch header: not a batch at all, so
+			// corrupt, not a partial tail (whose length field is whole).
+			return next, fmt.Errorf("%w: batch length %d after offset %d", errBadRecord, size, next)
+		}
+		if len(b) < 12+size {
 			break // a partial batch at the end of a read
 		}
 		raw := b[:12+size]

@@ -3,14 +3,19 @@ package txn
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"go/parser"
+	"go/token"
 	"hash/crc32"
 	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
-	"github.com/kafkazk/broker/group"
 )
 
 // kafkaValueV0 builds a TransactionLogValue version 0 as Kafka's schema
@@ -163,11 +168,56 @@ func TestBatchFormat(t *testing.T) {
 	}
 }
 
+// TestParseBatchesPartialTailAndShortLength: a batch cut off by the end
+// of a read (its length field whole, its bytes not) ends the parse without
+// an error, at the last whole batch; a length field below the v2 header's
+// 49 bytes is a malformed batch, returned as one with the offset after the
+// last good batch, so the loader retries instead of taking the rest as a
+// partial tail.
+func TestParseBatchesPartialTailAndShortLength(t *testing.T) {
+	one := encodeBatch([]kv{{txnKey("a"), nil}}, 1)
+	second := encodeBatch([]kv{{txnKey("b"), nil}}, 1)
+	binary.BigEndian.PutUint64(second[0:8], 1)
+	whole := append(append([]byte(nil), one...), second...)
+	for cut := len(one) + 1; cut < len(whole); cut++ {
+		n := 0
+		next, err := parseBatches(whole[:cut], func(int64, []byte, []byte) { n++ })
+		if err != nil || next != 1 || n != 1 {
+			t.Fatalf("cut at %d: next %d, %d records, err %v; want 1, 1, nil", cut, next, n, err)
+		}
+	}
+	for _, length := range []int32{-1, 0, 12, 48} {
+		b := append([]byte(nil), whole...)
+		binary.BigEndian.PutUint32(b[len(one)+8:], uint32(length))
+		next, err := parseBatches(b, func(int64, []byte, []byte) {})
+		if !errors.Is(err, errBadRecord) || next != 1 {
+			t.Fatalf("length %d: next %d err %v, want 1 and a malformed record", length, next, err)
+		}
+	}
+}
+
+// TestPartitionForMatchesGroup compares PartitionFor with
+// group.PartitionFor's answers, computed once and written down here (txn
+// does not import group, not even in tests).
 func TestPartitionForMatchesGroup(t *testing.T) {
-	for _, id := range []string{"", "a", "hello", "transactional-id-1", "ünïcødé", "😀-emoji", "polygenelubricants"} {
-		for _, n := range []int32{1, 3, 50} {
-			if got, want := PartitionFor(id, n), group.PartitionFor(id, n); got != want {
-				t.Errorf("PartitionFor(%q, %d) = %d, group says %d", id, n, got, want)
+	ns := [3]int32{1, 3, 50}
+	for _, c := range []struct {
+		id   string
+		want [3]int32 // group.PartitionFor(id, n) for each of ns
+	}{
+		{"", [3]int32{0, 0, 0}},
+		{"a", [3]int32{0, 1, 47}},
+		{"hello", [3]int32{0, 1, 22}},
+		{"transactional-id-1", [3]int32{0, 2, 41}},
+		{"ünïcødé", [3]int32{0, 2, 27}},
+		{"😀-emoji", [3]int32{0, 2, 38}},
+		{"polygenelubricants", [3]int32{0, 0, 0}},
+		{"my-txn-producer", [3]int32{0, 1, 6}},
+		{"__consumer_offsets", [3]int32{0, 0, 19}},
+	} {
+		for i, n := range ns {
+			if got := PartitionFor(c.id, n); got != c.want[i] {
+				t.Errorf("PartitionFor(%q, %d) = %d, group says %d", c.id, n, got, c.want[i])
 			}
 		}
 	}
@@ -178,5 +228,32 @@ func TestPartitionForMatchesGroup(t *testing.T) {
 	// "polygenelubricants".hashCode() is Integer.MIN_VALUE: Utils.abs maps it to 0.
 	if got := PartitionFor("polygenelubricants", 50); got != 0 {
 		t.Fatalf("MinInt32 hash: %d", got)
+	}
+}
+
+// TestForbiddenImports checks the package arrows (STYLE.md, the
+// contract): no file of txn, tests included, imports protocol, zkcoord,
+// logstore, group or cmd.
+func TestForbiddenImports(t *testing.T) {
+	const mod = "github.com/kafkazk/broker/"
+	forbidden := []string{"protocol", "zkcoord", "logstore", "group", "cmd"}
+	files, err := filepath.Glob("*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files: %v", err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			for _, p := range forbidden {
+				if path == mod+p || strings.HasPrefix(path, mod+p+"/") {
+					t.Errorf("%s imports %s", name, path)
+				}
+			}
+		}
 	}
 }

@@ -178,9 +178,11 @@ func (m *txnMeta) prepareTransition(to txnState, producerID int64, epoch, lastEp
 
 // prepareFenceEpoch prepares PrepareEpochFence with the epoch bumped,
 // unless an earlier fence bumped it without persisting (then the bumped
-// epoch is reused).
+// epoch is reused). Only a bump can overflow: a failed fence from epoch
+// 32766 left the epoch at 32767, and the retry must reuse it, else the
+// transaction could never be aborted.
 func (m *txnMeta) prepareFenceEpoch() (transit, error) {
-	if m.producerEpoch == math.MaxInt16 {
+	if !m.failedEpochFence && m.producerEpoch == math.MaxInt16 {
 		return transit{}, fmt.Errorf("%w: cannot fence %q at epoch %d", errIllegalTransition, m.id, m.producerEpoch)
 	}
 	bumped := m.producerEpoch + 1

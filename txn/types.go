@@ -82,9 +82,12 @@ type Markers struct {
 // implements it with protocol.BrokerClient.WriteTxnMarkers and the metadata
 // cache). The result holds an error for each partition not written (nil or
 // absent: written and committed). The coordinator retries retriable errors
-// with backoff until written, and drops partitions whose error wraps
-// cluster.ErrUnknownTopic or partition.ErrUnknownTopicOrPartition (deleted
-// topics).
+// with backoff until written, partition.ErrUnknownTopicOrPartition among
+// them (a broker without the replica, maybe only for now), and drops only
+// partitions whose error wraps cluster.ErrUnknownTopic, which the
+// implementation returns only when the metadata has no such topic (a
+// deleted topic). ErrInvalidProducerEpoch and
+// ErrTransactionCoordinatorFenced end the transaction's fan-out.
 type MarkerWriter interface {
 	WriteMarkers(ctx context.Context, m Markers) map[cluster.TopicPartition]error
 }
