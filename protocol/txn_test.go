@@ -444,8 +444,11 @@ func TestWriteTxnMarkersCompletesOffsetsAfterCommit(t *testing.T) {
 	if got := markerCodes(resp); !reflect.DeepEqual(got, map[string]int16{"42/t-0": 0, "42/__consumer_offsets-1": 0}) {
 		t.Fatalf("codes %v", got)
 	}
-	if got := b.txnGroups.completed(); !reflect.DeepEqual(got, []fakeComplete{{partition: 1, producerID: 42, commit: true, committed: true}}) {
-		t.Fatalf("CompleteTxn calls %+v", got)
+	b.replicas.mu.Lock()
+	markerAt := b.replicas.parts[offsetsTP].batches[0].base
+	b.replicas.mu.Unlock()
+	if got := b.txnGroups.completed(); !reflect.DeepEqual(got, []fakeComplete{{partition: 1, producerID: 42, markerOffset: markerAt, commit: true, committed: true}}) {
+		t.Fatalf("CompleteTxn calls %+v, want the marker's offset %d", got, markerAt)
 	}
 	mk := b.txnReplicas.markerCalls()[0].marker
 	if mk != (partition.TxnMarker{ProducerID: 42, ProducerEpoch: 3, CoordinatorEpoch: 7, Commit: true}) {
@@ -470,6 +473,51 @@ func TestWriteTxnMarkersCompletesOffsetsAfterCommit(t *testing.T) {
 	}
 	if got := b.txnGroups.completed(); len(got) != 1 {
 		t.Fatalf("CompleteTxn after a failed wait: %+v", got)
+	}
+}
+
+// TestWriteTxnMarkersCompletesEachPartitionOnItsOwn: CompleteTxn for a
+// __consumer_offsets partition comes as soon as its own marker is
+// committed, with the marker's offset, while another partition of the
+// request still waits for its high watermark.
+func TestWriteTxnMarkersCompletesEachPartitionOnItsOwn(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "t", 1)
+	createTopic(t, b, group.Topic, 3)
+	tp0 := cluster.TopicPartition{Topic: "t", Partition: 0}
+	offsetsTP := cluster.TopicPartition{Topic: group.Topic, Partition: 2}
+	// Something in the offsets partition first, so the marker's offset
+	// is not 0.
+	if _, err := b.replicas.Append(offsetsTP, makeBatch(0, "x", "y"), -1); err != nil {
+		t.Fatal(err)
+	}
+	b.replicas.setHoldHW(true)
+	c := b.dial(t)
+	c.send(writeMarkers(42, false, tp0, offsetsTP))
+	eventually(t, 5*time.Second, func() bool { return len(b.txnReplicas.markerCalls()) == 2 })
+	// Only the offsets partition's marker commits.
+	b.replicas.mu.Lock()
+	l := b.replicas.parts[offsetsTP]
+	l.hw = l.leo
+	markerAt := l.batches[len(l.batches)-1].base
+	b.replicas.signalLocked()
+	b.replicas.mu.Unlock()
+	eventually(t, 5*time.Second, func() bool { return len(b.txnGroups.completed()) == 1 })
+	if got := b.txnGroups.completed()[0]; got != (fakeComplete{partition: 2, producerID: 42, markerOffset: markerAt}) || markerAt != 2 {
+		t.Fatalf("CompleteTxn %+v, want partition 2 at the marker's offset %d", got, markerAt)
+	}
+	b.replicas.setHoldHW(false)
+	_, body, err := c.readFrame(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := kmsg.NewPtrWriteTxnMarkersResponse()
+	resp.Version = 1
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatal(err)
+	}
+	if got := markerCodes(resp); !reflect.DeepEqual(got, map[string]int16{"42/t-0": 0, "42/__consumer_offsets-2": 0}) {
+		t.Fatalf("codes %v", got)
 	}
 }
 
