@@ -27,7 +27,7 @@ type Log interface {
 	Append(tp cluster.TopicPartition, records []byte, acks int16) (partition.AppendResult, error)
 	// AppendWith is Append with options: the transactional offset
 	// commits go through it with partition.OriginCoordinator (no sequence
-	// checks, no transaction verification) and acks -1.
+	// checks), acks -1 and the request's verification guard (KIP-890).
 	AppendWith(tp cluster.TopicPartition, records []byte, opts partition.AppendOptions) (partition.AppendResult, error)
 	// WaitCommitted blocks until tp's high watermark passes lastOffset,
 	// appended in leaderEpoch (AppendResult's); it fails if that
@@ -119,11 +119,13 @@ type partState struct {
 	token uint64
 	// txnGroups is, per producer id, the groups of the partition that may
 	// hold transactional offsets of that producer awaiting its marker
-	// (Kafka's openGroupsForProducer). An entry may be stale (its offsets
-	// dropped since: CompleteTxn then finds none), never missing.
+	// (Kafka's openGroupsForProducer). A group's entry goes when it no
+	// longer holds offsets of the producer (completed, failed, tombstoned,
+	// group removed); an entry may be stale, never missing.
 	txnGroups map[int64]map[string]struct{}
 	// deferred are the transaction completions CompleteTxn got while the
-	// partition was loading, applied in order once the load installs.
+	// partition was loading, applied in order once the load installs (at
+	// most maxDeferredCompletions, the oldest dropped beyond).
 	deferred []txnCompletion
 }
 
@@ -429,13 +431,13 @@ func (c *Coordinator) load(p int32, token uint64) {
 		}
 	}
 	ps.loaded = true
-	// Markers written and committed while loading come after everything
-	// read (they were appended as leader, past end): apply them now, in
-	// order.
+	// Markers written and committed while loading: apply them now, in
+	// order, each to the pending offsets below it. One appended before
+	// end was also read by the load, and finds nothing left below it.
 	deferred := ps.deferred
 	ps.deferred = nil
 	for _, d := range deferred {
-		c.completeTxnLocked(p, ps, d.producerID, d.commit)
+		c.completeTxnLocked(p, ps, d.producerID, d.markerOffset, d.commit)
 	}
 	c.log.Info().Int32("partition", p).Int("groups", len(groups)).Int64("end_offset", end).
 		Dur("took", time.Since(start)).Msg("loaded offsets partition")
@@ -461,10 +463,12 @@ func (c *Coordinator) writeLocked(p int32, records []kv) (wait func(ctx context.
 	return c.appendLocked(p, records, nil)
 }
 
-// producerRef is the producer of a transactional offset commit.
+// producerRef is the producer of a transactional offset commit, with
+// the verification guard of its request.
 type producerRef struct {
 	id    int64
 	epoch int16
+	guard uint64
 }
 
 // appendLocked is writeLocked for a plain batch (txn nil, through
@@ -488,7 +492,8 @@ func (c *Coordinator) appendLocked(p int32, records []kv, txn *producerRef) (wai
 	if txn == nil {
 		res, err = c.cfg.Log.Append(tp, batch, -1)
 	} else {
-		res, err = c.cfg.Log.AppendWith(tp, batch, partition.AppendOptions{Acks: -1, Origin: partition.OriginCoordinator})
+		res, err = c.cfg.Log.AppendWith(tp, batch, partition.AppendOptions{Acks: -1, Origin: partition.OriginCoordinator,
+			VerificationGuard: txn.guard})
 	}
 	if err != nil {
 		err = storeError(err)

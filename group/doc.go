@@ -99,21 +99,39 @@
 // name none and any state accepts them), and writes one transactional
 // batch: the producer's id and epoch, base sequence -1, attribute 0x10,
 // the offset records of a plain commit, through Log.AppendWith with
-// partition.OriginCoordinator and acks -1. From the append its offsets are
+// partition.OriginCoordinator, acks -1 and the request's
+// VerificationGuard. (Kafka writes base sequence 0; the sequence of a
+// coordinator's batch is not checked, and loading reads either.) The
+// guard is what protocol got from the partition and verified with the
+// transaction coordinator (KIP-890, Kafka 3.6+'s
+// maybeStartTransactionVerificationForPartition), so that a late or
+// zombie TxnOffsetCommit of a transaction already ended is refused
+// (INVALID_TXN_STATE, answered as it is) instead of staying pending with
+// no marker to come; the log's refusal is a failed write like any other.
+// From the append its offsets are
 // pending for the producer (Kafka's pendingTransactionalOffsetCommits):
 // FetchOffsets does not show them, and with requireStable (OffsetFetch
 // v7+) answers UNSTABLE_OFFSET_COMMIT for their partitions, as for a
 // plain commit still replicating. The call returns once the batch is
 // replicated; a failed write answers its mapped error and forgets the
-// offsets. protocol calls CompleteTxn(p, producerID, commit) once a marker
-// is written and committed on partition p: COMMIT makes the producer's
-// pending offsets of p's groups the committed ones, except for a partition
-// whose cached offset comes from a later record in the log (Kafka's
-// offset-order rule, so that the live cache, a reload and a compacted log
-// agree); ABORT drops them. A CompleteTxn while p loads is kept and
-// applied, in order, when the load installs (the marker lies past what
-// the load reads); one for a partition not led here is ignored, its next
-// leader's load reading the marker.
+// offsets. protocol calls CompleteTxn(p, producerID, markerOffset,
+// commit) once a marker appended at markerOffset is written and committed
+// on partition p: COMMIT makes the producer's pending offsets of p's
+// groups appended below the marker the committed ones, except for a
+// partition whose cached offset comes from a later record in the log
+// (Kafka's offset-order rule, so that the live cache, a reload and a
+// compacted log agree); ABORT drops them. Pending offsets appended after
+// the marker are the producer's next transaction and stay pending, so a
+// completion that arrives late, or twice, does what the loader does at
+// the marker. A CompleteTxn while p loads is kept (at most 100000; beyond
+// that the oldest is dropped, with an error logged, and its offsets stay
+// pending until the next load) and applied, in order and by the same
+// rule, when the load installs: a marker appended after the load's end
+// offset completes the loaded offsets below it, one the load also read
+// finds nothing left below it. One for a partition not led here is
+// ignored, its next leader's load reading the marker. The partition's
+// index of the groups holding a producer's pending offsets loses a group
+// once its offsets of the producer are gone.
 //
 // Loading keeps the offsets of a transactional batch pending for its
 // producer and applies (COMMIT) or drops (ABORT, or any other control
@@ -129,7 +147,9 @@
 // tombstone, and a group still holding other pending offsets stays;
 // DeleteGroups of an Empty group deletes it even with pending offsets,
 // with a tombstone for every committed and every pending partition
-// (Kafka's deleteAllOffsets). Unloading a partition drops its pending
+// (Kafka's deleteAllOffsets); if that append fails, the group and all its
+// offsets, pending ones included, stay in the cache as they stay in the
+// log (as for OffsetDelete). Unloading a partition drops its pending
 // offsets with its groups; the next load rebuilds them from the log.
 //
 // # Retention and compaction

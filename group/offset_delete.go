@@ -123,6 +123,9 @@ func (c *Coordinator) deleteOffsetsLocked(groupID string, tps []cluster.TopicPar
 			}
 			for pid, o := range sv.txn {
 				g.addTxnOffset(pid, tp, o)
+				if ps := c.parts[g.partition]; ps != nil {
+					ps.trackTxn(pid, g.id)
+				}
 			}
 		}
 		if dropped {

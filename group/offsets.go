@@ -296,10 +296,22 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, ids []string) map[string
 		// partitions with only a pending offset get a tombstone as well,
 		// which drops it here and when the log is loaded, so a later
 		// COMMIT does not bring the deleted group back.
+		saved := g.saveOffsets()
+		stateTime := g.stateTime
 		records := c.tombstonesLocked(g, dedupeTPs(append(g.allOffsets(), g.txnPartitions()...)))
 		records = append(records, c.removeGroupLocked(g, now)...)
+		wait, appendedAt := c.writeLocked(g.partition, records)
+		if appendedAt < 0 {
+			// Nothing reached the log: the cache keeps what the log has,
+			// the group and its pending transactional offsets included,
+			// as deleteOffsetsLocked does.
+			c.restoreOffsetsLocked(g, saved)
+			g.state, g.stateTime = stateEmpty, stateTime
+			c.groups[g.id] = g
+			out[id] = wait(context.Background())
+			continue
+		}
 		out[id] = nil
-		wait, _ := c.writeLocked(g.partition, records)
 		waits = append(waits, waitFor{id, wait})
 		c.log.Info().Str("group", id).Msg("group deleted")
 	}
@@ -328,13 +340,58 @@ func (g *group) allOffsets() []cluster.TopicPartition {
 // does). Caller holds c.mu.
 func (c *Coordinator) tombstonesLocked(g *group, tps []cluster.TopicPartition) []kv {
 	var out []kv
+	var emptied []int64
 	for _, tp := range tps {
 		out = append(out, kv{key: offsetKey(g.id, tp.Topic, tp.Partition)})
 		delete(g.offsets, tp)
 		delete(g.appendedAt, tp)
-		g.dropTxnOffsets(tp)
+		emptied = append(emptied, g.dropTxnOffsets(tp)...)
+	}
+	if len(emptied) > 0 {
+		c.untrackTxnLocked(g.partition, g.id, emptied)
 	}
 	return out
+}
+
+// savedOffsets is a copy of a group's offsets, their log positions and
+// its pending transactional offsets, to restore when a write that removed
+// them from the cache did not reach the log.
+type savedOffsets struct {
+	offsets    map[cluster.TopicPartition]Offset
+	appendedAt map[cluster.TopicPartition]int64
+	txn        map[int64]map[cluster.TopicPartition]txnOffset
+}
+
+// saveOffsets copies g's offsets. Caller holds Coordinator.mu.
+func (g *group) saveOffsets() savedOffsets {
+	sv := savedOffsets{offsets: make(map[cluster.TopicPartition]Offset, len(g.offsets)),
+		appendedAt: make(map[cluster.TopicPartition]int64, len(g.appendedAt)),
+		txn:        make(map[int64]map[cluster.TopicPartition]txnOffset, len(g.txnOffsets))}
+	for tp, o := range g.offsets {
+		sv.offsets[tp] = o
+	}
+	for tp, at := range g.appendedAt {
+		sv.appendedAt[tp] = at
+	}
+	for pid, m := range g.txnOffsets {
+		cp := make(map[cluster.TopicPartition]txnOffset, len(m))
+		for tp, o := range m {
+			cp[tp] = o
+		}
+		sv.txn[pid] = cp
+	}
+	return sv
+}
+
+// restoreOffsetsLocked puts back what saveOffsets copied, tracking the
+// pending transactional offsets again. Caller holds c.mu.
+func (c *Coordinator) restoreOffsetsLocked(g *group, sv savedOffsets) {
+	g.offsets, g.appendedAt, g.txnOffsets = sv.offsets, sv.appendedAt, sv.txn
+	if ps := c.parts[g.partition]; ps != nil {
+		for pid := range g.txnOffsets {
+			ps.trackTxn(pid, g.id)
+		}
+	}
 }
 
 // loader rebuilds groups and offsets from one partition's records, the

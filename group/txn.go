@@ -21,6 +21,11 @@ type TxnCommitRequest struct {
 	MemberID   string
 	InstanceID *string
 	Offsets    map[cluster.TopicPartition]CommitOffset
+	// VerificationGuard is the guard of the group's partition of Topic
+	// that protocol verified with the transaction coordinator (KIP-890,
+	// partition.Manager.TxnVerificationGuard), passed to Log.AppendWith;
+	// 0 when none was needed or verification is off.
+	VerificationGuard uint64
 }
 
 // txnOffset is one offset of a transactional commit awaiting its
@@ -32,9 +37,16 @@ type txnOffset struct {
 
 // txnCompletion is one CompleteTxn deferred while its partition loads.
 type txnCompletion struct {
-	producerID int64
-	commit     bool
+	producerID   int64
+	markerOffset int64
+	commit       bool
 }
+
+// maxDeferredCompletions bounds partState.deferred: far more markers
+// than a load's duration normally sees. Beyond it the oldest is dropped
+// (its offsets stay pending until the partition's next load reads the
+// marker), logged as an error.
+const maxDeferredCompletions = 100000
 
 // trackTxn records that groupID may hold transactional offsets of
 // producerID. Caller holds Coordinator.mu.
@@ -50,6 +62,30 @@ func (ps *partState) trackTxn(producerID int64, groupID string) {
 	m[groupID] = struct{}{}
 }
 
+// untrackTxnLocked forgets, in partition p's txnGroups, groupID for each
+// of producerIDs of which the group of that id no longer holds pending
+// offsets (none, if the group is gone). Caller holds Coordinator.mu.
+func (c *Coordinator) untrackTxnLocked(p int32, groupID string, producerIDs []int64) {
+	ps := c.parts[p]
+	if ps == nil {
+		return
+	}
+	cur := c.groups[groupID]
+	if cur != nil && cur.partition != p {
+		cur = nil
+	}
+	for _, pid := range producerIDs {
+		ids := ps.txnGroups[pid]
+		if ids == nil || (cur != nil && len(cur.txnOffsets[pid]) > 0) {
+			continue
+		}
+		delete(ids, groupID)
+		if len(ids) == 0 {
+			delete(ps.txnGroups, pid)
+		}
+	}
+}
+
 // addTxnOffset records o as producerID's pending offset of tp, replacing
 // an earlier one of the same transaction. Caller holds Coordinator.mu.
 func (g *group) addTxnOffset(producerID int64, tp cluster.TopicPartition, o txnOffset) {
@@ -62,14 +98,20 @@ func (g *group) addTxnOffset(producerID int64, tp cluster.TopicPartition, o txnO
 }
 
 // dropTxnOffsets drops every producer's pending offset of tp, as a
-// tombstone of tp's key does. Caller holds Coordinator.mu.
-func (g *group) dropTxnOffsets(tp cluster.TopicPartition) {
+// tombstone of tp's key does, and returns the producers left without
+// pending offsets in g. Caller holds Coordinator.mu.
+func (g *group) dropTxnOffsets(tp cluster.TopicPartition) (emptied []int64) {
 	for pid, m := range g.txnOffsets {
+		if _, ok := m[tp]; !ok {
+			continue
+		}
 		delete(m, tp)
 		if len(m) == 0 {
 			delete(g.txnOffsets, pid)
+			emptied = append(emptied, pid)
 		}
 	}
+	return emptied
 }
 
 // txnOffsetsOf returns, per producer, the pending offsets of tp (nil if
@@ -173,6 +215,7 @@ func (c *Coordinator) CommitTxnOffsets(ctx context.Context, req TxnCommitRequest
 	}
 	if len(g.txnOffsets[req.ProducerID]) == 0 {
 		delete(g.txnOffsets, req.ProducerID)
+		c.untrackTxnLocked(g.partition, g.id, []int64{req.ProducerID})
 	}
 	return out, nil
 }
@@ -217,7 +260,7 @@ func (c *Coordinator) commitTxnLocked(req TxnCommitRequest) (g *group, token uin
 	if len(records) == 0 {
 		return g, ps.token, nil, -1, written, out, nil
 	}
-	wait, appendedAt = c.appendLocked(g.partition, records, &producerRef{id: req.ProducerID, epoch: req.ProducerEpoch})
+	wait, appendedAt = c.appendLocked(g.partition, records, &producerRef{id: req.ProducerID, epoch: req.ProducerEpoch, guard: req.VerificationGuard})
 	if appendedAt < 0 {
 		// Nothing reached the log: nothing is pending.
 		return g, ps.token, wait, appendedAt, written, out, nil
@@ -263,54 +306,71 @@ func (g *group) validateTxnCommit(req TxnCommitRequest) error {
 	return nil
 }
 
-// CompleteTxn is called by protocol after a marker of producerID was
-// written and committed on partition p of Topic led here (Kafka's
-// handleTxnCompletion): commit makes the producer's pending offsets of
-// p's groups the committed ones, except where the cached offset of the
-// partition comes from a record appended after the transactional one
-// (Kafka's offset-order rule: the later record in the log wins, as a
-// reload finds); abort drops them. While p is loading the completion is
-// kept and applied, in order, once the load is installed (the marker is
-// past what the load reads); a partition not led here is left alone (its
-// next leader's load reads the marker).
-func (c *Coordinator) CompleteTxn(p int32, producerID int64, commit bool) {
+// CompleteTxn is called by protocol after a marker of producerID,
+// appended at markerOffset, was written and committed on partition p of
+// Topic led here (Kafka's handleTxnCompletion): commit makes the
+// producer's pending offsets of p's groups appended below markerOffset
+// the committed ones, except where the cached offset of the partition
+// comes from a record appended after the transactional one (Kafka's
+// offset-order rule: the later record in the log wins, as a reload
+// finds); abort drops them. Pending offsets appended after the marker
+// belong to a later transaction of the producer and stay pending, so a
+// completion arriving late (its WriteTxnMarkers answered after the
+// coordinator's retry succeeded and the next transaction began) does
+// what a reload of the log does. While p is loading the completion is
+// kept and applied, in order and by the same rule, once the load is
+// installed; a partition not led here is left alone (its next leader's
+// load reads the marker).
+func (c *Coordinator) CompleteTxn(p int32, producerID int64, markerOffset int64, commit bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps := c.parts[p]
 	switch {
 	case c.closed || ps == nil:
-		c.log.Info().Int32("partition", p).Int64("producer_id", producerID).Bool("commit", commit).
+		c.log.Info().Int32("partition", p).Int64("producer_id", producerID).Int64("marker_offset", markerOffset).Bool("commit", commit).
 			Msg("transaction marker completed for an offsets partition not led here; its leader's load applies it")
 		return
 	case !ps.loaded:
-		ps.deferred = append(ps.deferred, txnCompletion{producerID: producerID, commit: commit})
+		if len(ps.deferred) >= maxDeferredCompletions {
+			old := ps.deferred[0]
+			ps.deferred = ps.deferred[1:]
+			c.log.Error().Int32("partition", p).Int64("producer_id", old.producerID).Int64("marker_offset", old.markerOffset).
+				Bool("commit", old.commit).Int("max", maxDeferredCompletions).
+				Msg("too many transaction completions while loading; dropped the oldest, its offsets stay pending until the next load")
+		}
+		ps.deferred = append(ps.deferred, txnCompletion{producerID: producerID, markerOffset: markerOffset, commit: commit})
 		return
 	}
-	c.completeTxnLocked(p, ps, producerID, commit)
+	c.completeTxnLocked(p, ps, producerID, markerOffset, commit)
 }
 
 // completeTxnLocked is CompleteTxn for a loaded partition. Caller holds
 // c.mu.
-func (c *Coordinator) completeTxnLocked(p int32, ps *partState, producerID int64, commit bool) {
-	ids := make([]string, 0, len(ps.txnGroups[producerID]))
-	for id := range ps.txnGroups[producerID] {
+func (c *Coordinator) completeTxnLocked(p int32, ps *partState, producerID int64, markerOffset int64, commit bool) {
+	tracked := ps.txnGroups[producerID]
+	ids := make([]string, 0, len(tracked))
+	for id := range tracked {
 		ids = append(ids, id)
 	}
-	delete(ps.txnGroups, producerID)
 	sort.Strings(ids)
-	applied, skipped, dropped := 0, 0, 0
+	applied, skipped, dropped, kept := 0, 0, 0, 0
 	for _, id := range ids {
 		g := c.groups[id]
 		if g == nil || g.partition != p {
+			delete(tracked, id)
 			continue
 		}
 		offs := g.txnOffsets[producerID]
-		delete(g.txnOffsets, producerID)
-		if !commit {
-			dropped += len(offs)
-			continue
-		}
 		for tp, o := range offs {
+			if o.appendedAt >= markerOffset {
+				kept++ // a later transaction's, ended by a later marker
+				continue
+			}
+			delete(offs, tp)
+			if !commit {
+				dropped++
+				continue
+			}
 			if at, ok := g.appendedAt[tp]; ok && at >= o.appendedAt {
 				skipped++
 				continue
@@ -319,7 +379,14 @@ func (c *Coordinator) completeTxnLocked(p int32, ps *partState, producerID int64
 			g.appendedAt[tp] = o.appendedAt
 			applied++
 		}
+		if len(offs) == 0 {
+			delete(g.txnOffsets, producerID)
+			delete(tracked, id)
+		}
 	}
-	c.log.Debug().Int32("partition", p).Int64("producer_id", producerID).Bool("commit", commit).
-		Int("applied", applied).Int("skipped_older", skipped).Int("dropped", dropped).Msg("transactional offsets completed")
+	if len(tracked) == 0 {
+		delete(ps.txnGroups, producerID)
+	}
+	c.log.Debug().Int32("partition", p).Int64("producer_id", producerID).Int64("marker_offset", markerOffset).Bool("commit", commit).
+		Int("applied", applied).Int("skipped_older", skipped).Int("dropped", dropped).Int("kept_later", kept).Msg("transactional offsets completed")
 }

@@ -61,13 +61,16 @@ func controlBatch(producerID int64, epoch int16, commit bool) []byte {
 }
 
 // marker writes producerID's marker to partition p, as WriteTxnMarkers
-// does, and tells the coordinator once it is in the log.
-func marker(t *testing.T, log *fakeLog, c *Coordinator, p int32, producerID int64, commit bool) {
+// does, and tells the coordinator, with the marker's offset, once it is
+// in the log. It returns that offset.
+func marker(t *testing.T, log *fakeLog, c *Coordinator, p int32, producerID int64, commit bool) int64 {
 	t.Helper()
-	if _, err := log.Append(c.tp(p), controlBatch(producerID, 0, commit), -1); err != nil {
+	res, err := log.Append(c.tp(p), controlBatch(producerID, 0, commit), -1)
+	if err != nil {
 		t.Fatal(err)
 	}
-	c.CompleteTxn(p, producerID, commit)
+	c.CompleteTxn(p, producerID, res.BaseOffset, commit)
+	return res.BaseOffset
 }
 
 // fetch is FetchOffsets of tps, failing the test on a group error.
@@ -340,6 +343,16 @@ func TestTxnCommitChecks(t *testing.T) {
 			if errs[tp0] != nil || !unstable(t, c, req.Group, tp0) {
 				t.Fatalf("accepted commit: %v, pending %v", errs, unstable(t, c, req.Group, tp0))
 			}
+			// This request's own batch is in the log and pending for its
+			// producer (not an earlier case's of the same group).
+			after := log.end(p)
+			c.mu.Lock()
+			o, ok := c.groups[req.Group].txnOffsets[req.ProducerID][tp0]
+			c.mu.Unlock()
+			if after <= before || !ok || o.appendedAt != before {
+				t.Fatalf("accepted commit: log end %d -> %d, pending of producer %d: %+v %v, want appended at %d",
+					before, after, req.ProducerID, o, ok, before)
+			}
 		})
 	}
 	for _, id := range []string{"new-1", "new-2"} {
@@ -580,11 +593,12 @@ func TestTxnUnloadReload(t *testing.T) {
 	if _, err := c.FetchOffsets("g", nil, false); !errors.Is(err, ErrCoordinatorLoadInProgress) {
 		t.Fatalf("fetch while loading: %v", err)
 	}
-	c.CompleteTxn(p, 2, true)
+	markerAt := log.end(p) // where the marker goes once the load is done
+	c.CompleteTxn(p, 2, markerAt, true)
 	log.setHold(false)
 	waitLoaded(t, c)
-	if _, err := log.Append(c.tp(p), controlBatch(2, 0, true), -1); err != nil {
-		t.Fatal(err)
+	if res, err := log.Append(c.tp(p), controlBatch(2, 0, true), -1); err != nil || res.BaseOffset != markerAt {
+		t.Fatalf("marker at %d, %v; want at %d", res.BaseOffset, err, markerAt)
 	}
 	wantOffsets(t, c, "g", map[cluster.TopicPartition]int64{tp0: 5, tp1: 6})
 	if unstable(t, c, "g", tp1) {

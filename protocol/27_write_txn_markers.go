@@ -7,15 +7,19 @@ package protocol
 //   - Each marker's partitions get a COMMIT or ABORT control batch through
 //     TxnPartitions.WriteTxnMarker (min.insync.replicas checked as for
 //     acks=-1; internal topics allowed), then the handler waits for every
-//     appended marker to be replicated (Replicas.WaitCommitted, acks=all
+//     appended marker to be replicated, each partition on its own
+//     (Replicas.WaitCommitted, acks=all
 //     as Kafka's appendRecords with requiredAcks -1), under one deadline
 //     of request.timeout.ms (30 s): REQUEST_TIMED_OUT after it,
 //     NOT_ENOUGH_REPLICAS_AFTER_APPEND or NOT_LEADER_OR_FOLLOWER as for a
 //     produce.
-//   - Only then, for each partition of __consumer_offsets whose marker is
-//     committed, Groups' CompleteTxn (TxnGroups) makes the producer's
-//     pending offsets committed or drops them, as Kafka's
-//     onTransactionCompleted after the append callback.
+//   - Each partition of __consumer_offsets whose marker is committed
+//     then gets Groups' CompleteTxn (TxnGroups) with the marker's offset,
+//     right after that partition's own wait (not after every partition of
+//     the request): the producer's pending offsets appended below the
+//     marker become committed or are dropped, as Kafka's
+//     onTransactionCompleted after the append callback; later ones are a
+//     later transaction's and stay pending.
 //   - Errors are per partition: INVALID_PRODUCER_EPOCH (the marker's
 //     epoch is older than the producer's), TRANSACTION_COORDINATOR_FENCED
 //     (a newer coordinator epoch was seen), NOT_ENOUGH_REPLICAS, and for a
@@ -30,6 +34,7 @@ package protocol
 
 import (
 	"context"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -41,6 +46,7 @@ import (
 type markerWait struct {
 	mi, ti, pi int
 	tp         cluster.TopicPartition
+	offset     int64 // the marker's, for CompleteTxn
 	last       int64
 	epoch      int32
 }
@@ -71,7 +77,7 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, rc *reqContext, req 
 				if err != nil {
 					rp.ErrorCode = s.partitionErrorCode(ctx, rc, tp, err, s.errorCode, nil)
 				} else {
-					waits = append(waits, markerWait{mi: mi, ti: ti, pi: pi, tp: tp, last: res.LastOffset, epoch: res.LeaderEpoch})
+					waits = append(waits, markerWait{mi: mi, ti: ti, pi: pi, tp: tp, offset: res.BaseOffset, last: res.LastOffset, epoch: res.LeaderEpoch})
 				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}
@@ -85,23 +91,27 @@ func (s *Server) handleWriteTxnMarkers(ctx context.Context, rc *reqContext, req 
 
 	wctx, cancel := txnTimeout(ctx)
 	defer cancel()
-	committed := make([]bool, len(waits))
-	for i, w := range waits {
-		if err := s.cfg.Replicas.WaitCommitted(wctx, w.tp, w.last, w.epoch); err != nil {
-			resp.Markers[w.mi].Topics[w.ti].Partitions[w.pi].ErrorCode = s.errorCode(rc, err)
-			continue
-		}
-		committed[i] = true
-	}
-	// The group coordinator learns of a marker only once it is committed:
-	// an offset made visible before that could be lost with the marker.
-	if tg, ok := s.cfg.Groups.(TxnGroups); ok {
-		for i, w := range waits {
-			if committed[i] && w.tp.Topic == offsetsTopic {
-				m := req.Markers[w.mi]
-				tg.CompleteTxn(w.tp.Partition, m.ProducerID, m.Committed)
+	tg, _ := s.cfg.Groups.(TxnGroups)
+	// Each partition waits on its own: the group coordinator learns of a
+	// marker only once it is committed (an offset made visible before that
+	// could be lost with the marker), and as soon as it is, so that no
+	// other partition's wait delays it past the producer's next
+	// transaction. Each goroutine sets only its own partition's code.
+	var wg sync.WaitGroup
+	for _, w := range waits {
+		wg.Add(1)
+		go func(w markerWait) {
+			defer wg.Done()
+			if err := s.cfg.Replicas.WaitCommitted(wctx, w.tp, w.last, w.epoch); err != nil {
+				resp.Markers[w.mi].Topics[w.ti].Partitions[w.pi].ErrorCode = s.errorCode(rc, err)
+				return
 			}
-		}
+			if tg != nil && w.tp.Topic == offsetsTopic {
+				m := req.Markers[w.mi]
+				tg.CompleteTxn(w.tp.Partition, m.ProducerID, w.offset, m.Committed)
+			}
+		}(w)
 	}
+	wg.Wait()
 	return resp, nil
 }

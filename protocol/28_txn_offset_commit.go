@@ -16,17 +16,43 @@ package protocol
 //     UNKNOWN_TOPIC_OR_PARTITION and is not written, as Kafka's
 //     handleTxnOffsetCommitRequest; a group-level error is answered on
 //     every other partition.
+//   - KIP-890 part 1, as Kafka 3.6+'s handleTxnCommitOffsets
+//     (Config.TxnVerification, with Replicas implementing TxnPartitions):
+//     the replica of the group's __consumer_offsets partition gives a
+//     verification guard unless the producer already has an ongoing
+//     transaction there; the partition is then verified with the
+//     transaction coordinator (verifyInTxn, the path Produce uses: the
+//     local Transactions or TxnVerifier to its broker) and the offsets
+//     are committed with the guard (TxnCommitRequest.VerificationGuard,
+//     which the group coordinator appends with). A request of a
+//     transaction that already ended (a late retry, a zombie) is so
+//     refused instead of leaving offsets pending with no marker to come.
+//     Failures answer every partition, mapped as Kafka's
+//     maybeConvertOffsetCommitError after AddPartitionsToTxnManager:
+//     PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH; a failure to reach
+//     the coordinator (Kafka's NETWORK_EXCEPTION) COORDINATOR_LOAD_IN_PROGRESS;
+//     no coordinator, UNKNOWN_TOPIC_OR_PARTITION or NOT_ENOUGH_REPLICAS
+//     COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER (this broker no
+//     longer leads the group's partition) NOT_COORDINATOR; the
+//     coordinator's other answers (INVALID_TXN_STATE, NOT_COORDINATOR,
+//     CONCURRENT_TRANSACTIONS, INVALID_PRODUCER_ID_MAPPING, ...) as they
+//     are. Requests the group coordinator refuses anyway (empty group id,
+//     negative producer id) are not verified.
 //   - COORDINATOR_LOAD_IN_PROGRESS answers COORDINATOR_NOT_AVAILABLE before
 //     v2, which 0.11-2.0 producers need (KAFKA-7296), as Kafka does.
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/txn"
 )
 
 func (s *Server) handleTxnOffsetCommit(ctx context.Context, rc *reqContext, req *kmsg.TxnOffsetCommitRequest) (kmsg.Response, error) {
@@ -62,7 +88,10 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, rc *reqContext, req 
 	)
 	if len(cr.Offsets) > 0 {
 		tctx, cancel := txnTimeout(ctx)
-		errs, err = s.cfg.Groups.(TxnGroups).CommitTxnOffsets(tctx, cr)
+		cr.VerificationGuard, err = s.verifyTxnOffsetCommit(tctx, rc, req)
+		if err == nil {
+			errs, err = s.cfg.Groups.(TxnGroups).CommitTxnOffsets(tctx, cr)
+		}
 		cancel()
 	}
 	code := func(err error) int16 {
@@ -92,4 +121,59 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, rc *reqContext, req 
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
+}
+
+// verifyTxnOffsetCommit is Kafka's maybeStartTransactionVerificationForPartition
+// for a TxnOffsetCommit: the guard to commit with (0 when verification is
+// off or not needed), or the mapped error of a failed verification.
+func (s *Server) verifyTxnOffsetCommit(ctx context.Context, rc *reqContext, req *kmsg.TxnOffsetCommitRequest) (uint64, error) {
+	tpr, ok := s.cfg.Replicas.(TxnPartitions)
+	if !ok || !s.cfg.TxnVerification || req.Group == "" || req.ProducerID < 0 {
+		return 0, nil
+	}
+	tp := cluster.TopicPartition{Topic: offsetsTopic, Partition: s.cfg.Groups.PartitionFor(req.Group)}
+	guard, needed, err := tpr.TxnVerificationGuard(tp, req.ProducerID)
+	if err != nil {
+		return 0, txnOffsetCommitVerifyFailure(err)
+	}
+	if !needed {
+		return 0, nil
+	}
+	errs, err := s.verifyInTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []cluster.TopicPartition{tp})
+	if err == nil {
+		err = errs[tp]
+	}
+	if err != nil {
+		requestEvent(s.log.Debug(), rc).Err(err).Str("transactional_id", req.TransactionalID).Str("group", req.Group).
+			Int64("producer_id", req.ProducerID).Msg("transactional offset commit verification failed")
+		return 0, txnOffsetCommitVerifyFailure(err)
+	}
+	return guard, nil
+}
+
+// txnOffsetCommitVerifyFailure maps a failed verification of a
+// TxnOffsetCommit as Kafka does: AddPartitionsToTxnManager's answer
+// (PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, a request that got no
+// answer as NETWORK_EXCEPTION), then GroupMetadataManager's
+// maybeConvertOffsetCommitError (NETWORK_EXCEPTION as
+// COORDINATOR_LOAD_IN_PROGRESS, which clients retry without looking the
+// coordinator up again). The original error is kept as text only, so
+// that the table maps the translated sentinel.
+func txnOffsetCommitVerifyFailure(err error) error {
+	wrap := func(sentinel error) error {
+		return fmt.Errorf("verify transactional offset commit: %v: %w", err, sentinel)
+	}
+	switch {
+	case errors.Is(err, txn.ErrProducerFenced):
+		return wrap(txn.ErrInvalidProducerEpoch)
+	case errors.Is(err, cluster.ErrBrokerNotAvailable), errors.Is(err, ErrClientClosed),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return wrap(group.ErrCoordinatorLoadInProgress)
+	case errors.Is(err, partition.ErrUnknownTopicOrPartition), errors.Is(err, partition.ErrNotEnoughReplicas),
+		errors.Is(err, partition.ErrNotEnoughReplicasAfterAppend):
+		return wrap(group.ErrCoordinatorNotAvailable)
+	case errors.Is(err, partition.ErrNotLeader), errors.Is(err, partition.ErrStorage):
+		return wrap(group.ErrNotCoordinator)
+	}
+	return err
 }

@@ -291,9 +291,10 @@ type TxnGroups interface {
 	// transaction: per-partition errors, or one error for all.
 	CommitTxnOffsets(ctx context.Context, req group.TxnCommitRequest) (map[cluster.TopicPartition]error, error)
 	// CompleteTxn makes the producer's pending offsets of partition p of
-	// __consumer_offsets committed (commit) or drops them, once its
-	// marker there is committed.
-	CompleteTxn(p int32, producerID int64, commit bool)
+	// __consumer_offsets appended below markerOffset committed (commit)
+	// or drops them, once its marker there, at markerOffset, is
+	// committed.
+	CompleteTxn(p int32, producerID int64, markerOffset int64, commit bool)
 }
 
 // TxnVerifier asks another broker's transaction coordinator whether

@@ -73,9 +73,13 @@
 // Config.TxnVerifier (BrokerClient.VerifyPartitionsInTxn) to the leader,
 // and with the replica's verification guard, which a marker in between
 // clears. That round trip parks only the producer's connection.
+// TxnOffsetCommit is verified the same way, for the group's partition of
+// __consumer_offsets, and committed with its guard (as Kafka 3.6+), so a
+// late or zombie request of a transaction already ended is refused rather
+// than left pending with no marker to come.
 // WriteTxnMarkers waits for each marker to be replicated before it answers
-// and only then tells the group coordinator (TxnGroups.CompleteTxn) of a
-// marker on __consumer_offsets. Fetch answers the last stable offset and,
+// and, as soon as a marker on __consumer_offsets is, tells the group
+// coordinator (TxnGroups.CompleteTxn, with the marker's offset). Fetch answers the last stable offset and,
 // for read_committed consumers, the aborted transactions; ListOffsets
 // bounds read_committed by the LSO; OffsetFetch passes RequireStable.
 //

@@ -333,10 +333,11 @@ type fakeTxnGroups struct {
 }
 
 type fakeComplete struct {
-	partition  int32
-	producerID int64
-	commit     bool
-	committed  bool // the marker was below the HW when CompleteTxn ran
+	partition    int32
+	producerID   int64
+	markerOffset int64
+	commit       bool
+	committed    bool // the marker was below the HW when CompleteTxn ran
 }
 
 var _ TxnGroups = (*fakeTxnGroups)(nil)
@@ -348,8 +349,8 @@ func (f *fakeTxnGroups) CommitTxnOffsets(_ context.Context, req group.TxnCommitR
 	return f.commitPartErrs, f.commitErr
 }
 
-func (f *fakeTxnGroups) CompleteTxn(p int32, producerID int64, commit bool) {
-	c := fakeComplete{partition: p, producerID: producerID, commit: commit}
+func (f *fakeTxnGroups) CompleteTxn(p int32, producerID int64, markerOffset int64, commit bool) {
+	c := fakeComplete{partition: p, producerID: producerID, markerOffset: markerOffset, commit: commit}
 	if f.checkCommitted != nil {
 		c.committed = f.checkCommitted(p)
 	}

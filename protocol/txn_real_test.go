@@ -8,7 +8,9 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
@@ -40,13 +42,10 @@ func (m *selfMarkers) WriteMarkers(ctx context.Context, mk txn.Markers) map[clus
 	return out
 }
 
-// TestKgoTransactionsRealCoordinators runs kgo's transactional producer and
-// its GroupTransactSession against the real transaction and group
-// coordinators over the fake replicas: FindCoordinator creates
-// __transaction_state, EndTxn's markers come back to this server as
-// WriteTxnMarkers, and the offsets a TxnOffsetCommit wrote become visible
-// once the marker on __consumer_offsets is committed.
-func TestKgoTransactionsRealCoordinators(t *testing.T) {
+// startRealTxnBroker is a test broker with the real transaction and
+// group coordinators over the fake replicas, the markers coming back to
+// it as WriteTxnMarkers through BrokerClient.
+func startRealTxnBroker(t *testing.T) (*testBroker, *txn.Coordinator) {
 	markers := &selfMarkers{}
 	var coord *txn.Coordinator
 	b := startBroker(t, func(c *Config) {
@@ -63,6 +62,17 @@ func TestKgoTransactionsRealCoordinators(t *testing.T) {
 		c.Groups = c.Groups.(*fakeTxnGroups).Coordinator // the real CommitTxnOffsets and CompleteTxn
 	})
 	markers.b, markers.client = b, newBrokerClient(t, b)
+	return b, coord
+}
+
+// TestKgoTransactionsRealCoordinators runs kgo's transactional producer and
+// its GroupTransactSession against the real transaction and group
+// coordinators over the fake replicas: FindCoordinator creates
+// __transaction_state, EndTxn's markers come back to this server as
+// WriteTxnMarkers, and the offsets a TxnOffsetCommit wrote become visible
+// once the marker on __consumer_offsets is committed.
+func TestKgoTransactionsRealCoordinators(t *testing.T) {
+	b, _ := startRealTxnBroker(t)
 	createTopic(t, b, "in", 2)
 	createTopic(t, b, "out", 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -155,5 +165,113 @@ func TestKgoTransactionsRealCoordinators(t *testing.T) {
 	}
 	if states["p"] != "CompleteAbort" || states["eos"] != "CompleteCommit" {
 		t.Fatalf("transaction states %v", states)
+	}
+}
+
+// TestTxnOffsetCommitZombieRealCoordinators: with the real transaction and
+// group coordinators, a TxnOffsetCommit that arrives after its
+// transaction was aborted (a delayed retry) is refused INVALID_TXN_STATE
+// by the verification of the group's __consumer_offsets partition: it
+// leaves nothing pending (requireStable answers the partition stable) and
+// the producer's next COMMIT, which has no offset of that partition, does
+// not make the stale offset visible.
+func TestTxnOffsetCommitZombieRealCoordinators(t *testing.T) {
+	b, coord := startRealTxnBroker(t)
+	createTopic(t, b, "t", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cl := newClient(t, b)
+	gc := b.txnGroups.Coordinator
+	tp0 := cluster.TopicPartition{Topic: "t", Partition: 0}
+	tp1 := cluster.TopicPartition{Topic: "t", Partition: 1}
+
+	// untilOK retries a request while its coordinator is created or loads.
+	untilOK := func(what string, send func() (int16, error)) {
+		t.Helper()
+		for {
+			code, err := send()
+			if err == nil && code == 0 {
+				return
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s: code %d, %v", what, code, err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var pid int64
+	var epoch int16
+	untilOK("init", func() (int16, error) {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr("z"), 60000
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return -1, err
+		}
+		pid, epoch = resp.ProducerID, resp.ProducerEpoch
+		return resp.ErrorCode, nil
+	})
+	addOffsets := func() {
+		untilOK("add offsets", func() (int16, error) {
+			req := kmsg.NewPtrAddOffsetsToTxnRequest()
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group = "z", pid, epoch, "g"
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				return -1, err
+			}
+			return resp.ErrorCode, nil
+		})
+	}
+	txnCommit := func(tp cluster.TopicPartition, offset int64) (int16, error) {
+		req := kmsg.NewPtrTxnOffsetCommitRequest()
+		req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "z", "g", pid, epoch
+		req.Generation, req.MemberID = -1, ""
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic = tp.Topic
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch = tp.Partition, offset, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return -1, err
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode, nil
+	}
+	endTxn := func(commit bool, state string) {
+		untilOK("end", func() (int16, error) {
+			req := kmsg.NewPtrEndTxnRequest()
+			req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = "z", pid, epoch, commit
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				return -1, err
+			}
+			return resp.ErrorCode, nil
+		})
+		eventually(t, 10*time.Second, func() bool {
+			d := coord.DescribeTransactions([]string{"z"})
+			return len(d) == 1 && d[0].State == state
+		})
+	}
+
+	// Transaction N commits t-0 at 10, then aborts.
+	addOffsets()
+	untilOK("txn commit", func() (int16, error) { return txnCommit(tp0, 10) })
+	endTxn(false, "CompleteAbort")
+	// N's delayed TxnOffsetCommit.
+	if code, err := txnCommit(tp0, 50); err != nil || code != kerr.InvalidTxnState.Code {
+		t.Fatalf("late TxnOffsetCommit: code %d, %v; want INVALID_TXN_STATE", code, err)
+	}
+	offs, err := gc.FetchOffsets("g", []cluster.TopicPartition{tp0}, true)
+	if err != nil || offs[tp0].Err != nil {
+		t.Fatalf("t-0 after the refused commit: %+v %v, want stable", offs, err)
+	}
+	// Transaction N+1 commits t-1 only.
+	addOffsets()
+	untilOK("txn commit", func() (int16, error) { return txnCommit(tp1, 5) })
+	endTxn(true, "CompleteCommit")
+	offs, err = gc.FetchOffsets("g", nil, true)
+	if err != nil || len(offs) != 1 || offs[tp1].Offset != 5 {
+		t.Fatalf("offsets after N+1's COMMIT: %+v %v, want only t-1 at 5", offs, err)
 	}
 }

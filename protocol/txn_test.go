@@ -444,8 +444,11 @@ func TestWriteTxnMarkersCompletesOffsetsAfterCommit(t *testing.T) {
 	if got := markerCodes(resp); !reflect.DeepEqual(got, map[string]int16{"42/t-0": 0, "42/__consumer_offsets-1": 0}) {
 		t.Fatalf("codes %v", got)
 	}
-	if got := b.txnGroups.completed(); !reflect.DeepEqual(got, []fakeComplete{{partition: 1, producerID: 42, commit: true, committed: true}}) {
-		t.Fatalf("CompleteTxn calls %+v", got)
+	b.replicas.mu.Lock()
+	markerAt := b.replicas.parts[offsetsTP].batches[0].base
+	b.replicas.mu.Unlock()
+	if got := b.txnGroups.completed(); !reflect.DeepEqual(got, []fakeComplete{{partition: 1, producerID: 42, markerOffset: markerAt, commit: true, committed: true}}) {
+		t.Fatalf("CompleteTxn calls %+v, want the marker's offset %d", got, markerAt)
 	}
 	mk := b.txnReplicas.markerCalls()[0].marker
 	if mk != (partition.TxnMarker{ProducerID: 42, ProducerEpoch: 3, CoordinatorEpoch: 7, Commit: true}) {
@@ -470,6 +473,51 @@ func TestWriteTxnMarkersCompletesOffsetsAfterCommit(t *testing.T) {
 	}
 	if got := b.txnGroups.completed(); len(got) != 1 {
 		t.Fatalf("CompleteTxn after a failed wait: %+v", got)
+	}
+}
+
+// TestWriteTxnMarkersCompletesEachPartitionOnItsOwn: CompleteTxn for a
+// __consumer_offsets partition comes as soon as its own marker is
+// committed, with the marker's offset, while another partition of the
+// request still waits for its high watermark.
+func TestWriteTxnMarkersCompletesEachPartitionOnItsOwn(t *testing.T) {
+	b := startBroker(t)
+	createTopic(t, b, "t", 1)
+	createTopic(t, b, group.Topic, 3)
+	tp0 := cluster.TopicPartition{Topic: "t", Partition: 0}
+	offsetsTP := cluster.TopicPartition{Topic: group.Topic, Partition: 2}
+	// Something in the offsets partition first, so the marker's offset
+	// is not 0.
+	if _, err := b.replicas.Append(offsetsTP, makeBatch(0, "x", "y"), -1); err != nil {
+		t.Fatal(err)
+	}
+	b.replicas.setHoldHW(true)
+	c := b.dial(t)
+	c.send(writeMarkers(42, false, tp0, offsetsTP))
+	eventually(t, 5*time.Second, func() bool { return len(b.txnReplicas.markerCalls()) == 2 })
+	// Only the offsets partition's marker commits.
+	b.replicas.mu.Lock()
+	l := b.replicas.parts[offsetsTP]
+	l.hw = l.leo
+	markerAt := l.batches[len(l.batches)-1].base
+	b.replicas.signalLocked()
+	b.replicas.mu.Unlock()
+	eventually(t, 5*time.Second, func() bool { return len(b.txnGroups.completed()) == 1 })
+	if got := b.txnGroups.completed()[0]; got != (fakeComplete{partition: 2, producerID: 42, markerOffset: markerAt}) || markerAt != 2 {
+		t.Fatalf("CompleteTxn %+v, want partition 2 at the marker's offset %d", got, markerAt)
+	}
+	b.replicas.setHoldHW(false)
+	_, body, err := c.readFrame(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := kmsg.NewPtrWriteTxnMarkersResponse()
+	resp.Version = 1
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatal(err)
+	}
+	if got := markerCodes(resp); !reflect.DeepEqual(got, map[string]int16{"42/t-0": 0, "42/__consumer_offsets-2": 0}) {
+		t.Fatalf("codes %v", got)
 	}
 }
 
@@ -510,6 +558,10 @@ func TestWriteTxnMarkersErrors(t *testing.T) {
 func TestTxnOffsetCommit(t *testing.T) {
 	b := startBroker(t)
 	createTopic(t, b, "t", 2)
+	createTopic(t, b, group.Topic, testOffsetsPartitions)
+	b.cluster.setTxnLeader(1)
+	offsetsTP := cluster.TopicPartition{Topic: group.Topic, Partition: group.PartitionFor("g", testOffsetsPartitions)}
+	b.txn.added["tx"] = map[cluster.TopicPartition]bool{offsetsTP: true}
 	c := b.dial(t)
 	req := kmsg.NewPtrTxnOffsetCommitRequest()
 	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = "tx", "g", 5001, 2
@@ -547,6 +599,14 @@ func TestTxnOffsetCommit(t *testing.T) {
 		if v >= 3 {
 			want.Generation, want.MemberID, want.InstanceID = 4, "m", kmsg.StringPtr("i")
 		}
+		// Verified (KIP-890): committed with the guard of the group's
+		// partition of __consumer_offsets.
+		b.txnReplicas.tmu.Lock()
+		want.VerificationGuard = b.txnReplicas.guards[offsetsTP][5001]
+		b.txnReplicas.tmu.Unlock()
+		if want.VerificationGuard == 0 {
+			t.Fatalf("v%d: no guard for %s", v, offsetsTP)
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("v%d: coordinator got %+v, want %+v", v, got, want)
 		}
@@ -567,6 +627,146 @@ func TestTxnOffsetCommit(t *testing.T) {
 	req.Version = 3
 	if got := codes(c.roundTrip(req).(*kmsg.TxnOffsetCommitResponse)); got[0] != kerr.IllegalGeneration.Code {
 		t.Errorf("per partition: %v", got)
+	}
+}
+
+// txnOffsetCommitReq is a TxnOffsetCommit of t-0 for producer pid, epoch 2.
+func txnOffsetCommitReq(version int16, groupID string, pid int64) *kmsg.TxnOffsetCommitRequest {
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version = version
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = "tx", groupID, pid, 2, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "t"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, 10
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// TestTxnOffsetCommitVerification: KIP-890 for TxnOffsetCommit, as Kafka
+// 3.6+'s handleTxnCommitOffsets: the group's __consumer_offsets
+// partition is verified with the transaction coordinator (local or
+// remote, the path Produce uses) unless the producer already has a
+// transaction there, the commit carries the guard, and a partition not in
+// the producer's transaction (a late or zombie request of a transaction
+// already ended) is refused before anything is written. Failures map as
+// Kafka's maybeConvertOffsetCommitError.
+func TestTxnOffsetCommitVerification(t *testing.T) {
+	offsetsTP := cluster.TopicPartition{Topic: group.Topic, Partition: group.PartitionFor("g", testOffsetsPartitions)}
+	const pid = 7
+	remote := func(answer map[cluster.TopicPartition]error, err error) func(b *testBroker) {
+		return func(b *testBroker) {
+			b.cluster.setTxnLeader(2)
+			b.verifier.answer, b.verifier.err = answer, err
+		}
+	}
+	cases := []struct {
+		name    string
+		version int16
+		group   string
+		pid     int64
+		opt     brokerOption
+		setup   func(b *testBroker)
+		want    *kerr.Error
+		guard   bool // committed with a guard (else with none)
+		verify  bool // asked a coordinator
+	}{
+		{name: "in the transaction", setup: func(b *testBroker) { b.txn.added["tx"] = map[cluster.TopicPartition]bool{offsetsTP: true} },
+			guard: true, verify: true},
+		{name: "transaction ended (late or zombie request)", want: kerr.InvalidTxnState, verify: true},
+		{name: "ongoing transaction on the partition", setup: func(b *testBroker) {
+			b.txnReplicas.ongoing[offsetsTP] = map[int64]bool{pid: true}
+		}},
+		{name: "verification off", opt: func(c *Config) { c.TxnVerification = false }},
+		{name: "remote verified", setup: remote(map[cluster.TopicPartition]error{offsetsTP: nil}, nil), guard: true, verify: true},
+		{name: "remote fenced", setup: remote(map[cluster.TopicPartition]error{offsetsTP: txn.ErrProducerFenced}, nil),
+			want: kerr.InvalidProducerEpoch, verify: true},
+		{name: "remote not in the transaction", setup: remote(map[cluster.TopicPartition]error{offsetsTP: fmt.Errorf("x: %w", txn.ErrInvalidTxnState)}, nil),
+			want: kerr.InvalidTxnState, verify: true},
+		{name: "remote concurrent", setup: remote(map[cluster.TopicPartition]error{offsetsTP: txn.ErrConcurrentTransactions}, nil),
+			want: kerr.ConcurrentTransactions, verify: true},
+		{name: "remote moved", setup: remote(nil, fmt.Errorf("verify: %w", txn.ErrNotCoordinator)), want: kerr.NotCoordinator, verify: true},
+		{name: "remote unreachable", setup: remote(nil, fmt.Errorf("dial: %w", cluster.ErrBrokerNotAvailable)),
+			want: kerr.CoordinatorLoadInProgress, verify: true},
+		{name: "remote unreachable v1", version: 1, setup: remote(nil, fmt.Errorf("dial: %w", cluster.ErrBrokerNotAvailable)),
+			want: kerr.CoordinatorNotAvailable, verify: true},
+		{name: "remote timed out", setup: remote(nil, context.DeadlineExceeded), want: kerr.CoordinatorLoadInProgress, verify: true},
+		{name: "no transaction coordinator", setup: func(b *testBroker) {
+			b.cluster.mu.Lock()
+			delete(b.cluster.topics, txn.Topic)
+			b.cluster.mu.Unlock()
+		}, want: kerr.CoordinatorNotAvailable},
+		{name: "group partition not led here", setup: func(b *testBroker) { b.txnReplicas.guardErr[offsetsTP] = partition.ErrNotLeader },
+			want: kerr.NotCoordinator},
+		{name: "no replica of the group partition", setup: func(b *testBroker) { b.replicas.removeTopic(group.Topic) },
+			want: kerr.CoordinatorNotAvailable},
+		{name: "empty group id: the group coordinator answers", group: "-"},
+		{name: "negative producer id: the group coordinator answers", pid: -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []brokerOption
+			if tc.opt != nil {
+				opts = append(opts, tc.opt)
+			}
+			b := startBroker(t, opts...)
+			createTopic(t, b, "t", 1)
+			createTopic(t, b, group.Topic, testOffsetsPartitions)
+			b.cluster.setTxnLeader(1)
+			if tc.setup != nil {
+				tc.setup(b) // before any request: no lock needed
+			}
+			version, groupID, producerID := tc.version, tc.group, tc.pid
+			if version == 0 {
+				version = 3
+			}
+			if groupID == "" {
+				groupID = "g"
+			} else if groupID == "-" {
+				groupID = ""
+			}
+			if producerID == 0 {
+				producerID = pid
+			}
+			resp := b.dial(t).roundTrip(txnOffsetCommitReq(version, groupID, producerID)).(*kmsg.TxnOffsetCommitResponse)
+			want := int16(0)
+			if tc.want != nil {
+				want = tc.want.Code
+			}
+			if got := resp.Topics[0].Partitions[0].ErrorCode; got != want {
+				t.Fatalf("code %d, want %d", got, want)
+			}
+			b.txnGroups.mu.Lock()
+			commits := append([]group.TxnCommitRequest(nil), b.txnGroups.commits...)
+			b.txnGroups.mu.Unlock()
+			if committed := len(commits) == 1; committed != (want == 0) {
+				t.Fatalf("committed %v with code %d", committed, want)
+			}
+			b.txnReplicas.tmu.Lock()
+			stored := b.txnReplicas.guards[offsetsTP][pid]
+			guardCalls := len(b.txnReplicas.guardCalls)
+			b.txnReplicas.tmu.Unlock()
+			if want == 0 {
+				if g := commits[0].VerificationGuard; (g != 0) != tc.guard || (tc.guard && g != stored) {
+					t.Fatalf("committed with guard %d (stored %d), want guard %v", g, stored, tc.guard)
+				}
+			}
+			asked := len(b.txn.verifications()) + len(b.remoteCalls())
+			if asked != map[bool]int{true: 1, false: 0}[tc.verify] {
+				t.Fatalf("%d verifications, want %v", asked, tc.verify)
+			}
+			if v := b.txn.verifications(); len(v) == 1 && (v[0].id != "tx" || v[0].pid != pid || v[0].epoch != 2 ||
+				!reflect.DeepEqual(v[0].tps, []cluster.TopicPartition{offsetsTP})) {
+				t.Fatalf("verification %+v, want tx's %s", v[0], offsetsTP)
+			}
+			if r := b.remoteCalls(); len(r) == 1 && (r[0].to != 2 || !reflect.DeepEqual(r[0].tps, []cluster.TopicPartition{offsetsTP})) {
+				t.Fatalf("remote verification %+v", r[0])
+			}
+			if (groupID == "" || producerID < 0 || tc.opt != nil) && guardCalls != 0 {
+				t.Fatalf("%d guard calls for a request not verified", guardCalls)
+			}
+		})
 	}
 }
 
