@@ -157,8 +157,9 @@
 // Append rules (appendAsLeader, Kafka's analyzeAndValidateProducerState):
 // a client's retry is answered first; then, with Config.TxnVerification
 // (transaction.partition.verification.enable, zero value off), a
-// transactional client batch of a producer with no ongoing transaction
-// needs AppendOptions.VerificationGuard equal to the guard
+// transactional batch of a producer with no ongoing transaction (a
+// client's, or the group coordinator's TxnOffsetCommit write) needs
+// AppendOptions.VerificationGuard equal to the guard
 // TxnVerificationGuard stored for it (KIP-890 part 1; ErrInvalidTxnState
 // otherwise); then the epoch and sequence checks (only the epoch for
 // OriginCoordinator, the group coordinator's writes with sequence -1);

@@ -220,14 +220,17 @@ func (r *Replica) completedLSOLocked(producerID, markerOffset int64) int64 {
 	return markerOffset + 1
 }
 
-// checkVerifiedLocked is KIP-890's rule for a client batch h, checked
-// before its sequence (Kafka's analyzeAndValidateProducerState): with
-// verification on, a transactional batch of a producer with no ongoing
-// transaction needs the verification guard the leader stored for it, and
-// ErrInvalidTxnState otherwise (none asked for, or cleared by a marker
-// since). Caller holds r.mu.
+// checkVerifiedLocked is KIP-890's rule for a transactional batch h,
+// checked before its sequence (Kafka's analyzeAndValidateProducerState):
+// with verification on, a transactional batch of a producer with no
+// ongoing transaction needs the verification guard the leader stored for
+// it, and ErrInvalidTxnState otherwise (none asked for, or cleared by a
+// marker since). It applies to the group coordinator's transactional
+// offset commits (OriginCoordinator) as to clients' batches, as in Kafka:
+// a TxnOffsetCommit verified before a marker must not open a transaction
+// after it. Caller holds r.mu.
 func (r *Replica) checkVerifiedLocked(h logstore.BatchHeader, opts AppendOptions) error {
-	if !h.IsTransactional() || opts.Origin != OriginClient || !r.txnVerification {
+	if !h.IsTransactional() || !r.txnVerification {
 		return nil
 	}
 	if s := r.producers[h.ProducerID]; s != nil && s.txnFirstOffset >= 0 {

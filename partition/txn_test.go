@@ -367,9 +367,18 @@ func TestTxnVerificationGuard(t *testing.T) {
 	if _, err := m.AppendWith(tp0, tb(3, 0, 2, 1, true, 1), AppendOptions{Acks: 1, VerificationGuard: g2}); !errors.Is(err, ErrInvalidTxnState) {
 		t.Fatalf("reuse of a consumed guard: %v, want ErrInvalidTxnState", err)
 	}
-	// A coordinator's transactional write (sequence -1) needs no guard.
-	mustAppendWith(t, m, tb(11, 0, -1, 1, true, 1), AppendOptions{Acks: 1, Origin: OriginCoordinator})
-	mustAppendWith(t, m, tb(11, 0, -1, 1, true, 1), AppendOptions{Acks: 1, Origin: OriginCoordinator})
+	// A coordinator's transactional write (the group coordinator's
+	// TxnOffsetCommit, sequence -1) needs a guard too, as in Kafka: one
+	// verified before a marker must not start a transaction after it.
+	if _, err := m.AppendWith(tp0, tb(11, 0, -1, 1, true, 1), AppendOptions{Acks: 1, Origin: OriginCoordinator}); !errors.Is(err, ErrInvalidTxnState) {
+		t.Fatalf("coordinator's transactional write without a guard: %v, want ErrInvalidTxnState", err)
+	}
+	g11, needed, err := m.TxnVerificationGuard(tp0, 11)
+	if err != nil || !needed || g11 == 0 {
+		t.Fatalf("guard for the coordinator's write: %d needed %v err %v", g11, needed, err)
+	}
+	mustAppendWith(t, m, tb(11, 0, -1, 1, true, 1), AppendOptions{Acks: 1, Origin: OriginCoordinator, VerificationGuard: g11})
+	mustAppendWith(t, m, tb(11, 0, -1, 1, true, 1), AppendOptions{Acks: 1, Origin: OriginCoordinator}) // ongoing: no guard needed
 	if st := statusOf(t, m); len(st.OngoingTxns) != 1 || st.OngoingTxns[0].ProducerID != 11 {
 		t.Fatalf("ongoing %+v, want the coordinator's producer 11", st.OngoingTxns)
 	}

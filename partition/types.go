@@ -181,7 +181,8 @@ const (
 	// transactional batch, verification.
 	OriginClient AppendOrigin = iota
 	// OriginCoordinator is a group or transaction coordinator's own
-	// write: no sequence checks, no verification.
+	// write: no sequence checks; a transactional one (a TxnOffsetCommit)
+	// is verified as a client's is.
 	OriginCoordinator
 )
 
