@@ -1,7 +1,6 @@
 package observe
 
 import (
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,39 +29,18 @@ type Controller interface {
 }
 
 // Groups is the group coordinator's committed offsets, for consumer lag;
-// group.Coordinator implements it. Its offsets come from one of the two
-// FetchOffsets forms below: group.Coordinator gains requireStable with
-// transactions (issue 18, OffsetFetch v7+), and observe takes either so
-// that it builds on both sides of that change.
+// group.Coordinator implements it. The lag is measured from what is
+// committed, so a transactional commit still pending is not asked to be
+// stable (requireStable false): it counts once its marker is written.
 type Groups interface {
 	ListGroups() ([]group.GroupListing, error)
-}
-
-// stableOffsetFetcher is group.Coordinator's FetchOffsets since issue 18.
-type stableOffsetFetcher interface {
 	FetchOffsets(groupID string, tps []cluster.TopicPartition, requireStable bool) (map[cluster.TopicPartition]group.Offset, error)
 }
 
-// offsetFetcher is group.Coordinator's FetchOffsets before issue 18.
-type offsetFetcher interface {
-	FetchOffsets(groupID string, tps []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error)
-}
-
-// fetchOffsets is g's committed offsets of groupID. The lag is measured
-// from what is committed, so a transactional commit still pending is not
-// asked to be stable (it counts once its marker is written).
+// fetchOffsets is g's committed offsets of groupID.
 func fetchOffsets(g Groups, groupID string) (map[cluster.TopicPartition]group.Offset, error) {
-	switch f := g.(type) {
-	case stableOffsetFetcher:
-		return f.FetchOffsets(groupID, nil, false)
-	case offsetFetcher:
-		return f.FetchOffsets(groupID, nil)
-	}
-	return nil, errNoOffsets
+	return g.FetchOffsets(groupID, nil, false)
 }
-
-// errNoOffsets: the Groups source has neither FetchOffsets form.
-var errNoOffsets = errors.New("observe: the group source has no FetchOffsets")
 
 var _ partition.ReassignmentMetrics = (*Observer)(nil)
 

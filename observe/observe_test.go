@@ -36,7 +36,7 @@ func (f fakeGroups) ListGroups() ([]group.GroupListing, error) {
 	return out, nil
 }
 
-func (f fakeGroups) FetchOffsets(g string, _ []cluster.TopicPartition) (map[cluster.TopicPartition]group.Offset, error) {
+func (f fakeGroups) FetchOffsets(g string, _ []cluster.TopicPartition, _ bool) (map[cluster.TopicPartition]group.Offset, error) {
 	return f[g], nil
 }
 
@@ -223,8 +223,7 @@ func TestObservePartitionsJSONAndPage(t *testing.T) {
 	}
 }
 
-// stableGroups has group.Coordinator's FetchOffsets since issue 18 (with
-// requireStable) and records what it was asked.
+// stableGroups records the requireStable of each FetchOffsets.
 type stableGroups struct {
 	fakeGroups
 	asked *[]bool
@@ -235,33 +234,16 @@ func (f stableGroups) FetchOffsets(g string, _ []cluster.TopicPartition, require
 	return f.fakeGroups[g], nil
 }
 
-// listOnly has no FetchOffsets at all.
-type listOnly struct{ fakeGroups }
-
-func (l listOnly) FetchOffsets() {}
-
-// TestObserveGroupLagBothFetchOffsets: the lag gauge works with either
-// form of group.Coordinator's FetchOffsets, asks the newer one for
-// committed offsets without requiring them stable, and exports no lag
-// from a source without FetchOffsets.
-func TestObserveGroupLagBothFetchOffsets(t *testing.T) {
+// TestObserveGroupLagNotRequireStable: the lag gauge asks for committed
+// offsets without requiring them stable, so a pending transactional
+// commit does not hide a group's lag.
+func TestObserveGroupLagNotRequireStable(t *testing.T) {
 	const lag = `kafka_consumergroup_lag{consumergroup="g",partition="1",topic="seed"} 5`
-	groups := fakeGroups{"g": {{Topic: "seed", Partition: 1}: {Offset: 2}}}
 	var asked []bool
-	for _, tc := range []struct {
-		name string
-		g    Groups
-		want bool
-	}{
-		{"before issue 18", groups, true},
-		{"with requireStable", stableGroups{groups, &asked}, true},
-		{"no FetchOffsets", listOnly{groups}, false},
-	} {
-		o := New(Config{BrokerID: 1, ReplicaLagTimeMax: 10 * time.Second, Now: func() time.Time { return now }})
-		o.SetSources(Sources{Partitions: seed000(), Groups: tc.g})
-		if got := strings.Contains(get(t, o.Handler(), "/metrics"), "\n"+lag+"\n"); got != tc.want {
-			t.Errorf("%s: lag exported %v, want %v", tc.name, got, tc.want)
-		}
+	o := New(Config{BrokerID: 1, ReplicaLagTimeMax: 10 * time.Second, Now: func() time.Time { return now }})
+	o.SetSources(Sources{Partitions: seed000(), Groups: stableGroups{fakeGroups{"g": {{Topic: "seed", Partition: 1}: {Offset: 2}}}, &asked}})
+	if !strings.Contains(get(t, o.Handler(), "/metrics"), "\n"+lag+"\n") {
+		t.Errorf("lag %q not exported", lag)
 	}
 	if len(asked) != 1 || asked[0] {
 		t.Errorf("requireStable asked %v, want one call with false", asked)
