@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/internal/coordlog"
 	"github.com/kafkazk/broker/partition"
 )
 
@@ -375,7 +376,7 @@ func (c *Coordinator) load(p int32, token uint64) {
 			}
 			continue
 		}
-		next, perr := walkBatches(res.Records, func(h batchHeader, at int64, key, value []byte) {
+		next, perr := walkBatches(res.Records, func(h coordlog.Header, at int64, key, value []byte) {
 			if err := l.applyRecord(h, at, key, value); err != nil {
 				c.log.Error().Err(err).Int32("partition", p).Msg("skipping record of offsets partition")
 			}

@@ -74,7 +74,9 @@
 // tombstone). Records go in one v2 batch per write (base offset 0, no
 // producer id unless transactional, CRC32C), compressed with
 // offsets.topic.compression.codec
-// (none by default; loading reads every codec), through Log.Append with
+// (none by default; loading reads every codec), encoded and read back by
+// internal/coordlog (shared with txn; the offsets topic is read without
+// its CRC check), through Log.Append with
 // acks -1, and a commit or a
 // SyncGroup is answered only after Log.WaitCommitted (bounded by
 // offsets.commit.timeout.ms); only then do the offsets become visible to

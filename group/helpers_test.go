@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"encoding/binary"
+	"hash/crc32"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,9 @@ import (
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
 )
+
+// castagnoli is the CRC32C table, for tests that edit a batch.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // fakeLog is an in-memory Log: batches per partition, offsets assigned on
 // append, the high watermark at the log end unless held back.

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/internal/coordlog"
 )
 
 // CommitOffset is one partition of an OffsetCommit.
@@ -430,16 +431,16 @@ func newLoader() *loader {
 
 // applyRecord applies the record at offset at of the partition, from a
 // batch with header h.
-func (l *loader) applyRecord(h batchHeader, at int64, key, value []byte) error {
-	if h.control {
+func (l *loader) applyRecord(h coordlog.Header, at int64, key, value []byte) error {
+	if h.Control {
 		typ, err := controlType(key)
 		if err != nil {
 			return err
 		}
-		l.applyMarker(h.producerID, typ == controlCommit)
+		l.applyMarker(h.ProducerID, typ == controlCommit)
 		return nil
 	}
-	if !h.transactional {
+	if !h.Transactional {
 		return l.apply(at, key, value)
 	}
 	d, err := decodeRecord(key, value)
@@ -456,10 +457,10 @@ func (l *loader) applyRecord(h batchHeader, at int64, key, value []byte) error {
 		l.removeOffset(gtp)
 		return nil
 	}
-	m := l.pending[h.producerID]
+	m := l.pending[h.ProducerID]
 	if m == nil {
 		m = map[groupTP]loadedOffset{}
-		l.pending[h.producerID] = m
+		l.pending[h.ProducerID] = m
 	}
 	m[gtp] = loadedOffset{Offset: *d.offset, appendedAt: at}
 	return nil

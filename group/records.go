@@ -4,13 +4,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kafkazk/broker/internal/recordcodec"
+	"github.com/kafkazk/broker/internal/coordlog"
 )
 
 // Record formats of __consumer_offsets, as Kafka 2.x writes them
@@ -23,8 +21,6 @@ const (
 	offsetValueExpiring int16 = 1 // with an explicit expire timestamp (OffsetCommit v2-v4 retention)
 	groupValueVersion   int16 = 3 // with group.instance.id (KIP-345)
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // errBadRecord wraps any record of the offsets topic that does not parse.
 var errBadRecord = errors.New("group: malformed __consumer_offsets record")
@@ -90,11 +86,10 @@ func groupValue(g *group, now time.Time) []byte {
 	return v.AppendTo(nil)
 }
 
-// Batch attribute bits (Kafka's RecordBatch): the low three bits are the
-// codec.
+// Batch attribute bits (Kafka's RecordBatch), as coordlog reads them.
 const (
-	attrTransactional int16 = 0x10
-	attrControl       int16 = 0x20
+	attrTransactional = coordlog.AttrTransactional
+	attrControl       = coordlog.AttrControl
 )
 
 // Control record types (Kafka's ControlRecordType, EndTransactionMarker):
@@ -103,6 +98,9 @@ const (
 	controlAbort  int16 = 0
 	controlCommit int16 = 1
 )
+
+// codecNone is Kafka's codec id 0: no compression.
+const codecNone = coordlog.CodecNone
 
 // buildBatch is encodeBatch without compression, which cannot fail.
 func buildBatch(records []kv, now time.Time) []byte {
@@ -115,7 +113,7 @@ func buildBatch(records []kv, now time.Time) []byte {
 // 0, no producer id and timestamps of now, CRC32C filled in: the form
 // partition.Manager.Append accepts from a producer.
 func encodeBatch(records []kv, now time.Time, codec int8) ([]byte, error) {
-	return encodeRecordBatch(records, now, codec, -1, -1, false)
+	return coordlog.EncodeBatch(coordRecords(records), now.UnixMilli(), codec, nil)
 }
 
 // encodeTxnBatch is encodeBatch for a transactional offset commit
@@ -123,129 +121,47 @@ func encodeBatch(records []kv, now time.Time, codec int8) ([]byte, error) {
 // the producer's id and epoch, base sequence -1 (a coordinator write is
 // not sequence checked) and the transactional attribute bit.
 func encodeTxnBatch(records []kv, now time.Time, codec int8, producerID int64, producerEpoch int16) ([]byte, error) {
-	return encodeRecordBatch(records, now, codec, producerID, producerEpoch, true)
+	return coordlog.EncodeBatch(coordRecords(records), now.UnixMilli(), codec,
+		&coordlog.Producer{ID: producerID, Epoch: producerEpoch})
 }
 
-func encodeRecordBatch(records []kv, now time.Time, codec int8, producerID int64, producerEpoch int16, transactional bool) ([]byte, error) {
-	ts := now.UnixMilli()
-	var body []byte
+func coordRecords(records []kv) []coordlog.Record {
+	out := make([]coordlog.Record, len(records))
 	for i, r := range records {
-		var rec []byte
-		rec = append(rec, 0)                     // attributes
-		rec = binary.AppendVarint(rec, 0)        // timestamp delta
-		rec = binary.AppendVarint(rec, int64(i)) // offset delta
-		rec = binary.AppendVarint(rec, int64(len(r.key)))
-		rec = append(rec, r.key...)
-		if r.value == nil {
-			rec = binary.AppendVarint(rec, -1)
-		} else {
-			rec = binary.AppendVarint(rec, int64(len(r.value)))
-			rec = append(rec, r.value...)
-		}
-		rec = binary.AppendVarint(rec, 0) // no headers
-		body = binary.AppendVarint(body, int64(len(rec)))
-		body = append(body, rec...)
+		out[i] = coordlog.Record{Key: r.key, Value: r.value}
 	}
-	if codec != codecNone {
-		var err error
-		if body, err = compress(codec, body); err != nil {
-			return nil, fmt.Errorf("compress %d records: %w", len(records), err)
-		}
-	}
-	attrs := int16(codec)
-	if transactional {
-		attrs |= attrTransactional
-	}
-	rb := kmsg.RecordBatch{
-		FirstOffset:          0,
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           attrs,
-		LastOffsetDelta:      int32(len(records) - 1),
-		FirstTimestamp:       ts,
-		MaxTimestamp:         ts,
-		ProducerID:           producerID,
-		ProducerEpoch:        producerEpoch,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(records)),
-		Records:              body,
-	}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
-	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], castagnoli))
-	return b, nil
+	return out
 }
 
-// inflatedBatchMaxBytes bounds what one compressed batch of the offsets
-// topic may inflate to when loading: the default offsets.topic.segment.bytes,
-// far above what one coordinator write holds.
-const inflatedBatchMaxBytes = 100 << 20
+// walkOptions is how the offsets topic is read: control batches too (the
+// loader applies their markers), without a CRC check, and a length field
+// below a batch header ends the read as a partial tail would.
+var walkOptions = coordlog.WalkOptions{}
 
-// batchHeader is what loading needs of a batch besides its records.
-type batchHeader struct {
-	producerID    int64
-	transactional bool // attribute bit 0x10: a transactional offset commit
-	control       bool // attribute bit 0x20: a transaction marker
+// walkBatches is coordlog.Walk of the offsets topic, errors wrapping
+// errBadRecord.
+func walkBatches(b []byte, fn func(h coordlog.Header, offset int64, key, value []byte)) (int64, error) {
+	next, err := coordlog.Walk(b, walkOptions, fn)
+	return next, badBatch(err)
 }
 
 // parseBatches calls fn for every record of the whole v2 batches in b,
 // compressed or not, skipping control batches, and returns the offset
-// after the last batch (-1 if b holds none). On an error (a batch that does
-// not decode or inflate) it returns the offset after the last batch parsed
-// whole, so a caller re-reads the failing batch rather than skip its
-// records; fn may have seen some records of the failing batch, which
-// applying again in order leaves unchanged.
+// after the last batch (-1 if b holds none); errors wrap errBadRecord.
+// See coordlog.Walk.
 func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, error) {
-	return walkBatches(b, func(h batchHeader, offset int64, key, value []byte) {
-		if !h.control {
-			fn(offset, key, value)
-		}
+	next, err := coordlog.Walk(b, coordlog.WalkOptions{SkipControl: true}, func(_ coordlog.Header, offset int64, key, value []byte) {
+		fn(offset, key, value)
 	})
+	return next, badBatch(err)
 }
 
-// walkBatches is parseBatches calling fn for the records of control
-// batches too, with each record's batch header.
-func walkBatches(b []byte, fn func(h batchHeader, offset int64, key, value []byte)) (int64, error) {
-	next := int64(-1)
-	for len(b) >= 12 {
-		size := int(int32(binary.BigEndian.Uint32(b[8:12])))
-		if size < 49 || len(b) < 12+size {
-			break // a partial batch at the end of a read
-		}
-		var rb kmsg.RecordBatch
-		if err := rb.ReadFrom(b[:12+size]); err != nil {
-			return next, fmt.Errorf("%w: batch: %v", errBadRecord, err)
-		}
-		b = b[12+size:]
-		if rb.Magic != 2 {
-			return next, fmt.Errorf("%w: magic %d", errBadRecord, rb.Magic)
-		}
-		end := rb.FirstOffset + int64(rb.LastOffsetDelta) + 1
-		h := batchHeader{producerID: rb.ProducerID, transactional: rb.Attributes&attrTransactional != 0,
-			control: rb.Attributes&attrControl != 0}
-		recs := rb.Records
-		if codec := int8(rb.Attributes & 0x07); codec != codecNone {
-			inflated, err := inflate(codec, recs)
-			if err != nil {
-				return next, fmt.Errorf("%w: batch at %d: %v", errBadRecord, rb.FirstOffset, err)
-			}
-			recs = inflated
-		}
-		for i := int32(0); i < rb.NumRecords; i++ {
-			l, n := binary.Varint(recs)
-			if n <= 0 || l < 0 || int64(len(recs)-n) < l {
-				return next, fmt.Errorf("%w: record length at batch %d", errBadRecord, rb.FirstOffset)
-			}
-			var r kmsg.Record
-			if err := r.ReadFrom(recs[:n+int(l)]); err != nil {
-				return next, fmt.Errorf("%w: record: %v", errBadRecord, err)
-			}
-			recs = recs[n+int(l):]
-			fn(h, rb.FirstOffset+int64(r.OffsetDelta), r.Key, r.Value)
-		}
-		next = end
+// badBatch wraps an error of coordlog.Walk in errBadRecord.
+func badBatch(err error) error {
+	if err != nil {
+		return fmt.Errorf("%w: %w", errBadRecord, err)
 	}
-	return next, nil
+	return nil
 }
 
 // controlType parses the key of a control record (Kafka's
@@ -256,16 +172,6 @@ func controlType(key []byte) (int16, error) {
 		return 0, fmt.Errorf("%w: control record key of %d bytes", errBadRecord, len(key))
 	}
 	return int16(binary.BigEndian.Uint16(key[2:4])), nil
-}
-
-// inflate returns the records of a batch compressed with codec.
-func inflate(codec int8, data []byte) ([]byte, error) {
-	r, err := recordcodec.NewReader(codec, data, inflatedBatchMaxBytes)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return io.ReadAll(r)
 }
 
 // Offset is one committed offset.

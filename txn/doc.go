@@ -128,7 +128,7 @@
 // read. The last producer epoch is not stored, so after a failover a
 // KIP-360 retry of a bump answers ErrProducerFenced, as in Kafka. Each
 // write is one uncompressed v2 batch (base offset 0, no producer id,
-// CRC32C) appended with acks -1 and waited for (WriteTimeout); the
+// CRC32C; internal/coordlog encodes and reads it, as for group) appended with acks -1 and waited for (WriteTimeout); the
 // compacted topic keeps the last record of each id.
 //
 // # Concurrency

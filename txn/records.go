@@ -4,14 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
-	"github.com/kafkazk/broker/internal/recordcodec"
+	"github.com/kafkazk/broker/internal/coordlog"
 )
 
 // Record formats of __transaction_state, as Kafka 3.x in ZooKeeper mode
@@ -23,8 +21,6 @@ const (
 	keyVersion   int16 = 0
 	valueVersion int16 = 0
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // errBadRecord wraps any record of the transaction log that does not parse.
 var errBadRecord = errors.New("txn: malformed __transaction_state record")
@@ -153,113 +149,31 @@ func decodeRecord(key, value []byte) (decodedRecord, error) {
 // producer id and timestamps of nowMs, CRC32C filled in: the form
 // partition.Manager.Append accepts.
 func encodeBatch(records []kv, nowMs int64) []byte {
-	var body []byte
+	recs := make([]coordlog.Record, len(records))
 	for i, r := range records {
-		var rec []byte
-		rec = append(rec, 0)                     // attributes
-		rec = binary.AppendVarint(rec, 0)        // timestamp delta
-		rec = binary.AppendVarint(rec, int64(i)) // offset delta
-		rec = binary.AppendVarint(rec, int64(len(r.key)))
-		rec = append(rec, r.key...)
-		if r.value == nil {
-			rec = binary.AppendVarint(rec, -1)
-		} else {
-			rec = binary.AppendVarint(rec, int64(len(r.value)))
-			rec = append(rec, r.value...)
-		}
-		rec = binary.AppendVarint(rec, 0) // no headers
-		body = binary.AppendVarint(body, int64(len(rec)))
-		body = append(body, rec...)
+		recs[i] = coordlog.Record{Key: r.key, Value: r.value}
 	}
-	rb := kmsg.RecordBatch{
-		FirstOffset:          0,
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           0,
-		LastOffsetDelta:      int32(len(records) - 1),
-		FirstTimestamp:       nowMs,
-		MaxTimestamp:         nowMs,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(records)),
-		Records:              body,
-	}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
-	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], castagnoli))
+	b, _ := coordlog.EncodeBatch(recs, nowMs, coordlog.CodecNone, nil) // fails only compressing
 	return b
 }
 
-// inflatedBatchMaxBytes bounds what one compressed batch may inflate to
-// when loading (the default transaction.state.log.segment.bytes). Kafka
-// never compresses this topic, but a reader should not choke on it.
-const inflatedBatchMaxBytes = 100 << 20
+// walkOptions is how the transaction log is read: every batch's CRC is
+// checked, a length field below a batch header is corruption, and control
+// batches (never written to this topic) are skipped. Kafka never compresses
+// this topic, but a reader does not choke on it.
+var walkOptions = coordlog.WalkOptions{Strict: true, SkipControl: true}
 
 // parseBatches calls fn for every record of the whole v2 batches in b,
 // skipping control batches, and returns the offset after the last batch
 // parsed whole (-1 if none). A batch that fails its CRC or does not decode
-// is an error, returned with the offset after the last good batch, so the
-// caller re-reads it rather than skip its records.
+// is an error wrapping errBadRecord, returned with the offset after the
+// last good batch, so the caller re-reads it rather than skip its records.
 func parseBatches(b []byte, fn func(offset int64, key, value []byte)) (int64, error) {
-	next := int64(-1)
-	for len(b) >= 12 {
-		size := int(int32(binary.BigEndian.Uint32(b[8:12])))
-		if size < 49 {
-			// Shorter than a v2 batch header: not a batch at all, so
-			// corrupt, not a partial tail (whose length field is whole).
-			return next, fmt.Errorf("%w: batch length %d after offset %d", errBadRecord, size, next)
-		}
-		if len(b) < 12+size {
-			break // a partial batch at the end of a read
-		}
-		raw := b[:12+size]
-		var rb kmsg.RecordBatch
-		if err := rb.ReadFrom(raw); err != nil {
-			return next, fmt.Errorf("%w: batch: %v", errBadRecord, err)
-		}
-		b = b[12+size:]
-		if rb.Magic != 2 {
-			return next, fmt.Errorf("%w: magic %d", errBadRecord, rb.Magic)
-		}
-		if crc32.Checksum(raw[21:], castagnoli) != uint32(rb.CRC) {
-			return next, fmt.Errorf("%w: batch at %d fails its CRC", errBadRecord, rb.FirstOffset)
-		}
-		end := rb.FirstOffset + int64(rb.LastOffsetDelta) + 1
-		if rb.Attributes&0x20 != 0 { // control batch
-			next = end
-			continue
-		}
-		recs := rb.Records
-		if codec := int8(rb.Attributes & 0x07); codec != 0 {
-			inflated, err := inflate(codec, recs)
-			if err != nil {
-				return next, fmt.Errorf("%w: batch at %d: %v", errBadRecord, rb.FirstOffset, err)
-			}
-			recs = inflated
-		}
-		for i := int32(0); i < rb.NumRecords; i++ {
-			l, n := binary.Varint(recs)
-			if n <= 0 || l < 0 || int64(len(recs)-n) < l {
-				return next, fmt.Errorf("%w: record length at batch %d", errBadRecord, rb.FirstOffset)
-			}
-			var r kmsg.Record
-			if err := r.ReadFrom(recs[:n+int(l)]); err != nil {
-				return next, fmt.Errorf("%w: record: %v", errBadRecord, err)
-			}
-			recs = recs[n+int(l):]
-			fn(rb.FirstOffset+int64(r.OffsetDelta), r.Key, r.Value)
-		}
-		next = end
+	next, err := coordlog.Walk(b, walkOptions, func(_ coordlog.Header, offset int64, key, value []byte) {
+		fn(offset, key, value)
+	})
+	if err != nil {
+		return next, fmt.Errorf("%w: %w", errBadRecord, err)
 	}
 	return next, nil
-}
-
-func inflate(codec int8, data []byte) ([]byte, error) {
-	r, err := recordcodec.NewReader(codec, data, inflatedBatchMaxBytes)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return io.ReadAll(r)
 }

@@ -233,25 +233,33 @@ func TestPartitionForMatchesGroup(t *testing.T) {
 
 // TestForbiddenImports checks the package arrows (STYLE.md, the
 // contract): no file of txn, tests included, imports protocol, zkcoord,
-// logstore, group or cmd.
+// logstore, group or cmd; no file of internal/coordlog, which txn and
+// group share, imports those or txn.
 func TestForbiddenImports(t *testing.T) {
 	const mod = "github.com/kafkazk/broker/"
-	forbidden := []string{"protocol", "zkcoord", "logstore", "group", "cmd"}
-	files, err := filepath.Glob("*.go")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no Go files: %v", err)
-	}
-	fset := token.NewFileSet()
-	for _, name := range files {
-		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
+	for _, c := range []struct {
+		dir       string
+		forbidden []string
+	}{
+		{".", []string{"protocol", "zkcoord", "logstore", "group", "cmd"}},
+		{"../internal/coordlog", []string{"protocol", "zkcoord", "logstore", "group", "txn", "cmd"}},
+	} {
+		files, err := filepath.Glob(filepath.Join(c.dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no Go files in %s: %v", c.dir, err)
 		}
-		for _, imp := range f.Imports {
-			path, _ := strconv.Unquote(imp.Path.Value)
-			for _, p := range forbidden {
-				if path == mod+p || strings.HasPrefix(path, mod+p+"/") {
-					t.Errorf("%s imports %s", name, path)
+		fset := token.NewFileSet()
+		for _, name := range files {
+			f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				for _, p := range c.forbidden {
+					if path == mod+p || strings.HasPrefix(path, mod+p+"/") {
+						t.Errorf("%s imports %s", name, path)
+					}
 				}
 			}
 		}
