@@ -342,79 +342,18 @@ func (c *Coordinator) load(p int32, token uint64) {
 		defer c.mu.Unlock()
 		return !c.stillOwnedLocked(p, token)
 	}
-	var end int64
-	var err error
-	for {
-		if stale() {
-			return
-		}
-		end, err = c.cfg.Log.LogEndOffset(tp)
-		if err == nil {
-			break
-		}
-		c.log.Warn().Err(err).Int32("partition", p).Msg("offsets partition end offset; retrying")
-		if !c.sleep(100 * time.Millisecond) {
-			return
-		}
-	}
 	l := newLoader()
-	offset := int64(0)
-	parseBackoff := 100 * time.Millisecond
-	for offset < end {
-		if stale() {
-			return
-		}
-		res, err := c.cfg.Log.Read(tp, partition.ReadRequest{FetchOffset: offset, MaxBytes: 4 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1})
-		if errors.Is(err, partition.ErrOffsetOutOfRange) && offset < res.LogStartOffset {
-			offset = res.LogStartOffset
-			continue
-		}
-		if err != nil {
-			c.log.Warn().Err(err).Int32("partition", p).Int64("offset", offset).Msg("reading offsets partition; retrying")
-			if !c.sleep(100 * time.Millisecond) {
-				return
-			}
-			continue
-		}
-		next, perr := walkBatches(res.Records, func(h coordlog.Header, at int64, key, value []byte) {
+	end, ok := coordlog.Load{
+		Log: c.cfg.Log, TP: tp, What: "offsets partition", Logger: c.log,
+		Walk: walkOptions, Stale: stale, Sleep: c.sleep,
+		Record: func(h coordlog.Header, at int64, key, value []byte) {
 			if err := l.applyRecord(h, at, key, value); err != nil {
 				c.log.Error().Err(err).Int32("partition", p).Msg("skipping record of offsets partition")
 			}
-		})
-		if perr != nil {
-			// Kafka fails the load on a batch it cannot read: never mark
-			// the partition loaded without the groups at and after it
-			// (their consumers would reset their offsets). Keep what was
-			// read whole and retry the failing batch, backing off.
-			c.log.Error().Err(perr).Int32("partition", p).Int64("offset", offset).Dur("retry_in", parseBackoff).
-				Msg("offsets partition unreadable at this point; load retrying")
-			if next > offset {
-				offset = next
-			}
-			if !c.sleep(parseBackoff) {
-				return
-			}
-			parseBackoff = min(2*parseBackoff, time.Second)
-			continue
-		}
-		parseBackoff = 100 * time.Millisecond
-		if next <= offset {
-			if res.HighWatermark >= end {
-				// Everything up to end is committed and there is no
-				// record past offset: compaction removed the tail between
-				// the last batch and end (the cleaned segment before an
-				// empty active one). Kafka's loader, too, stops at the
-				// first empty read.
-				break
-			}
-			// Nothing committed past offset yet: the high watermark of a
-			// new leader catches up when its followers fetch.
-			if !c.sleep(20 * time.Millisecond) {
-				return
-			}
-			continue
-		}
-		offset = next
+		},
+	}.Run()
+	if !ok {
+		return
 	}
 
 	c.mu.Lock()
@@ -446,14 +385,7 @@ func (c *Coordinator) load(p int32, token uint64) {
 
 // sleep waits d or until Close; false means closed.
 func (c *Coordinator) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-c.ctx.Done():
-		return false
-	}
+	return coordlog.Sleep(c.ctx, d)
 }
 
 // writeLocked appends records to partition p of Topic (acks=all) under

@@ -22,7 +22,8 @@
 // to get there, so everything loaded is committed and nothing acknowledged
 // by the previous leader is missed. A batch that does not decode or
 // inflate fails the load (as Kafka's): the loader retries it, backing off
-// up to 1s, and never marks the partition loaded without it. Meanwhile
+// up to 1s, and never marks the partition loaded without it (the read
+// loop is internal/coordlog's Load, shared with txn). Meanwhile
 // requests for its groups answer ErrCoordinatorLoadInProgress. Resigning drops the partition's
 // groups and answers their waiting requests ErrNotCoordinator; so does
 // every request for a partition not led here. The coordinator does not

@@ -138,13 +138,6 @@ func coordRecords(records []kv) []coordlog.Record {
 // below a batch header ends the read as a partial tail would.
 var walkOptions = coordlog.WalkOptions{}
 
-// walkBatches is coordlog.Walk of the offsets topic, errors wrapping
-// errBadRecord.
-func walkBatches(b []byte, fn func(h coordlog.Header, offset int64, key, value []byte)) (int64, error) {
-	next, err := coordlog.Walk(b, walkOptions, fn)
-	return next, badBatch(err)
-}
-
 // parseBatches calls fn for every record of the whole v2 batches in b,
 // compressed or not, skipping control batches, and returns the offset
 // after the last batch (-1 if b holds none); errors wrap errBadRecord.

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/internal/coordlog"
 	"github.com/kafkazk/broker/partition"
 )
 
@@ -105,7 +106,7 @@ func New(cfg Config) *Coordinator {
 		log:        cfg.Logger.With().Str("component", "txn").Logger(),
 		ctx:        ctx,
 		cancel:     cancel,
-		sleep:      sleepCtx,
+		sleep:      coordlog.Sleep,
 		ticker:     newTicker,
 		markers:    newCounter(),
 		parts:      make(map[int32]*partState),
@@ -144,17 +145,6 @@ func (k *counter) wait() {
 	defer k.mu.Unlock()
 	for k.n > 0 {
 		k.cond.Wait()
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
@@ -325,40 +315,11 @@ func (c *Coordinator) load(p int32, ps *partState) {
 		defer c.mu.Unlock()
 		return !c.ownsLocked(p, ps)
 	}
-	var end int64
-	for {
-		if stale() {
-			return
-		}
-		var err error
-		if end, err = c.cfg.Log.LogEndOffset(tp); err == nil {
-			break
-		}
-		c.log.Warn().Err(err).Int32("partition", p).Msg("transaction state partition end offset; retrying")
-		if !c.sleep(ps.ctx, 100*time.Millisecond) {
-			return
-		}
-	}
 	loaded := make(map[string]*txnMeta)
-	offset := int64(0)
-	backoff := 100 * time.Millisecond
-	for offset < end {
-		if stale() {
-			return
-		}
-		res, err := c.cfg.Log.Read(tp, partition.ReadRequest{FetchOffset: offset, MaxBytes: 4 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1})
-		if errors.Is(err, partition.ErrOffsetOutOfRange) && offset < res.LogStartOffset {
-			offset = res.LogStartOffset
-			continue
-		}
-		if err != nil {
-			c.log.Warn().Err(err).Int32("partition", p).Int64("offset", offset).Msg("reading transaction state partition; retrying")
-			if !c.sleep(ps.ctx, 100*time.Millisecond) {
-				return
-			}
-			continue
-		}
-		next, perr := parseBatches(res.Records, func(at int64, key, value []byte) {
+	end, ok := coordlog.Load{
+		Log: c.cfg.Log, TP: tp, What: "transaction state partition", Logger: c.log,
+		Walk: walkOptions, Stale: stale, Sleep: func(d time.Duration) bool { return c.sleep(ps.ctx, d) },
+		Record: func(_ coordlog.Header, at int64, key, value []byte) {
 			d, err := decodeRecord(key, value)
 			if err != nil {
 				c.log.Error().Err(err).Int32("partition", p).Int64("offset", at).Msg("skipping record of transaction state partition")
@@ -375,36 +336,10 @@ func (c *Coordinator) load(p int32, ps *partState) {
 			default:
 				loaded[d.transactionalID] = d.meta
 			}
-		})
-		if perr != nil {
-			// As Kafka's loader, never mark the partition loaded without
-			// the ids at and after an unreadable batch: keep what was read
-			// whole and retry the rest, backing off.
-			c.log.Error().Err(perr).Int32("partition", p).Int64("offset", offset).Dur("retry_in", backoff).
-				Msg("transaction state partition unreadable at this point; load retrying")
-			if next > offset {
-				offset = next
-			}
-			if !c.sleep(ps.ctx, backoff) {
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		if next <= offset {
-			if res.HighWatermark >= end {
-				// Compaction left nothing between offset and end.
-				break
-			}
-			// The high watermark of a new leader catches up when its
-			// followers fetch.
-			if !c.sleep(ps.ctx, 20*time.Millisecond) {
-				return
-			}
-			continue
-		}
-		offset = next
+		},
+	}.Run()
+	if !ok {
+		return
 	}
 
 	c.mu.Lock()

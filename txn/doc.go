@@ -24,7 +24,8 @@
 // becoming leader, the last record of each id winning and a tombstone
 // removing it; a batch that fails its CRC, does not decode or has a length
 // below a v2 batch header's (only a batch cut off by the end of a read is
-// a partial tail) is retried with backoff (up to 1 s), never skipped, and
+// a partial tail) is retried with backoff (up to 1 s), never skipped (the
+// read loop is internal/coordlog's Load, shared with group), and
 // records with an unknown key version are logged and skipped, as Kafka's
 // loader does. Meanwhile the partition's ids answer
 // ErrCoordinatorLoadInProgress, and ids of partitions not led here

@@ -1,7 +1,8 @@
 // Package coordlog is what the group coordinator (group, over
 // __consumer_offsets) and the transaction coordinator (txn, over
 // __transaction_state) share of their internal topics: the v2 record batch
-// they write (EncodeBatch) and read back (Walk).
+// they write (EncodeBatch) and read back (Walk), and the loop that reads a
+// partition when the coordinator becomes its leader (Load).
 //
 // EncodeBatch writes one batch of key/value records (a nil value is a
 // tombstone) with base offset 0, leader epoch -1, base sequence -1, CRC32C
@@ -14,6 +15,13 @@
 // instead of skipping records. WalkOptions.Strict adds the CRC check and
 // takes a length field below a batch header as corruption; SkipControl
 // skips transaction markers.
+//
+// Load reads a partition from its log start to the log end offset it had
+// when the load began, waiting for the high watermark to get there so that
+// all it reads is committed, retrying failed reads after 100 ms and an
+// unreadable batch with a backoff doubling to 1 s, never skipping it. The
+// coordinator supplies what differs: how records apply, whether its
+// incarnation is stale, and how it sleeps (txn's tests replace the clock).
 //
 // The package keeps no state and is safe for concurrent use. It may import
 // partition and cluster types, never protocol, zkcoord, logstore, group or
