@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"sync"
 	"time"
@@ -17,7 +16,7 @@ import (
 )
 
 // Topic is the internal topic holding committed offsets and group metadata.
-const Topic = "__consumer_offsets"
+const Topic = coordlog.OffsetsTopic
 
 // Log is how the coordinator reads and writes the partitions of Topic it
 // leads. partition.Manager implements Append, WaitCommitted and Read;
@@ -226,28 +225,10 @@ func (c *Coordinator) PartitionFor(groupID string) int32 {
 	return PartitionFor(groupID, c.cfg.NumPartitions)
 }
 
-// PartitionFor computes a group's partition for n partitions of Topic.
+// PartitionFor computes a group's partition for n partitions of Topic
+// (coordlog.PartitionFor, shared with txn; 0 for n <= 0).
 func PartitionFor(groupID string, n int32) int32 {
-	var h int32
-	for _, r := range groupID {
-		// Java hashes UTF-16 code units.
-		if r >= 0x10000 {
-			r -= 0x10000
-			h = 31*h + int32(0xD800+(r>>10))
-			h = 31*h + int32(0xDC00+(r&0x3FF))
-			continue
-		}
-		h = 31*h + int32(r)
-	}
-	// Kafka's Utils.abs: Math.abs, with MinInt32 mapped to 0 (not the
-	// producer partitioner's toPositive mask).
-	if h == math.MinInt32 {
-		return 0
-	}
-	if h < 0 {
-		h = -h
-	}
-	return h % n
+	return coordlog.PartitionFor(groupID, n)
 }
 
 func (c *Coordinator) tp(p int32) cluster.TopicPartition {

@@ -2,12 +2,12 @@ package txn
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/internal/coordlog"
 	"github.com/kafkazk/broker/partition"
 )
 
@@ -15,34 +15,14 @@ import (
 const Topic = "__transaction_state"
 
 // offsetsTopic is the group coordinator's topic, whose partition of a group
-// AddOffsets adds to a transaction. txn does not import group, so the name
-// and the hash are repeated here.
-const offsetsTopic = "__consumer_offsets"
+// AddOffsets adds to a transaction.
+const offsetsTopic = coordlog.OffsetsTopic
 
 // PartitionFor is the partition of Topic holding transactionalID among n:
 // abs(Java's String.hashCode) mod n, with Kafka's Utils.abs (MinInt32 maps
-// to 0), exactly as group.PartitionFor.
+// to 0), 0 for n <= 0: coordlog.PartitionFor, as group.PartitionFor.
 func PartitionFor(transactionalID string, n int32) int32 {
-	if n <= 0 {
-		return 0
-	}
-	var h int32
-	for _, r := range transactionalID {
-		// Java hashes UTF-16 code units.
-		if r >= 0x10000 {
-			r -= 0x10000
-			h = 31*h + int32(0xD800+(r>>10))
-			h = 31*h + int32(0xDC00+(r&0x3FF))
-			continue
-		}
-		h = 31*h + int32(r)
-	}
-	if h == math.MinInt32 {
-		h = 0
-	} else if h < 0 {
-		h = -h
-	}
-	return h % n
+	return coordlog.PartitionFor(transactionalID, n)
 }
 
 // Log is how the coordinator reads and writes the partitions of Topic it
