@@ -137,13 +137,14 @@ type Coordinator struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 
 	// mu guards everything below, every group and every member. It is
 	// never held across a wait for replication or a channel send that can
 	// block (waiter channels have room for their one result).
-	mu        sync.Mutex
-	closed    bool
+	mu sync.Mutex
+	// routines starts the coordinator's goroutines (loads, the
+	// background loop, writes nobody waits on) until Close.
+	routines  coordlog.Goroutines
 	parts     map[int32]*partState
 	groups    map[string]*group
 	nextToken uint64
@@ -167,7 +168,7 @@ func New(cfg Config) *Coordinator {
 // Start runs the background loop that expires sessions, completes
 // rebalances at their deadline and expires offsets.
 func (c *Coordinator) Start() {
-	c.goFunc(func() {
+	c.routines.Go(&c.mu, func() {
 		t := time.NewTicker(c.cfg.TickInterval)
 		defer t.Stop()
 		for {
@@ -181,40 +182,16 @@ func (c *Coordinator) Start() {
 	})
 }
 
-// goFunc starts fn counted in c.wg unless the coordinator is closed.
-func (c *Coordinator) goFunc(fn func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.goFuncLocked(fn)
-}
-
-// goFuncLocked is goFunc for a caller holding c.mu.
-func (c *Coordinator) goFuncLocked(fn func()) bool {
-	if c.closed {
-		return false
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		fn()
-	}()
-	return true
-}
-
 // Close stops the background work and loads, answers every waiting
 // request with ErrNotCoordinator, and returns when all goroutines ended.
 // It is safe to call twice.
 func (c *Coordinator) Close() error {
-	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
+	c.routines.Close(&c.mu, func() {
 		c.cancel()
 		for p := range c.parts {
 			c.unloadLocked(p)
 		}
-	}
-	c.mu.Unlock()
-	c.wg.Wait()
+	})
 	return nil
 }
 
@@ -240,7 +217,7 @@ func (c *Coordinator) tp(p int32) cluster.TopicPartition {
 func (c *Coordinator) checkLocked(groupID string) (*partState, error) {
 	ps := c.parts[c.PartitionFor(groupID)]
 	switch {
-	case c.closed || ps == nil:
+	case c.routines.ClosedLocked() || ps == nil:
 		return nil, ErrNotCoordinator
 	case !ps.loaded:
 		return nil, ErrCoordinatorLoadInProgress
@@ -255,7 +232,7 @@ func (c *Coordinator) checkLocked(groupID string) (*partState, error) {
 // resignation in between) only records the epoch.
 func (c *Coordinator) OnBecomeLeader(p int32, leaderEpoch int32) {
 	c.mu.Lock()
-	if c.closed {
+	if c.routines.ClosedLocked() {
 		c.mu.Unlock()
 		return
 	}
@@ -272,7 +249,7 @@ func (c *Coordinator) OnBecomeLeader(p int32, leaderEpoch int32) {
 	token := ps.token
 	c.mu.Unlock()
 	c.log.Info().Int32("partition", p).Int32("leader_epoch", leaderEpoch).Msg("loading offsets partition")
-	c.goFunc(func() { c.load(p, token) })
+	c.routines.Go(&c.mu, func() { c.load(p, token) })
 }
 
 // OnBecomeFollower is called when this broker stops leading partition p
@@ -308,7 +285,7 @@ func (c *Coordinator) unloadLocked(p int32) int {
 // token. Caller holds c.mu.
 func (c *Coordinator) stillOwnedLocked(p int32, token uint64) bool {
 	ps := c.parts[p]
-	return ps != nil && ps.token == token && !c.closed
+	return ps != nil && ps.token == token && !c.routines.ClosedLocked()
 }
 
 // load reads partition p from its log start up to the log end offset this
@@ -429,7 +406,7 @@ func (c *Coordinator) writeAsyncLocked(p int32, records []kv, what string) {
 		return
 	}
 	wait, _ := c.writeLocked(p, records)
-	c.goFuncLocked(func() {
+	c.routines.GoLocked(func() {
 		if err := wait(c.ctx); err != nil && c.ctx.Err() == nil {
 			c.log.Warn().Err(err).Int32("partition", p).Str("write", what).Msg("write to offsets topic failed")
 		}
@@ -465,7 +442,7 @@ func storeError(err error) error {
 func (c *Coordinator) Tick() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.routines.ClosedLocked() {
 		return
 	}
 	now := c.cfg.Now()

@@ -326,7 +326,7 @@ func (c *Coordinator) CompleteTxn(p int32, producerID int64, markerOffset int64,
 	defer c.mu.Unlock()
 	ps := c.parts[p]
 	switch {
-	case c.closed || ps == nil:
+	case c.routines.ClosedLocked() || ps == nil:
 		c.log.Info().Int32("partition", p).Int64("producer_id", producerID).Int64("marker_offset", markerOffset).Bool("commit", commit).
 			Msg("transaction marker completed for an offsets partition not led here; its leader's load applies it")
 		return

@@ -69,7 +69,6 @@ type Coordinator struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 	// markers counts running marker fan-outs (tests wait on it).
 	markers *counter
 	// sleep waits d or until ctx ends (false); tests replace it so that
@@ -85,8 +84,10 @@ type Coordinator struct {
 	// Log.Append (so records of a transactional id are in the log in the
 	// order of its transitions) but never across a wait for replication, a
 	// producer id allocation or a marker write.
-	mu         sync.Mutex
-	closed     bool
+	mu sync.Mutex
+	// routines starts the coordinator's goroutines (loads, the
+	// background loop, marker fan-outs) until Close.
+	routines   coordlog.Goroutines
 	started    bool // Start was called
 	parts      map[int32]*partState
 	nextToken  uint64
@@ -160,7 +161,7 @@ func (c *Coordinator) Start() {
 		return
 	}
 	c.started = true
-	c.goFuncLocked(c.run)
+	c.routines.GoLocked(c.run)
 }
 
 // run is the background loop of Start.
@@ -186,39 +187,16 @@ func newTicker(d time.Duration) (<-chan time.Time, func()) {
 	return t.C, t.Stop
 }
 
-func (c *Coordinator) goFunc(fn func()) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.goFuncLocked(fn)
-}
-
-// goFuncLocked starts fn counted in c.wg unless closed. Caller holds c.mu.
-func (c *Coordinator) goFuncLocked(fn func()) bool {
-	if c.closed {
-		return false
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		fn()
-	}()
-	return true
-}
-
 // Close stops the background loop, loads and marker fan-outs, answers
 // waiting requests ErrNotCoordinator, and returns when all goroutines
 // ended. It is safe to call twice.
 func (c *Coordinator) Close() error {
-	c.mu.Lock()
-	if !c.closed {
-		c.closed = true
+	c.routines.Close(&c.mu, func() {
 		c.cancel()
 		for p := range c.parts {
 			c.unloadLocked(p)
 		}
-	}
-	c.mu.Unlock()
-	c.wg.Wait()
+	})
 	return nil
 }
 
@@ -241,7 +219,7 @@ func (c *Coordinator) tp(p int32) cluster.TopicPartition {
 func (c *Coordinator) OnBecomeLeader(p int32, leaderEpoch int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.routines.ClosedLocked() {
 		return
 	}
 	if ps := c.parts[p]; ps != nil {
@@ -255,7 +233,7 @@ func (c *Coordinator) OnBecomeLeader(p int32, leaderEpoch int32) {
 	ps := &partState{leaderEpoch: leaderEpoch, token: c.nextToken, txns: make(map[string]*txnMeta), ctx: ctx, cancel: cancel}
 	c.parts[p] = ps
 	c.log.Info().Int32("partition", p).Int32("leader_epoch", leaderEpoch).Msg("loading transaction state partition")
-	c.goFuncLocked(func() { c.load(p, ps) })
+	c.routines.GoLocked(func() { c.load(p, ps) })
 }
 
 // OnBecomeFollower is called when this broker stops leading partition p of
@@ -285,7 +263,7 @@ func (c *Coordinator) unloadLocked(p int32) int {
 // ownsLocked reports whether ps is still the loaded incarnation of p.
 // Caller holds c.mu.
 func (c *Coordinator) ownsLocked(p int32, ps *partState) bool {
-	return !c.closed && c.parts[p] == ps
+	return !c.routines.ClosedLocked() && c.parts[p] == ps
 }
 
 // partLocked returns the loaded partition of transactionalID, or
@@ -294,7 +272,7 @@ func (c *Coordinator) partLocked(transactionalID string) (int32, *partState, err
 	p := c.PartitionFor(transactionalID)
 	ps := c.parts[p]
 	switch {
-	case c.closed || ps == nil:
+	case c.routines.ClosedLocked() || ps == nil:
 		return p, nil, fmt.Errorf("%w: partition %d of %s", ErrNotCoordinator, p, Topic)
 	case !ps.loaded:
 		return p, nil, fmt.Errorf("%w: partition %d of %s", ErrCoordinatorLoadInProgress, p, Topic)
@@ -462,7 +440,7 @@ func storeError(err error) error {
 func (c *Coordinator) Tick() {
 	now := c.cfg.Now()
 	c.mu.Lock()
-	if c.closed {
+	if c.routines.ClosedLocked() {
 		c.mu.Unlock()
 		return
 	}

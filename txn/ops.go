@@ -402,7 +402,7 @@ func (c *Coordinator) startMarkersLocked(p int32, ps *partState, m *txnMeta, com
 		Commit: commit, Partitions: m.sortedPartitions(),
 	}
 	c.markers.add(1)
-	if !c.goFuncLocked(func() {
+	if !c.routines.GoLocked(func() {
 		defer c.markers.add(-1)
 		c.sendMarkers(p, ps, m, mk, ct)
 	}) {
@@ -700,7 +700,7 @@ func (c *Coordinator) removeExpired() {
 func (c *Coordinator) ListTransactions(states []string, producerIDs []int64) ([]Listing, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.routines.ClosedLocked() {
 		return nil, ErrCoordinatorNotAvailable
 	}
 	for p, ps := range c.parts {

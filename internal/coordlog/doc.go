@@ -1,8 +1,9 @@
 // Package coordlog is what the group coordinator (group, over
 // __consumer_offsets) and the transaction coordinator (txn, over
 // __transaction_state) share of their internal topics: the v2 record batch
-// they write (EncodeBatch) and read back (Walk), and the loop that reads a
-// partition when the coordinator becomes its leader (Load).
+// they write (EncodeBatch) and read back (Walk), the loop that reads a
+// partition when the coordinator becomes its leader (Load), and how they
+// start goroutines and place ids on partitions.
 //
 // EncodeBatch writes one batch of key/value records (a nil value is a
 // tombstone) with base offset 0, leader epoch -1, base sequence -1, CRC32C
@@ -23,7 +24,12 @@
 // coordinator supplies what differs: how records apply, whether its
 // incarnation is stale, and how it sleeps (txn's tests replace the clock).
 //
-// The package keeps no state and is safe for concurrent use. It may import
-// partition and cluster types, never protocol, zkcoord, logstore, group or
-// txn (txn's TestForbiddenImports checks it).
+// Goroutines is the coordinators' goroutine starter: counted, refused once
+// closed, guarded by the coordinator's own mutex. PartitionFor is the
+// partition of an internal topic holding a group or transactional id.
+//
+// The package keeps no global state and its functions are safe for
+// concurrent use. It may import partition and cluster types, never
+// protocol, zkcoord, logstore, group or txn (txn's TestForbiddenImports
+// checks it).
 package coordlog
