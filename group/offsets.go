@@ -117,24 +117,7 @@ func (c *Coordinator) commitLocked(req CommitRequest) (g *group, token uint64, w
 		m := g.members[req.MemberID]
 		m.heartbeatDeadline = now.Add(m.sessionTimeout)
 	}
-	out = make(map[cluster.TopicPartition]error, len(req.Offsets))
-	written = make(map[cluster.TopicPartition]Offset, len(req.Offsets))
-	tps := make([]cluster.TopicPartition, 0, len(req.Offsets))
-	for tp := range req.Offsets {
-		tps = append(tps, tp)
-	}
-	sortTPs(tps)
-	var records []kv
-	for _, tp := range tps {
-		o := req.Offsets[tp]
-		if len(o.Metadata) > offsetMetadataMaxBytes {
-			out[tp] = ErrOffsetMetadataTooLarge
-			continue
-		}
-		out[tp] = nil
-		written[tp] = committed(o, req.Retention, now)
-		records = append(records, kv{offsetKey(g.id, tp.Topic, tp.Partition), offsetValue(written[tp])})
-	}
+	records, written, out := offsetRecords(g.id, req.Offsets, req.Retention, now)
 	if len(records) == 0 {
 		return g, ps.token, nil, -1, written, out, nil
 	}
@@ -143,6 +126,32 @@ func (c *Coordinator) commitLocked(req CommitRequest) (g *group, token uint64, w
 	}
 	wait, appendedAt = c.writeLocked(g.partition, records)
 	return g, ps.token, wait, appendedAt, written, out, nil
+}
+
+// offsetRecords are the records of a commit of offsets to groupID, in
+// partition order, with what each partition is answered (nil, or
+// ErrOffsetMetadataTooLarge for a partition not written) and the offsets
+// written.
+func offsetRecords(groupID string, offsets map[cluster.TopicPartition]CommitOffset, retention time.Duration,
+	now time.Time) (records []kv, written map[cluster.TopicPartition]Offset, out map[cluster.TopicPartition]error) {
+	out = make(map[cluster.TopicPartition]error, len(offsets))
+	written = make(map[cluster.TopicPartition]Offset, len(offsets))
+	tps := make([]cluster.TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	sortTPs(tps)
+	for _, tp := range tps {
+		o := offsets[tp]
+		if len(o.Metadata) > offsetMetadataMaxBytes {
+			out[tp] = ErrOffsetMetadataTooLarge
+			continue
+		}
+		out[tp] = nil
+		written[tp] = committed(o, retention, now)
+		records = append(records, kv{offsetKey(groupID, tp.Topic, tp.Partition), offsetValue(written[tp])})
+	}
+	return records, written, out
 }
 
 func sortTPs(tps []cluster.TopicPartition) {

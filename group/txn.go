@@ -239,24 +239,7 @@ func (c *Coordinator) commitTxnLocked(req TxnCommitRequest) (g *group, token uin
 	if err := g.validateTxnCommit(req); err != nil {
 		return nil, 0, nil, -1, nil, nil, err
 	}
-	out = make(map[cluster.TopicPartition]error, len(req.Offsets))
-	written = make(map[cluster.TopicPartition]Offset, len(req.Offsets))
-	tps := make([]cluster.TopicPartition, 0, len(req.Offsets))
-	for tp := range req.Offsets {
-		tps = append(tps, tp)
-	}
-	sortTPs(tps)
-	var records []kv
-	for _, tp := range tps {
-		o := req.Offsets[tp]
-		if len(o.Metadata) > offsetMetadataMaxBytes {
-			out[tp] = ErrOffsetMetadataTooLarge
-			continue
-		}
-		out[tp] = nil
-		written[tp] = committed(o, -1, now)
-		records = append(records, kv{offsetKey(g.id, tp.Topic, tp.Partition), offsetValue(written[tp])})
-	}
+	records, written, out := offsetRecords(g.id, req.Offsets, -1, now)
 	if len(records) == 0 {
 		return g, ps.token, nil, -1, written, out, nil
 	}
