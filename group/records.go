@@ -134,9 +134,11 @@ func coordRecords(records []kv) []coordlog.Record {
 }
 
 // walkOptions is how the offsets topic is read: control batches too (the
-// loader applies their markers), without a CRC check, and a length field
-// below a batch header ends the read as a partial tail would.
-var walkOptions = coordlog.WalkOptions{}
+// loader applies their markers), each batch's CRC32C checked, and a length
+// field below a batch header taken as corruption, not as a partial tail:
+// either fails the load (which retries) rather than marking the partition
+// loaded without the groups at and after the batch.
+var walkOptions = coordlog.WalkOptions{Strict: true}
 
 // parseBatches calls fn for every record of the whole v2 batches in b,
 // compressed or not, skipping control batches, and returns the offset
