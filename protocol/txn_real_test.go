@@ -155,17 +155,19 @@ func TestKgoTransactionsRealCoordinators(t *testing.T) {
 	if !onOffsets {
 		t.Fatal("no commit marker on __consumer_offsets")
 	}
-	listed, err := adm.ListTransactions(ctx, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	states := map[string]string{}
-	for _, s := range listed.Sorted() {
-		states[s.TxnID] = s.State
-	}
-	if states["p"] != "CompleteAbort" || states["eos"] != "CompleteCommit" {
-		t.Fatalf("transaction states %v", states)
-	}
+	// EndTxn is answered once PrepareCommit/PrepareAbort is replicated;
+	// the Complete state follows the markers, so it is waited for.
+	eventually(t, 10*time.Second, func() bool {
+		listed, err := adm.ListTransactions(ctx, nil, nil)
+		if err != nil {
+			return false
+		}
+		states := map[string]string{}
+		for _, s := range listed.Sorted() {
+			states[s.TxnID] = s.State
+		}
+		return states["p"] == "CompleteAbort" && states["eos"] == "CompleteCommit"
+	})
 }
 
 // TestTxnOffsetCommitZombieRealCoordinators: with the real transaction and
