@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 const (
@@ -190,7 +192,16 @@ type reqContext struct {
 	clientID      string
 	correlationID int32
 	remoteAddr    string
-	frame         *requestFrame // see releaseFrame
+	// principal is who the connection authenticated as: User:ANONYMOUS
+	// until authenticated (and on PLAINTEXT), else from the TLS client
+	// certificate or the SASL exchange.
+	principal security.KafkaPrincipal
+	// host is the client's IP address, as Kafka's ACL host matching uses.
+	host string
+	// securityProtocol is the listener's: PLAINTEXT, SSL, SASL_PLAINTEXT
+	// or SASL_SSL.
+	securityProtocol string
+	frame            *requestFrame // see releaseFrame
 	// sizeHint is the size of the connection's previous response, for a
 	// handler sizing a buffer it fills (Fetch's records).
 	sizeHint int

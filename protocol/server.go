@@ -15,6 +15,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 // Config configures a Server.
@@ -378,6 +380,10 @@ type conn struct {
 	remote   string
 	ip       string // remote without the port, for MaxConnectionsPerIP
 	log      zerolog.Logger
+	// principal is who the connection authenticated as (reqContext's).
+	principal security.KafkaPrincipal
+	// securityProtocol is the listener's (reqContext's).
+	securityProtocol string
 
 	// out carries encoded responses, in request order, to writeLoop. Its
 	// small capacity pushes back on a client that stops reading. Their
@@ -403,17 +409,19 @@ func (s *Server) newConn(nc net.Conn, listener string) *conn {
 		ip = remote
 	}
 	return &conn{
-		s:            s,
-		nc:           nc,
-		listener:     listener,
-		remote:       remote,
-		ip:           ip,
-		log:          s.log.With().Str("remote_addr", remote).Logger(),
-		out:          make(chan outFrame, 2+maxPendingProduces),
-		pendingSlots: make(chan struct{}, maxPendingProduces),
-		writerDone:   make(chan struct{}),
-		ctx:          ctx,
-		cancel:       cancel,
+		s:                s,
+		nc:               nc,
+		listener:         listener,
+		remote:           remote,
+		ip:               ip,
+		log:              s.log.With().Str("remote_addr", remote).Logger(),
+		principal:        security.Anonymous,
+		securityProtocol: "PLAINTEXT",
+		out:              make(chan outFrame, 2+maxPendingProduces),
+		pendingSlots:     make(chan struct{}, maxPendingProduces),
+		writerDone:       make(chan struct{}),
+		ctx:              ctx,
+		cancel:           cancel,
 	}
 }
 
@@ -577,6 +585,7 @@ func (c *conn) handleFrame(frame []byte, rf *requestFrame) (out outFrame, err er
 		resp = unsupportedApiVersionsResponse(c.s.apis)
 	} else {
 		rc = &reqContext{listener: c.listener, clientID: req.clientID, correlationID: req.correlationID, remoteAddr: c.remote,
+			principal: c.principal, host: c.ip, securityProtocol: c.securityProtocol,
 			frame: rf, sizeHint: c.respHint}
 		resp, err = c.s.dispatch(c.ctx, rc, req.kreq)
 		if err != nil {
