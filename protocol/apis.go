@@ -118,6 +118,7 @@ var supportedAPIs = []apiRange{
 	{key: 14, min: 0, max: 5, needs: needsGroups},         // SyncGroup
 	{key: 15, min: 0, max: 5, needs: needsGroups},         // DescribeGroups
 	{key: 16, min: 0, max: 4, needs: needsGroups},         // ListGroups
+	{key: 17, min: 0, max: 1},                             // SaslHandshake (17_sasl_handshake.go: served before dispatch)
 	{key: 18, min: 0, max: 3},                             // ApiVersions
 	{key: 19, min: 0, max: 7},                             // CreateTopics
 	{key: 20, min: 0, max: 6},                             // DeleteTopics
@@ -132,6 +133,7 @@ var supportedAPIs = []apiRange{
 	{key: 32, min: 0, max: 4},                             // DescribeConfigs
 	{key: 33, min: 0, max: 1, needs: needsConfigAdmin},    // AlterConfigs
 	{key: 35, min: 0, max: 2, needs: needsLogDirs},        // DescribeLogDirs
+	{key: 36, min: 0, max: 2},                             // SaslAuthenticate (served before dispatch)
 	{key: 37, min: 0, max: 3, needs: needsPartitionAdmin}, // CreatePartitions
 	{key: 42, min: 0, max: 2, needs: needsGroups},         // DeleteGroups
 	{key: 43, min: 0, max: 2, needs: needsClusterControl}, // ElectLeaders
