@@ -111,6 +111,15 @@ type Config struct {
 	// IncrementalAlterConfigs (broker_configs.go).
 	BrokerConfigs BrokerConfigs
 	BrokerLoggers BrokerLoggers
+	// Authorizer (authorizer.class.name) decides every request's ACL
+	// checks (authz.go); nil allows everything, as Kafka without an
+	// authorizer. ACLAdmin, with Authorizer, serves CreateAcls and
+	// DeleteAcls (DescribeAcls needs only Authorizer); ScramAdmin serves
+	// Describe/AlterUserScramCredentials. Without them those keys are
+	// neither served nor advertised.
+	Authorizer Authorizer
+	ACLAdmin   ACLAdmin
+	ScramAdmin ScramAdmin
 
 	// Log is the server's logger; the zero value discards.
 	Log zerolog.Logger
