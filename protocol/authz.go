@@ -22,6 +22,7 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/security"
 )
@@ -146,4 +147,83 @@ var (
 func (s *Server) mayCreateTopic(rc *reqContext, topic string) bool {
 	return s.authorizeLog(rc, security.OpCreate, security.ResourceCluster, security.ClusterResourceName, quiet) ||
 		s.authorize(rc, security.OpCreate, security.ResourceTopic, topic)
+}
+
+// mayWriteIdempotently is KIP-679's check for an idempotent producer's
+// InitProducerId: IdempotentWrite on the cluster (a denial not logged,
+// as Kafka's), else Write on at least one topic.
+func (s *Server) mayWriteIdempotently(rc *reqContext) bool {
+	return s.authorizeLog(rc, security.OpIdempotentWrite, security.ResourceCluster, security.ClusterResourceName, quiet) ||
+		s.authorizeByResourceType(rc, security.OpWrite, security.ResourceTopic)
+}
+
+// mayWriteTxnMarkers is WriteTxnMarkers' check: Alter on the cluster
+// (asked quietly), else ClusterAction.
+func (s *Server) mayWriteTxnMarkers(rc *reqContext) bool {
+	return s.authorizeLog(rc, security.OpAlter, security.ResourceCluster, security.ClusterResourceName, quiet) ||
+		s.authorizeCluster(rc, security.OpClusterAction)
+}
+
+// writeTxnMarkersRefused answers every partition of every marker with
+// CLUSTER_AUTHORIZATION_FAILED, as Kafka's getErrorResponse.
+func writeTxnMarkersRefused(req *kmsg.WriteTxnMarkersRequest, resp *kmsg.WriteTxnMarkersResponse) *kmsg.WriteTxnMarkersResponse {
+	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, 0, len(req.Markers))
+	for _, m := range req.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return resp
+}
+
+// txnOffsetCommitRefusal is the code every partition of a TxnOffsetCommit
+// answers when the request is refused as a whole: Write on the
+// transactional id, then Read on the group. 0 when both pass.
+func (s *Server) txnOffsetCommitRefusal(rc *reqContext, req *kmsg.TxnOffsetCommitRequest) int16 {
+	if !s.authorize(rc, security.OpWrite, security.ResourceTransactionalID, req.TransactionalID) {
+		return kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	if !s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group) {
+		return kerr.GroupAuthorizationFailed.Code
+	}
+	return 0
+}
+
+// configRefusal is the check of DescribeConfigs, AlterConfigs and
+// IncrementalAlterConfigs on one config resource: op on the cluster for
+// BROKER and BROKER_LOGGER (CLUSTER_AUTHORIZATION_FAILED), on the topic
+// for TOPIC (TOPIC_AUTHORIZATION_FAILED). It returns the refusal's code,
+// or 0; other resource types are left to the handler, which refuses
+// them as invalid.
+func (s *Server) configRefusal(rc *reqContext, op security.Operation, typ kmsg.ConfigResourceType, name string) int16 {
+	switch typ {
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		if !s.authorizeCluster(rc, op) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeTopic:
+		if !s.authorize(rc, op, security.ResourceTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	}
+	return 0
+}
+
+// codeMessage is Kafka's default message of an error code, for a refusal
+// that carries one.
+func codeMessage(code int16) *string {
+	if ke, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+		return &ke.Message
+	}
+	return nil
 }
