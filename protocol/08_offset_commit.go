@@ -28,6 +28,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
@@ -42,8 +43,13 @@ func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *km
 	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis >= 0 {
 		cr.Retention = time.Duration(req.RetentionTimeMillis) * time.Millisecond
 	}
+	groupOK := s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group)
+	readable := s.filterAuthorized(rc, security.OpRead, security.ResourceTopic, logDenied)
 	unknown := map[cluster.TopicPartition]bool{}
 	for _, t := range req.Topics {
+		if !groupOK || !readable(t.Topic) {
+			continue
+		}
 		for _, p := range t.Partitions {
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			if _, known := s.hasPartition(tp); !known {
@@ -76,6 +82,10 @@ func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *km
 			rp.Partition = p.Partition
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			switch {
+			case !groupOK:
+				rp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			case !readable(t.Topic):
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case unknown[tp]:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case err != nil:

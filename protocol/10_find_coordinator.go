@@ -49,6 +49,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 	"github.com/kafkazk/broker/txn"
 )
 
@@ -103,6 +104,10 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqContext, keyType in
 		create func(context.Context, *reqContext) error
 	)
 	switch {
+	case keyType == 0 && !s.authorize(rc, security.OpDescribe, security.ResourceGroup, key):
+		return fail(kerr.GroupAuthorizationFailed.Code, "")
+	case keyType == 1 && !s.authorize(rc, security.OpDescribe, security.ResourceTransactionalID, key):
+		return fail(kerr.TransactionalIDAuthorizationFailed.Code, "")
 	case keyType == 0 && s.cfg.Groups != nil:
 		topic, p, create = offsetsTopic, s.cfg.Groups.PartitionFor(key), s.createOffsetsTopic
 	case keyType == 0:

@@ -11,13 +11,19 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleHeartbeat(_ context.Context, rc *reqContext, req *kmsg.HeartbeatRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	if !s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	err := s.cfg.Groups.Heartbeat(group.HeartbeatRequest{
 		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
 	})

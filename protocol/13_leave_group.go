@@ -12,13 +12,19 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleLeaveGroup(_ context.Context, rc *reqContext, req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	members := []group.LeaveMember{{MemberID: req.MemberID}}
 	if req.Version >= 3 {
 		members = members[:0]

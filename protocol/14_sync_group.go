@@ -13,9 +13,11 @@ package protocol
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleSyncGroup(ctx context.Context, rc *reqContext, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
@@ -32,7 +34,15 @@ func (s *Server) handleSyncGroup(ctx context.Context, rc *reqContext, req *kmsg.
 			sr.Assignments[a.MemberID] = a.MemberAssignment
 		}
 	}
-	res, err := s.cfg.Groups.SyncGroup(ctx, sr)
+	var (
+		res group.SyncResult
+		err error
+	)
+	if s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group) {
+		res, err = s.cfg.Groups.SyncGroup(ctx, sr)
+	} else {
+		err = kerr.GroupAuthorizationFailed
+	}
 	resp.ErrorCode = s.errorCode(rc, err)
 	resp.MemberAssignment = []byte{}
 	if err != nil {

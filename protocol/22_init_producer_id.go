@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkazk/broker/security"
 	"github.com/kafkazk/broker/txn"
 )
 
@@ -35,6 +36,10 @@ func (s *Server) handleInitProducerID(ctx context.Context, rc *reqContext, req *
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	switch {
+	case req.TransactionalID != nil && !s.authorize(rc, security.OpWrite, security.ResourceTransactionalID, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case req.TransactionalID == nil && !s.mayWriteIdempotently(rc):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	case (req.ProducerID == -1) != (req.ProducerEpoch == -1):
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.TransactionalID != nil && *req.TransactionalID == "":

@@ -18,10 +18,16 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleEndTxn(ctx context.Context, rc *reqContext, req *kmsg.EndTxnRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	if !s.authorize(rc, security.OpWrite, security.ResourceTransactionalID, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.TransactionalID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil

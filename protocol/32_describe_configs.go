@@ -26,6 +26,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
@@ -39,6 +41,12 @@ func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *k
 			rr.ErrorCode = code
 			msg := err.Error()
 			rr.ErrorMessage = &msg
+		}
+		if code := s.configRefusal(rc, security.OpDescribeConfigs, r.ResourceType, r.ResourceName); code != 0 {
+			rr.ErrorCode, rr.ErrorMessage = code, codeMessage(code)
+			rr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
+			resp.Resources = append(resp.Resources, rr)
+			continue
 		}
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:

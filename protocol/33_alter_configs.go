@@ -21,6 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleAlterConfigs(ctx context.Context, rc *reqContext, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
@@ -36,6 +38,11 @@ func (s *Server) handleAlterConfigs(ctx context.Context, rc *reqContext, req *km
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 		if dup(i) {
 			rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, errorMessage(errDuplicateResource)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
+		if code := s.configRefusal(rc, security.OpAlterConfigs, r.ResourceType, r.ResourceName); code != 0 {
+			rr.ErrorCode = code
 			resp.Resources = append(resp.Resources, rr)
 			continue
 		}

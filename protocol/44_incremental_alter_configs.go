@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 // errBrokerConfigs answers alterations of broker resources on a server
@@ -53,6 +54,11 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, rc *reqConte
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 		if dup(i) {
 			rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, errorMessage(errDuplicateResource)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
+		if code := s.configRefusal(rc, security.OpAlterConfigs, r.ResourceType, r.ResourceName); code != 0 {
+			rr.ErrorCode = code
 			resp.Resources = append(resp.Resources, rr)
 			continue
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleDescribeProducers(ctx context.Context, rc *reqContext, req *kmsg.DescribeProducersRequest) (kmsg.Response, error) {
@@ -37,6 +38,8 @@ func (s *Server) handleDescribeProducers(ctx context.Context, rc *reqContext, re
 		)
 		if err := validTopicName(t.Topic); err != nil {
 			topicCode, topicMsg = kerr.InvalidTopicException.Code, err.Error()
+		} else if !s.authorize(rc, security.OpRead, security.ResourceTopic, t.Topic) {
+			topicCode, topicMsg = kerr.TopicAuthorizationFailed.Code, kerr.TopicAuthorizationFailed.Message
 		} else if exists, _ := s.hasPartition(cluster.TopicPartition{Topic: t.Topic}); !exists {
 			topicCode, topicMsg = kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Message
 		}

@@ -16,6 +16,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 // txnStateNames are Kafka's TransactionState names.
@@ -40,7 +42,11 @@ func (s *Server) handleListTransactions(_ context.Context, rc *reqContext, req *
 		return resp, nil
 	}
 	resp.TransactionStates = make([]kmsg.ListTransactionsResponseTransactionState, 0, len(listed))
+	describable := s.filterAuthorized(rc, security.OpDescribe, security.ResourceTransactionalID, logDenied)
 	for _, l := range listed {
+		if !describable(l.TransactionalID) {
+			continue
+		}
 		ts := kmsg.NewListTransactionsResponseTransactionState()
 		ts.TransactionalID, ts.ProducerID, ts.TransactionState = l.TransactionalID, l.ProducerID, l.State
 		resp.TransactionStates = append(resp.TransactionStates, ts)

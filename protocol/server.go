@@ -112,6 +112,15 @@ type Config struct {
 	// IncrementalAlterConfigs (broker_configs.go).
 	BrokerConfigs BrokerConfigs
 	BrokerLoggers BrokerLoggers
+	// Authorizer (authorizer.class.name) decides every request's ACL
+	// checks (authz.go); nil allows everything, as Kafka without an
+	// authorizer. ACLAdmin, with Authorizer, serves CreateAcls and
+	// DeleteAcls (DescribeAcls needs only Authorizer); ScramAdmin serves
+	// Describe/AlterUserScramCredentials. Without them those keys are
+	// neither served nor advertised.
+	Authorizer Authorizer
+	ACLAdmin   ACLAdmin
+	ScramAdmin ScramAdmin
 
 	// Listeners is the security of each listener, by listener name (as
 	// given to Serve); a listener absent from the map is PLAINTEXT.
