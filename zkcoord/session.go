@@ -96,10 +96,28 @@ type Config struct {
 	// Metrics receives the controller's leader elections; nil discards them.
 	Metrics Metrics
 
+	// Digest, if set, is the broker's ZooKeeper identity (the username and
+	// password of the JAAS Client section): the session authenticates with
+	// AddAuth("digest", "user:password") before any other request, and again
+	// on every reconnect and new session.
+	Digest *DigestCredentials
+	// SetACL is zookeeper.set.acl: every znode the broker creates gets
+	// digest:<user>:<hash> with all permissions plus world READ, except
+	// Kafka's sensitive paths (/config/users, /config/brokers,
+	// /delegation_token/tokens), which get no world access, and /consumers,
+	// which stays open as in Kafka. It requires Digest.
+	SetACL bool
+
 	// configChangeExpiration is the age after which /config/changes
 	// notifications are purged (defaultConfigChangeExpiration if 0). Kafka
 	// has no setting for it; tests shorten it.
 	configChangeExpiration time.Duration
+}
+
+// DigestCredentials are a ZooKeeper digest identity.
+type DigestCredentials struct {
+	User     string
+	Password string
 }
 
 // Session is one broker's ZooKeeper session: registration, controller
