@@ -89,10 +89,10 @@ func (c *conn) saslStep(clientMsg []byte) ([]byte, time.Duration, error) {
 	} else {
 		ev.Msg("authenticated")
 	}
-	c.sasl.reauthing = false
 	if hook := c.s.cfg.onAuthenticated; hook != nil {
-		hook(c.listener, p)
+		hook(c.listener, p, c.sasl.reauthing)
 	}
+	c.sasl.reauthing = false
 	return msg, lifetime, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -157,14 +158,25 @@ func saslConfig(t *testing.T) security.SASLConfig {
 
 // principals records what connections authenticated as.
 type principals struct {
-	mu  sync.Mutex
-	got []security.KafkaPrincipal
+	mu      sync.Mutex
+	got     []security.KafkaPrincipal
+	reauths int
 }
 
-func (p *principals) add(_ string, pr security.KafkaPrincipal) {
+func (p *principals) add(_ string, pr security.KafkaPrincipal, reauth bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if reauth {
+		p.reauths++
+		return
+	}
 	p.got = append(p.got, pr)
+}
+
+func (p *principals) reauthentications() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reauths
 }
 
 func (p *principals) list() []security.KafkaPrincipal {
@@ -648,7 +660,9 @@ func TestMutualTLSPrincipal(t *testing.T) {
 			t.Fatalf("principal %v, want User:alice", p)
 		}
 	}
+	rec.mu.Lock()
 	rec.got = nil
+	rec.mu.Unlock()
 	c := b.dialTLS(t, pki.clientTLS(pkix.Name{}))
 	metadataWorks(t, c)
 	if got := rec.list(); len(got) != 1 || got[0] != security.Anonymous {
@@ -784,4 +798,123 @@ func TestServeRefusesMisconfiguredListener(t *testing.T) {
 		}
 		s.Close()
 	}
+}
+
+// saramaScram is sarama's SCRAMClient over franz-go's client mechanism.
+type saramaScram struct {
+	mech    func(user, pass string) sasl.Mechanism
+	session sasl.Session
+	first   []byte
+	done    bool
+}
+
+func (s *saramaScram) Begin(user, pass, _ string) error {
+	session, first, err := s.mech(user, pass).Authenticate(context.Background(), "127.0.0.1")
+	s.session, s.first = session, first
+	return err
+}
+
+func (s *saramaScram) Step(challenge string) (string, error) {
+	if s.first != nil {
+		first := s.first
+		s.first = nil
+		return string(first), nil
+	}
+	done, msg, err := s.session.Challenge([]byte(challenge))
+	s.done = done
+	return string(msg), err
+}
+
+func (s *saramaScram) Done() bool { return s.done }
+
+// TestSaramaSASLHandshakeVersions: sarama produces over SASL_PLAINTEXT
+// with SaslHandshake v0 (raw tokens; sarama's Net.SASL.Version, which
+// needs ApiVersionsRequest off) for PLAIN and SCRAM-SHA-512, and with v1.
+func TestSaramaSASLHandshakeVersions(t *testing.T) {
+	rec := &principals{}
+	b := startBroker(t, secured(ListenerSecurity{Protocol: ProtocolSASLPlaintext, SASL: saslConfig(t)}, rec))
+	createTopic(t, b, "sarama", 1)
+	for _, tc := range []struct {
+		name      string
+		version   int16
+		mechanism sarama.SASLMechanism
+	}{
+		{"v0/PLAIN", sarama.SASLHandshakeV0, sarama.SASLTypePlaintext},
+		{"v0/SCRAM-SHA-512", sarama.SASLHandshakeV0, sarama.SASLTypeSCRAMSHA512},
+		{"v1/PLAIN", sarama.SASLHandshakeV1, sarama.SASLTypePlaintext},
+		{"v1/SCRAM-SHA-256", sarama.SASLHandshakeV1, sarama.SASLTypeSCRAMSHA256},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := sarama.NewConfig()
+			cfg.Version = sarama.V2_8_0_0
+			cfg.Producer.Return.Successes = true
+			cfg.Producer.RequiredAcks = sarama.WaitForAll
+			cfg.Net.SASL.Enable, cfg.Net.SASL.Handshake = true, true
+			cfg.Net.SASL.Version, cfg.Net.SASL.Mechanism = tc.version, tc.mechanism
+			cfg.Net.SASL.User, cfg.Net.SASL.Password = "bob", "bob-secret"
+			if tc.version == sarama.SASLHandshakeV0 {
+				// Without ApiVersions sarama sends what its Version
+				// implies: Kafka 2.1's requests are in our ranges.
+				cfg.ApiVersionsRequest, cfg.Version = false, sarama.V2_1_0_0
+			}
+			switch tc.mechanism {
+			case sarama.SASLTypeSCRAMSHA512:
+				cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient {
+					return &saramaScram{mech: func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha512Mechanism() }}
+				}
+			case sarama.SASLTypeSCRAMSHA256:
+				cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient {
+					return &saramaScram{mech: func(u, p string) sasl.Mechanism { return scram.Auth{User: u, Pass: p}.AsSha256Mechanism() }}
+				}
+			}
+			before := len(rec.list())
+			prod, err := sarama.NewSyncProducer([]string{b.addr}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prod.Close()
+			if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "sarama", Value: sarama.StringEncoder(tc.name)}); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			got := rec.list()[before:]
+			if len(got) == 0 {
+				t.Fatal("no connection authenticated")
+			}
+			for _, p := range got {
+				if p != security.User("bob") {
+					t.Fatalf("principal %v", p)
+				}
+			}
+		})
+	}
+}
+
+// TestKgoReauthenticatesInPlace: with connections.max.reauth.ms kgo
+// re-authenticates on its live connection before the session ends
+// (KIP-368), and keeps producing through it.
+// The session lifetime is real time because kgo's clock is.
+func TestKgoReauthenticatesInPlace(t *testing.T) {
+	rec := &principals{}
+	b := startBroker(t, secured(ListenerSecurity{Protocol: ProtocolSASLPlaintext, SASL: saslConfig(t)}, rec,
+		func(c *Config) { c.MaxReauth = 2 * time.Second }))
+	createTopic(t, b, "reauth", 1)
+	prod := newClient(t, b, kgo.SASL(kgoMechanism("SCRAM-SHA-256", "alice", "alice-secret")), kgo.DefaultProduceTopic("reauth"))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	deadline := time.Now().Add(3500 * time.Millisecond)
+	for i := 0; time.Now().Before(deadline); i++ {
+		if err := prod.ProduceSync(ctx, kgo.StringRecord("r")).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+		time.Sleep(100 * time.Millisecond) // pacing, not synchronisation
+	}
+	if n := rec.reauthentications(); n == 0 {
+		t.Fatal("kgo never re-authenticated within 3.5 s of 2 s sessions")
+	}
+	for _, p := range rec.list() {
+		if p != security.User("alice") {
+			t.Fatalf("principal %v", p)
+		}
+	}
+	t.Logf("%d connections authenticated, %d re-authentications", len(rec.list()), rec.reauthentications())
 }

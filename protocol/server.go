@@ -147,7 +147,7 @@ type Config struct {
 	// onAuthenticated is told of every principal a connection
 	// authenticates as; both for tests.
 	now             func() time.Time
-	onAuthenticated func(listener string, p security.KafkaPrincipal)
+	onAuthenticated func(listener string, p security.KafkaPrincipal, reauth bool)
 }
 
 // The security protocols of listener.security.protocol.map.
@@ -685,7 +685,7 @@ func (c *conn) tlsHandshake(idle time.Duration) bool {
 	c.principal = p
 	c.log.Debug().Str("principal", p.String()).Msg("TLS client authenticated")
 	if hook := c.s.cfg.onAuthenticated; hook != nil {
-		hook(c.listener, p)
+		hook(c.listener, p, false)
 	}
 	return true
 }
