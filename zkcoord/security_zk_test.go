@@ -450,3 +450,117 @@ func TestSetACLWithoutCredentialsRefused(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestZKACLChangeNotificationsPurged: ACL change notifications older than
+// the expiration (15 minutes in Kafka, shortened here) are purged when a
+// new one is processed; younger ones stay for the other brokers.
+func TestZKACLChangeNotificationsPurged(t *testing.T) {
+	const expiration = time.Second
+	srv := zktest.Start(t)
+	ctx := context.Background()
+	cfg := testConfig(t, srv.Connect(), 1)
+	cfg.configChangeExpiration = expiration
+	s := connect(t, cfg)
+	if err := s.WatchACLs(ctx, newAuthorizer()); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawConn(t, srv.Connect())
+	create := func(store string, p security.ResourcePattern) {
+		t.Helper()
+		if errs := s.ACLAdmin().CreateACLs(ctx, []security.ACLBinding{{Pattern: p, Entry: allow("User:x", security.OpRead)}}); errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+	}
+	lit := aclChangesPath + "/" + aclChangeNamePrefix + "0000000000"
+	ext := aclExtendedChangesPath + "/" + aclChangeNamePrefix + "0000000000"
+	create(aclChangesPath, topicLiteral("a"))
+	create(aclExtendedChangesPath, security.ResourcePattern{Type: security.ResourceTopic, Name: "p-", PatternType: security.PatternPrefixed})
+	time.Sleep(expiration + 300*time.Millisecond) // ctime ages on ZooKeeper's clock: nothing to fake
+	before := time.Now()
+	create(aclChangesPath, topicLiteral("b"))
+	create(aclExtendedChangesPath, security.ResourcePattern{Type: security.ResourceTopic, Name: "q-", PatternType: security.PatternPrefixed})
+	eventually(t, 10*time.Second, func() error {
+		for _, p := range []string{lit, ext} {
+			if ok, _, err := raw.Exists(p); err != nil || ok {
+				return fmt.Errorf("%s not purged (err %v)", p, err)
+			}
+		}
+		return nil
+	})
+	if time.Since(before) < expiration {
+		for _, p := range []string{aclChangesPath + "/" + aclChangeNamePrefix + "0000000001", aclExtendedChangesPath + "/" + aclChangeNamePrefix + "0000000001"} {
+			if ok, _, _ := raw.Exists(p); !ok {
+				t.Fatalf("%s purged younger than %v", p, expiration)
+			}
+		}
+	}
+}
+
+// TestZKACLsAndCredentialsReloadedAfterExpiry: changes made while a
+// broker's session was expired, whose notifications were purged before it
+// came back, are still picked up: a new session reads every ACL and
+// credential again (Kafka only resumes from its last notification).
+func TestZKACLsAndCredentialsReloadedAfterExpiry(t *testing.T) {
+	srv := zktest.Start(t)
+	ctx := context.Background()
+	writer := connect(t, testConfig(t, srv.Connect(), 1))
+	if errs := writer.ACLAdmin().CreateACLs(ctx, []security.ACLBinding{{Pattern: topicLiteral("gone"), Entry: allow("User:old", security.OpRead)}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	proxy := newZKFrameProxy(t, srv.Addr)
+	cfg := testConfig(t, proxy.Addr()+srv.Chroot, 2)
+	cfg.SessionTimeout = 2 * time.Second
+	away := connect(t, cfg)
+	if err := away.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, c := newAuthorizer(), &security.ScramCredentialCache{}
+	if err := away.WatchACLs(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := away.WatchScramCredentials(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if !hasACL(a, topicLiteral("gone"), allow("User:old", security.OpRead)) {
+		t.Fatal("initial load")
+	}
+	oldSession := away.SessionID()
+	proxy.Cut()
+	raw := rawConn(t, srv.Connect())
+	// Its registration is ephemeral: gone means the session expired.
+	waitFor(t, 20*time.Second, "session 2 expired", func() bool {
+		ok, _, err := raw.Exists(brokerPath(2))
+		return err == nil && !ok
+	})
+	fresh := allow("User:new", security.OpWrite)
+	if errs := writer.ACLAdmin().CreateACLs(ctx, []security.ACLBinding{{Pattern: topicLiteral("fresh"), Entry: fresh}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if _, errs := writer.ACLAdmin().DeleteACLs(ctx, []security.ACLBindingFilter{{
+		Pattern: security.ResourcePatternFilter{Type: security.ResourceTopic, Name: strp("gone"), PatternType: security.PatternLiteral},
+		Entry:   security.ACEFilter{Operation: security.OpAny, Permission: security.PermissionAny},
+	}}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if r := writer.ScramAdmin().AlterScramUsers(ctx, []ScramUpsert{pencilUpsert(t, "carol", security.ScramSHA256)}, nil); r["carol"] != nil {
+		t.Fatal(r)
+	}
+	// Purge every notification, as the 15 minutes would have.
+	for _, root := range []string{aclChangesPath, aclExtendedChangesPath, configChangesPath} {
+		kids, _, err := raw.Children(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range kids {
+			if err := raw.Delete(root+"/"+k, -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	proxy.Heal()
+	waitFor(t, 30*time.Second, "reloaded on the new session", func() bool {
+		_, goneStill := a.ResourceACLs(topicLiteral("gone"))
+		_, carol, _ := c.LookupScramCredential(security.ScramSHA256, "carol")
+		return away.SessionID() != oldSession && hasACL(a, topicLiteral("fresh"), fresh) && !goneStill && carol
+	})
+}
