@@ -428,8 +428,15 @@ func (st *ACLStore) update(ctx context.Context, p security.ResourcePattern, chan
 	}
 	payload, _ := security.EncodeACLChange(p)
 	store := aclChangeStorePath(p.PatternType)
-	if _, err := st.z.Create(store+"/"+aclChangeNamePrefix, payload, zk.FlagSequence); err != nil {
-		return fmt.Errorf("create %s/%s: %w", store, aclChangeNamePrefix, err)
+	seqPrefix := aclChangeNodePath(store, aclChangeNamePrefix)
+	_, err = st.z.Create(seqPrefix, payload, zk.FlagSequence)
+	if errors.Is(err, zk.ErrNoNode) { // no WatchACLs made the store yet
+		if err = createParents(st.z, seqPrefix); err == nil {
+			_, err = st.z.Create(seqPrefix, payload, zk.FlagSequence)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", seqPrefix, err)
 	}
 	if st.s != nil {
 		st.s.log.Info().Str("zk_path", aclResourcePath(p)).Msg("changed ACLs")
