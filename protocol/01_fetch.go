@@ -35,6 +35,13 @@ package protocol
 //     of throttled partitions (ReadResult.Throttled) are recorded against
 //     the quota when Replicas implements ReplicationQuota, as Kafka's
 //     KafkaApis records sizeOfThrottledPartitions.
+//   - Authorization: a consumer needs Read on each topic
+//     (TOPIC_AUTHORIZATION_FAILED); a follower (replica id >= 0) needs
+//     ClusterAction on the cluster, else every partition answers
+//     CLUSTER_AUTHORIZATION_FAILED before the replica sees the request, so a
+//     client posing as a follower cannot move the high watermark
+//     (CVE-2018-1288). Kafka itself answers TOPIC_AUTHORIZATION_FAILED
+//     there; issue 14 asks for the cluster code.
 
 import (
 	"context"

@@ -22,6 +22,8 @@ package protocol
 //     bounded by the last stable offset instead of the high watermark
 //     (partition.AskerCommittedConsumer), with KIP-207's check as for
 //     read_uncommitted; v0-1 have no isolation level.
+//   - Authorization: Describe on each topic, else TOPIC_AUTHORIZATION_FAILED
+//     for its partitions.
 
 import (
 	"context"

@@ -17,6 +17,8 @@ package protocol
 //     an epoch older than the registered one.
 //   - PartitionsRemaining lists what the broker still leads; it is empty on
 //     error.
+//   - Authorization: ClusterAction on the cluster, else
+//     CLUSTER_AUTHORIZATION_FAILED before the control plane is asked.
 
 import (
 	"context"

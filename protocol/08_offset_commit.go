@@ -18,6 +18,9 @@ package protocol
 //     UNKNOWN_TOPIC_OR_PARTITION and is not written; a metadata string
 //     over 4096 bytes OFFSET_METADATA_TOO_LARGE. A group-level error is
 //     answered on every partition.
+//   - Authorization: Read on the group (else GROUP_AUTHORIZATION_FAILED on
+//     every partition), then Read on each topic
+//     (TOPIC_AUTHORIZATION_FAILED); refused partitions are not committed.
 
 import (
 	"context"

@@ -17,6 +17,10 @@ package protocol
 //     which the consumer retries.
 //   - Kafka 2.x reads v0 from ZooKeeper; here every version reads
 //     __consumer_offsets.
+//   - Authorization: Describe on the group (GROUP_AUTHORIZATION_FAILED); a
+//     requested partition of a topic the principal may not Describe answers
+//     TOPIC_AUTHORIZATION_FAILED with offset -1, and such topics are left
+//     out of a fetch of all offsets.
 
 import (
 	"context"

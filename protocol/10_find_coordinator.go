@@ -37,6 +37,9 @@ package protocol
 //   - v4+ batches keys (CoordinatorKeys in, Coordinators out), each with
 //     its own error; before v4 the one key's answer is the top level.
 //     ErrorMessage from v1.
+//   - Authorization: Describe on the group (GROUP_AUTHORIZATION_FAILED) or
+//     on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+//     before any internal topic is created.
 
 import (
 	"context"

@@ -14,6 +14,7 @@ package protocol
 //     metadata for the leader only. Errors answer generation -1 and the
 //     member id (the new one for MEMBER_ID_REQUIRED). SkipAssignment (v9)
 //     is always false.
+//   - Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
 import (
 	"context"

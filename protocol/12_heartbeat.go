@@ -7,6 +7,7 @@ package protocol
 //     a stale generation ILLEGAL_GENERATION; an unknown member
 //     UNKNOWN_MEMBER_ID; a replaced static member FENCED_INSTANCE_ID (v3+
 //     carries group.instance.id).
+//   - Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
 import (
 	"context"

@@ -8,6 +8,8 @@ package protocol
 //     FENCED_INSTANCE_ID); the top-level error is for the group
 //     (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID).
 //     The reason (v5) is only logged.
+//   - Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED (top
+//     level).
 
 import (
 	"context"

@@ -9,6 +9,7 @@ package protocol
 //   - v3+ carries group.instance.id; v5+ carries protocol type and name,
 //     checked against the group's (INCONSISTENT_GROUP_PROTOCOL), and
 //     answers them (null on errors).
+//   - Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
 import (
 	"context"

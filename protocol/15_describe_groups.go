@@ -8,6 +8,9 @@ package protocol
 //     with no error; a group this broker does not coordinate answers
 //     NOT_COORDINATOR. v4+ adds group.instance.id; authorized operations
 //     (v3+) stay at Kafka's "not requested" value.
+//   - Authorization: Describe on each group (GROUP_AUTHORIZATION_FAILED);
+//     v3+ IncludeAuthorizedOperations fills the group's authorized
+//     operations.
 
 import (
 	"context"

@@ -7,6 +7,9 @@ package protocol
 //     still loading (and the groups loaded so far), as Kafka answers.
 //   - v4+ filters by state (StatesFilter, case-insensitive, as Kafka) and
 //     answers each group's state.
+//   - Authorization: Describe on the cluster lists every group, else only
+//     the groups the principal may Describe (denials not logged, as
+//     Kafka's).
 
 import (
 	"context"

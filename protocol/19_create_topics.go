@@ -26,6 +26,10 @@ package protocol
 //   - v5+ answers NumPartitions, ReplicationFactor and Configs (from
 //     Admin.TopicConfig; ConfigErrorCode if that fails, e.g. after a
 //     ValidateOnly request). Topic ids (v7) are zero.
+//   - Authorization: Create on the cluster (asked quietly) or on each topic,
+//     else TOPIC_AUTHORIZATION_FAILED; a created topic's configs (v5+) only
+//     with DescribeConfigs on it, else ConfigErrorCode
+//     TOPIC_AUTHORIZATION_FAILED.
 
 import (
 	"context"

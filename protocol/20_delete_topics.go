@@ -14,6 +14,8 @@ package protocol
 //     metadata no longer sees it; still there at timeout_ms it answers
 //     REQUEST_TIMED_OUT (the deletion goes on). timeout_ms <= 0 answers
 //     REQUEST_TIMED_OUT at once, as Kafka's AdminManager.deleteTopics.
+//   - Authorization: Delete on each topic, else TOPIC_AUTHORIZATION_FAILED
+//     and the topic stays.
 
 import (
 	"context"

@@ -23,6 +23,7 @@ package protocol
 //     leader's records are deleted all the same). Partitions wait in
 //     parallel, so the response takes at most TimeoutMillis.
 //   - LowWatermark is -1 with any error.
+//   - Authorization: Delete on each topic, else TOPIC_AUTHORIZATION_FAILED.
 
 import (
 	"context"

@@ -21,6 +21,11 @@ package protocol
 //   - PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH before v4, which
 //     older clients do not know, as Kafka does.
 //   - ProducerID and ProducerEpoch are -1 on any error.
+//   - Authorization: with a transactional id, Write on it
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without, KIP-679:
+//     IdempotentWrite on the cluster or Write on at least one topic
+//     (Authorizer.AuthorizeByResourceType), else
+//     CLUSTER_AUTHORIZATION_FAILED.
 
 import (
 	"context"

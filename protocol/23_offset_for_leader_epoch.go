@@ -19,6 +19,8 @@ package protocol
 //     NOT_LEADER_OR_FOLLOWER when the metadata knows it, else
 //     UNKNOWN_TOPIC_OR_PARTITION, as for Fetch. A failed partition has
 //     leader epoch -1 and end offset -1 (Kafka's UNDEFINED_EPOCH_OFFSET).
+//   - Authorization: ClusterAction on the cluster (a follower) covers every
+//     topic, else Describe on each (TOPIC_AUTHORIZATION_FAILED).
 
 import (
 	"context"

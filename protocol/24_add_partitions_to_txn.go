@@ -19,6 +19,11 @@ package protocol
 //   - A coordinator error without per-partition errors goes on every
 //     partition. PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH before v2.
 //   - A partition listed twice is added once and answered once.
+//   - Authorization: v4+ (from brokers) needs ClusterAction (top-level
+//     CLUSTER_AUTHORIZATION_FAILED); v0-3 Write on the transactional id
+//     (every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each
+//     topic (TOPIC_AUTHORIZATION_FAILED, the rest OPERATION_NOT_ATTEMPTED);
+//     an internal topic is never authorized there, as in Kafka.
 
 import (
 	"context"

@@ -11,6 +11,9 @@ package protocol
 //   - An empty transactional id answers INVALID_REQUEST, as Kafka's
 //     coordinator does. PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH
 //     before v2.
+//   - Authorization: Write on the transactional id
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Read on the group
+//     (GROUP_AUTHORIZATION_FAILED).
 
 import (
 	"context"

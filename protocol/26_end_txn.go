@@ -12,6 +12,8 @@ package protocol
 //   - An empty transactional id answers INVALID_REQUEST, as Kafka's
 //     coordinator does. PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH
 //     before v2.
+//   - Authorization: Write on the transactional id, else
+//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 import (
 	"context"

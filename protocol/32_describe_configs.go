@@ -19,6 +19,9 @@ package protocol
 //     INVALID_TOPIC_EXCEPTION.
 //   - Broker and broker-logger resources (4, 8): see broker_configs.go.
 //     Other types are INVALID_REQUEST as in Kafka.
+//   - Authorization: DescribeConfigs on the topic
+//     (TOPIC_AUTHORIZATION_FAILED) or, for BROKER and BROKER_LOGGER, on the
+//     cluster (CLUSTER_AUTHORIZATION_FAILED), with no configs.
 
 import (
 	"context"

@@ -14,6 +14,9 @@ package protocol
 //     as in Kafka; other types INVALID_REQUEST.
 //   - A resource named twice answers INVALID_REQUEST "Each resource must
 //     appear at most once." for both copies, as Kafka.
+//   - Authorization: AlterConfigs on the topic or, for brokers, on the
+//     cluster (TOPIC_/CLUSTER_AUTHORIZATION_FAILED), after the duplicate
+//     check.
 
 import (
 	"context"

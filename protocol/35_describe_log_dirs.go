@@ -12,6 +12,8 @@ package protocol
 //     max(HW - LEO, 0) of the local log: 0 on a leader) and IsFuture
 //     false (replicas never move between dirs). Dirs have no error: an
 //     offline dir stops the broker.
+//   - Authorization: Describe on the cluster, else no dirs (v0-2 carry no
+//     error code).
 
 import (
 	"context"

@@ -17,6 +17,7 @@ package protocol
 //     TimeoutMillis <= 0 answers REQUEST_TIMED_OUT at once, as Kafka's
 //     ZkAdminManager.createPartitions.
 //   - ErrorMessage carries the reason for every error.
+//   - Authorization: Alter on each topic, else TOPIC_AUTHORIZATION_FAILED.
 
 import (
 	"context"

@@ -20,6 +20,8 @@ package protocol
 //   - The answer comes once the controller wrote and announced the new
 //     leaders; unlike Kafka it does not wait (up to TimeoutMillis) for
 //     this broker's metadata to show them.
+//   - Authorization: Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+//     at the top and for each partition asked for.
 
 import (
 	"cmp"

@@ -22,6 +22,8 @@ package protocol
 //     appear at most once." for both copies, as Kafka.
 //   - Broker and broker-logger resources (4, 8): see broker_configs.go.
 //     Other types are INVALID_REQUEST as in Kafka.
+//   - Authorization: AlterConfigs on the topic or, for BROKER and
+//     BROKER_LOGGER, on the cluster (TOPIC_/CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"context"

@@ -23,6 +23,8 @@ package protocol
 //     runs), AddingReplicas and RemovingReplicas.
 //   - TimeoutMillis bounds the wait for the topic znode writes (the
 //     context's deadline); it does not wait for the reassignment to end.
+//   - Authorization: AlterPartitionReassignments needs Alter on the cluster,
+//     ListPartitionReassignments Describe (CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"context"

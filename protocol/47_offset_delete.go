@@ -11,6 +11,9 @@ package protocol
 //     COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or
 //     a failed tombstone write) is answered in ErrorCode with no topics,
 //     as Kafka's OffsetDeleteRequest.getErrorResponse does.
+//   - Authorization: Delete on the group (top-level
+//     GROUP_AUTHORIZATION_FAILED), then Read on each topic
+//     (TOPIC_AUTHORIZATION_FAILED for its partitions).
 
 import (
 	"context"

@@ -11,6 +11,9 @@ package protocol
 //     controllers. The response echoes the type.
 //   - ClusterAuthorizedOperations stays at Kafka's "not provided" value
 //     (INT32_MIN): this broker has no authorizer.
+//   - Authorization: nothing to see the cluster;
+//     IncludeClusterAuthorizedOperations answers the cluster's authorized
+//     operations, 0 without Describe on it.
 
 import (
 	"context"

@@ -13,6 +13,8 @@ package protocol
 //     UNKNOWN_TOPIC_OR_PARTITION; a partition not led here answers
 //     NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION if the metadata
 //     does not know it). Failed partitions carry an ErrorMessage.
+//   - Authorization: Read on each topic, else TOPIC_AUTHORIZATION_FAILED for
+//     its partitions.
 
 import (
 	"context"

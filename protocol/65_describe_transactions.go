@@ -11,6 +11,9 @@ package protocol
 //     COORDINATOR_LOAD_IN_PROGRESS, an unknown one
 //     TRANSACTIONAL_ID_NOT_FOUND, as Kafka's coordinator.
 //   - An id listed twice is answered twice, as Kafka does.
+//   - Authorization: Describe on each transactional id
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); only partitions of topics the
+//     principal may Describe are listed.
 
 import (
 	"context"

@@ -11,6 +11,8 @@ package protocol
 //     are all unknown list nothing.
 //   - A coordinator still loading a partition answers
 //     COORDINATOR_LOAD_IN_PROGRESS with no states.
+//   - Authorization: only the transactional ids the principal may Describe
+//     are listed.
 
 import (
 	"context"

@@ -41,6 +41,7 @@ const (
 	needsTransactions                     // Config.Transactions is set
 	needsTxnPartitions                    // Config.Replicas implements TxnPartitions
 	needsTxnGroups                        // Config.Transactions is set and Config.Groups implements TxnGroups
+	needsScramAdmin                       // Config.ScramAdmin is set
 )
 
 // supportedAPIs is the one table of what this package can serve. A
@@ -94,6 +95,12 @@ const (
 //     code, v4 dir sizes), CreatePartitions 0-3, IncrementalAlterConfigs
 //     0-1 (the whole range), DescribeCluster 0-1 (v2 lists fenced brokers,
 //     a KRaft notion).
+//   - The ACL keys DescribeAcls, CreateAcls and DeleteAcls 0-3 (v1 adds
+//     prefixed patterns, v2 is flexible, v3 USER resources) are always
+//     advertised, as Kafka's are, and answer SECURITY_DISABLED without
+//     Config.Authorizer (and, for writes, Config.ACLAdmin);
+//     DescribeUserScramCredentials 0 and AlterUserScramCredentials 0 (the
+//     whole ranges) only with Config.ScramAdmin.
 //   - The controller's admin operations (Config.Admin implements
 //     ClusterControl): ElectLeaders 0-2 (the whole range: v1 adds the
 //     election type, v2 is flexible), AlterPartitionReassignments 0 (v1 is
@@ -130,6 +137,9 @@ var supportedAPIs = []apiRange{
 	{key: 26, min: 0, max: 3, needs: needsTransactions},   // EndTxn
 	{key: 27, min: 0, max: 1, needs: needsTxnPartitions},  // WriteTxnMarkers
 	{key: 28, min: 0, max: 3, needs: needsTxnGroups},      // TxnOffsetCommit
+	{key: 29, min: 0, max: 3},                             // DescribeAcls
+	{key: 30, min: 0, max: 3},                             // CreateAcls
+	{key: 31, min: 0, max: 3},                             // DeleteAcls
 	{key: 32, min: 0, max: 4},                             // DescribeConfigs
 	{key: 33, min: 0, max: 1, needs: needsConfigAdmin},    // AlterConfigs
 	{key: 35, min: 0, max: 2, needs: needsLogDirs},        // DescribeLogDirs
@@ -141,6 +151,8 @@ var supportedAPIs = []apiRange{
 	{key: 45, min: 0, max: 0, needs: needsClusterControl}, // AlterPartitionReassignments
 	{key: 46, min: 0, max: 0, needs: needsClusterControl}, // ListPartitionReassignments
 	{key: 47, min: 0, max: 0, needs: needsGroups},         // OffsetDelete
+	{key: 50, min: 0, max: 0, needs: needsScramAdmin},     // DescribeUserScramCredentials
+	{key: 51, min: 0, max: 0, needs: needsScramAdmin},     // AlterUserScramCredentials
 	{key: 60, min: 0, max: 1},                             // DescribeCluster
 	{key: 61, min: 0, max: 0, needs: needsTxnPartitions},  // DescribeProducers
 	{key: 65, min: 0, max: 0, needs: needsTransactions},   // DescribeTransactions
@@ -164,6 +176,7 @@ func servedAPIs(cfg *Config) []apiRange {
 		case r.needs == needsTransactions && cfg.Transactions == nil:
 		case r.needs == needsTxnPartitions && !implements[TxnPartitions](cfg.Replicas):
 		case r.needs == needsTxnGroups && (cfg.Transactions == nil || !implements[TxnGroups](cfg.Groups)):
+		case r.needs == needsScramAdmin && cfg.ScramAdmin == nil:
 		default:
 			out = append(out, r)
 		}
@@ -350,6 +363,9 @@ func (s *Server) handleClusterControl(ctx context.Context, rc *reqContext, req k
 		return s.handleAlterPartitionReassignments(ctx, rc, r)
 	case *kmsg.ListPartitionReassignmentsRequest:
 		return s.handleListPartitionReassignments(ctx, rc, r)
+	}
+	if resp, ok, err := s.handleSecurityKeys(ctx, rc, req); ok {
+		return resp, err
 	}
 	// parseRequest only builds requests for keys in supportedAPIs, so this
 	// is a table without a handler: a programming error.

@@ -19,6 +19,7 @@ package protocol
 //     per-topic Create, ListGroups' filter) pass quiet and log nothing.
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -226,4 +227,24 @@ func codeMessage(code int16) *string {
 		return &ke.Message
 	}
 	return nil
+}
+
+// handleSecurityKeys runs the handlers of the ACL and SCRAM admin keys;
+// ok is false for any other key.
+func (s *Server) handleSecurityKeys(ctx context.Context, rc *reqContext, req kmsg.Request) (resp kmsg.Response, ok bool, err error) {
+	switch r := req.(type) {
+	case *kmsg.DescribeACLsRequest:
+		resp, err = s.handleDescribeACLs(ctx, rc, r)
+	case *kmsg.CreateACLsRequest:
+		resp, err = s.handleCreateACLs(ctx, rc, r)
+	case *kmsg.DeleteACLsRequest:
+		resp, err = s.handleDeleteACLs(ctx, rc, r)
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		resp, err = s.handleDescribeUserScramCredentials(ctx, rc, r)
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		resp, err = s.handleAlterUserScramCredentials(ctx, rc, r)
+	default:
+		return nil, false, nil
+	}
+	return resp, true, err
 }

@@ -79,6 +79,48 @@
 // for read_committed consumers, the aborted transactions; ListOffsets
 // bounds read_committed by the LSO; OffsetFetch passes RequireStable.
 //
+// # Authorization
+//
+// Config.Authorizer (authorizer.class.name; *security.Authorizer) decides
+// every check; nil allows everything, as Kafka without an authorizer.
+// Each handler asks, through the one helper set in authz.go, exactly what
+// Kafka's KafkaApis asks, with the request's principal and client IP
+// (reqContext, set by the connection from TLS or SASL), and answers
+// Kafka's codes: TOPIC_AUTHORIZATION_FAILED per topic or partition,
+// GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+// CLUSTER_AUTHORIZATION_FAILED for the whole request. A refused request
+// or partition reaches no interface: nothing is appended, read, created,
+// deleted or committed. In short: Produce Write on the topic (and on the
+// transactional id for transactional records); Fetch Read, or
+// ClusterAction for a follower, refused before the replica sees it so the
+// high watermark cannot move (CVE-2018-1288); ListOffsets and
+// OffsetForLeaderEpoch Describe (ClusterAction covers the latter);
+// Metadata lists only topics the principal may Describe and auto-creates
+// only with Create on the cluster or the topic; the group keys Read,
+// Describe or Delete on the group and Read or Describe on its topics;
+// FindCoordinator Describe on the group or transactional id;
+// InitProducerId Write on the transactional id or, idempotent (KIP-679),
+// IdempotentWrite on the cluster or Write on any topic; the transaction
+// keys Write on the transactional id, Read on the group, Write or Read on
+// the topics, ClusterAction for the brokers' AddPartitionsToTxn v4 and
+// for WriteTxnMarkers (or cluster Alter); CreateTopics Create,
+// DeleteTopics and DeleteRecords Delete, CreatePartitions Alter; the
+// config keys DescribeConfigs or AlterConfigs on the topic or cluster;
+// ElectLeaders and the reassignments cluster Alter or Describe;
+// DescribeLogDirs cluster Describe; LeaderAndIsr, StopReplica,
+// UpdateMetadata and ControlledShutdown ClusterAction, before any epoch is
+// adopted. Metadata, DescribeGroups and DescribeCluster fill authorized
+// operations when asked. A denial logs one Info line ("authorization
+// denied": principal, operation, resource_type, resource, host,
+// remote_addr), except where Kafka checks quietly.
+//
+// DescribeAcls, CreateAcls and DeleteAcls are always advertised and
+// answer SECURITY_DISABLED without an Authorizer (writes also without
+// Config.ACLAdmin, the ZooKeeper store); filters and bindings are
+// validated with the security package. DescribeUserScramCredentials and
+// AlterUserScramCredentials are served with Config.ScramAdmin, with
+// ZkAdminManager's validations.
+//
 // # Ordering and concurrency
 //
 // Each connection has a reader goroutine, which reads, decodes and handles
