@@ -255,3 +255,29 @@ Client {
 		t.Fatalf("without a Client section: %+v, %v", d, err)
 	}
 }
+
+// TestDynamicReloadKeepsListenerSecurity: a dynamic config reload parses
+// the merged layers again; the listener.name.* keys of server.properties
+// stay, and one written to a dynamic layer is ignored.
+func TestDynamicReloadKeepsListenerSecurity(t *testing.T) {
+	props, err := ParseProperties(writeProps(t, securedProps(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := `org.apache.kafka.common.security.plain.PlainLoginModule required user_mallory="m";`
+	cfg, err := buildDynamic(cluster.BrokerConfigLayers{Static: props,
+		DynamicBroker: map[string]string{"listener.name.sasl_ssl.plain.sasl.jaas.config": evil, "log.retention.ms": "1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := cfg.Security.Listeners["SASL_SSL"].PlainUsers
+	if ok, _ := users.AuthenticatePlain("alice", "alice-secret"); !ok {
+		t.Error("server.properties' PLAIN users lost on reload")
+	}
+	if ok, _ := users.AuthenticatePlain("mallory", "m"); ok {
+		t.Error("a dynamic layer changed the JAAS config")
+	}
+	if cfg.LogDefaults.RetentionMs != 1000 || cfg.Security.InterBrokerUser != "admin" {
+		t.Errorf("reloaded config: retention %d, inter-broker user %q", cfg.LogDefaults.RetentionMs, cfg.Security.InterBrokerUser)
+	}
+}
