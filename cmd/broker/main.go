@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -220,6 +221,10 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 			return fmt.Errorf("load ACLs from zookeeper: %w", err)
 		}
 		authorizer, aclAdmin = a, session.ACLAdmin()
+		if u := cfg.Security.InterBrokerUser; u != "" && !slices.Contains(cfg.Security.SuperUsers, security.User(u)) {
+			log.Warn().Str("principal", security.User(u).String()).
+				Msg("the inter-broker principal is not in super.users: replication and controller requests need ClusterAction ACLs for it")
+		}
 	}
 	cfg = dyn.attach(session) // server.properties with the dynamic layers applied
 	session.SetTopicDefaults(cfg.LogDefaults)

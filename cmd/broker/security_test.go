@@ -281,3 +281,27 @@ func TestDynamicReloadKeepsListenerSecurity(t *testing.T) {
 		t.Errorf("reloaded config: retention %d, inter-broker user %q", cfg.LogDefaults.RetentionMs, cfg.Security.InterBrokerUser)
 	}
 }
+
+// TestAdvertisedEndpointsCarryTheSecurityProtocol: the endpoints zkcoord
+// registers (listener_security_protocol_map) carry each listener's real
+// protocol, so clients and brokers reading /brokers/ids know to speak TLS
+// or SASL.
+func TestAdvertisedEndpointsCarryTheSecurityProtocol(t *testing.T) {
+	cfg, err := loadConfig([]string{writeProps(t, securedProps(t)+"advertised.listeners=SASL_SSL://b1:9094,SSL://b1:9093,PLAINTEXT://b1:9092\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps, err := advertisedEndpoints(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"SASL_SSL": "SASL_SSL", "SSL": "SSL", "PLAINTEXT": "PLAINTEXT"}
+	if len(eps) != 3 {
+		t.Fatalf("endpoints %+v", eps)
+	}
+	for _, e := range eps {
+		if e.SecurityProtocol != want[e.Listener] || e.Host != "b1" {
+			t.Errorf("endpoint %+v", e)
+		}
+	}
+}
