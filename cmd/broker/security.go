@@ -122,8 +122,14 @@ func (p *propReader) security(c *Config) SecurityConfig {
 		s.Listeners[l.Name] = ls
 		if ls.usesTLS() {
 			ls.TLS = security.TLSSettingsFromConfig(p.props, l.Name)
-			if v, key := p.listenerStr(l.Name, "ssl.client.auth"); !slices.Contains([]string{"none", "requested", "required"}, v) {
+			v, key := p.listenerStr(l.Name, "ssl.client.auth")
+			if !slices.Contains([]string{"none", "requested", "required"}, v) {
 				p.fail(key, "%q is not none, requested or required", v)
+			}
+			// As Kafka's ChannelBuilders: on SASL_SSL only the
+			// listener-prefixed ssl.client.auth applies (KIP-684).
+			if ls.Protocol == protocol.ProtocolSASLSSL && key == "ssl.client.auth" {
+				ls.TLS.ClientAuth = "none"
 			}
 		}
 		if ls.Protocol == protocol.ProtocolSSL {

@@ -85,6 +85,26 @@ func TestSecurityConfig(t *testing.T) {
 	if sasl.TLS.ClientAuth != "none" {
 		t.Errorf("listener.name.ssl.ssl.client.auth leaked to SASL_SSL: %q", sasl.TLS.ClientAuth)
 	}
+
+	// KIP-684: a broker-wide ssl.client.auth applies to SSL listeners but
+	// not to SASL_SSL ones, where only the listener-prefixed key counts.
+	wide, err := loadConfig([]string{writeProps(t, strings.Replace(securedProps(t), "listener.name.ssl.ssl.client.auth=required", "ssl.client.auth=required", 1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := wide.Security.Listeners["SASL_SSL"].TLS.ClientAuth; got != "none" {
+		t.Errorf("broker-wide ssl.client.auth on SASL_SSL: %q, want none", got)
+	}
+	if got := wide.Security.Listeners["SSL"].TLS.ClientAuth; got != "required" {
+		t.Errorf("broker-wide ssl.client.auth on SSL: %q, want required", got)
+	}
+	prefixed, err := loadConfig([]string{writeProps(t, securedProps(t)+"listener.name.sasl_ssl.ssl.client.auth=requested\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := prefixed.Security.Listeners["SASL_SSL"].TLS.ClientAuth; got != "requested" {
+		t.Errorf("listener.name.sasl_ssl.ssl.client.auth: %q, want requested", got)
+	}
 	if name, err := ssl.PrincipalMapper.Name("CN=Broker1,OU=Brokers,O=Test,C=US"); err != nil || name != "broker1" {
 		t.Errorf("mapping rules: %q, %v", name, err)
 	}
