@@ -82,8 +82,8 @@ func SASLMechanism(name, user, password string) (sasl.Mechanism, error) {
 }
 
 // reauthMargin is the share of a SASL session's lifetime after which the
-// client dials a fresh, freshly authenticated connection rather than
-// reuse one the server would close (connections.max.reauth.ms).
+// client re-authenticates its connection before reusing it, rather than
+// have the server close it (connections.max.reauth.ms).
 const reauthMargin = 0.85
 
 // Versions of the SASL requests the client sends.
@@ -732,8 +732,12 @@ func (c *BrokerClient) roundTrip(ctx context.Context, key connKey, addr string, 
 		bc.closeLocked()
 	}
 	if bc.nc != nil && !bc.renewAt.IsZero() && !time.Now().Before(bc.renewAt) {
-		c.log.Debug().Int32("to_broker_id", key.broker).Str("addr", addr).Msg("SASL session ending, redialing")
-		bc.closeLocked()
+		// KIP-368: re-authenticate on the live connection; if the
+		// server refuses, a fresh connection authenticates anew.
+		if err := c.authenticateLocked(ctx, bc, c.cfg.Security.SASL); err != nil {
+			c.log.Debug().Err(err).Int32("to_broker_id", key.broker).Str("addr", addr).Msg("SASL re-authentication failed, redialing")
+			bc.closeLocked()
+		}
 	}
 	for attempt := 0; ; attempt++ {
 		reused := bc.nc != nil
@@ -807,8 +811,8 @@ func (c *BrokerClient) dialLocked(ctx context.Context, bc *brokerConn, addr stri
 
 // authenticateLocked runs the SASL exchange on bc's new connection:
 // SaslHandshake v1, then SaslAuthenticate v1 until the mechanism is done.
-// A session with a lifetime is renewed by redialing before it ends.
-// Caller holds bc.sem.
+// It also re-authenticates a live connection (KIP-368) when its session
+// nears its end. Caller holds bc.sem.
 func (c *BrokerClient) authenticateLocked(ctx context.Context, bc *brokerConn, mech sasl.Mechanism) error {
 	fail := func(err error) error { return &connError{op: "SASL authenticate to", addr: bc.addr, err: err} }
 	hs := kmsg.NewPtrSASLHandshakeRequest()

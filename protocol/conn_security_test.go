@@ -759,29 +759,42 @@ func TestBrokerClientOverSASLSSL(t *testing.T) {
 }
 
 // TestBrokerClientRenewsSessionBeforeExpiry: with a session lifetime the
-// client redials (and authenticates again) before the server would close.
+// client re-authenticates its live connection before the server would
+// close it (KIP-368), and redials if the server refuses.
 func TestBrokerClientRenewsSessionBeforeExpiry(t *testing.T) {
 	rec := &principals{}
+	clock := newFakeClock()
 	b := startBroker(t, secured(ListenerSecurity{Protocol: ProtocolSASLPlaintext, SASL: saslConfig(t)}, rec,
-		func(c *Config) { c.MaxReauth = time.Hour }))
+		func(c *Config) { c.MaxReauth, c.now = time.Hour, clock.Now }))
 	c := newBrokerClient(t, b)
-	c.cfg.Security = ClientSecurity{SASL: kgoMechanism("PLAIN", "bob", "bob-secret")}
-	for i := 0; i < 2; i++ {
+	c.cfg.Security = ClientSecurity{SASL: kgoMechanism("SCRAM-SHA-256", "bob", "bob-secret")}
+	update := func() {
+		t.Helper()
 		if err := c.UpdateMetadata(context.Background(), b.self(), sampleUpdateMetadata(5, 42)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := len(rec.list()); n != 1 {
-		t.Fatalf("%d authentications for two requests within the session, want 1", n)
+	update()
+	update()
+	if n, r := len(rec.list()), rec.reauthentications(); n != 1 || r != 0 {
+		t.Fatalf("%d authentications, %d re-authentications for two requests within the session, want 1, 0", n, r)
 	}
-	for _, bc := range c.conns {
-		bc.renewAt = time.Now().Add(-time.Second) // as if 85% of the lifetime had passed
+	renew := func() {
+		for _, bc := range c.conns {
+			bc.renewAt = time.Now().Add(-time.Second) // as if 85% of the lifetime had passed
+		}
 	}
-	if err := c.UpdateMetadata(context.Background(), b.self(), sampleUpdateMetadata(5, 42)); err != nil {
-		t.Fatal(err)
+	renew()
+	update()
+	if n, r := len(rec.list()), rec.reauthentications(); n != 1 || r != 1 {
+		t.Fatalf("after the renewal point: %d authentications, %d re-authentications, want 1, 1", n, r)
 	}
-	if n := len(rec.list()); n != 2 {
-		t.Fatalf("%d authentications after the renewal point, want 2", n)
+	// Within a second of the last re-authentication the server answers
+	// SaslHandshake with ILLEGAL_SASL_STATE: the client redials.
+	renew()
+	update()
+	if n, r := len(rec.list()), rec.reauthentications(); n != 2 || r != 1 {
+		t.Fatalf("refused re-authentication: %d authentications, %d re-authentications, want 2, 1", n, r)
 	}
 }
 

@@ -227,9 +227,10 @@
 // BrokerClient's ClientConfig.Security dials the inter-broker listener
 // with TLS (the listener's TLSContext: truststore, keystore as client
 // certificate) and SASL (SaslHandshake v1 and SaslAuthenticate v1 with a
-// franz-go client mechanism, SASLMechanism). A session with a lifetime is
-// renewed by redialing at 85% of it rather than re-authenticating in
-// place. The controller, the followers and the marker writer all use it.
+// franz-go client mechanism, SASLMechanism). A connection whose session
+// has a lifetime re-authenticates in place at 85% of it, before its next
+// request (KIP-368), and redials if the server refuses. The controller,
+// the followers and the marker writer all use it.
 //
 // # Errors
 //
