@@ -933,3 +933,29 @@ func TestKgoReauthenticatesInPlace(t *testing.T) {
 	}
 	t.Logf("%d connections authenticated, %d re-authentications", len(rec.list()), rec.reauthentications())
 }
+
+// TestSASLKeysOnPlaintextListener: SaslHandshake and SaslAuthenticate on
+// a listener without SASL answer ILLEGAL_SASL_STATE, as KafkaApis does,
+// and the connection stays.
+func TestSASLKeysOnPlaintextListener(t *testing.T) {
+	b := startBroker(t)
+	c := b.dial(t)
+	if hs := c.roundTrip(handshake(1, "PLAIN")).(*kmsg.SASLHandshakeResponse); hs.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("SaslHandshake: %v", kerr.ErrorForCode(hs.ErrorCode))
+	}
+	if ar := c.roundTrip(authenticate(2, plainToken("alice", "alice-secret"))).(*kmsg.SASLAuthenticateResponse); ar.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("SaslAuthenticate: %v", kerr.ErrorForCode(ar.ErrorCode))
+	}
+	metadataWorks(t, c)
+}
+
+// TestPlaintextClientOnTLSListener: a client speaking plaintext to an SSL
+// listener fails the TLS handshake and is closed unanswered.
+func TestPlaintextClientOnTLSListener(t *testing.T) {
+	pki := newTestPKI(t)
+	b := startBroker(t, secured(ListenerSecurity{Protocol: ProtocolSSL, TLS: pki.serverTLS("none")}, nil))
+	c := b.dial(t)
+	meta := kmsg.NewPtrMetadataRequest()
+	c.send(meta)
+	c.expectClosed()
+}
