@@ -239,6 +239,14 @@ var brokerKeyTable = func() []BrokerKey {
 		bk("ssl.cipher.suites", TypeList, "", "A list of cipher suites; by default all the available cipher suites are supported."),
 		bk("ssl.endpoint.identification.algorithm", TypeString, "https", "The endpoint identification algorithm to validate server hostname using server certificate (inter-broker connections)."),
 		bk("ssl.principal.mapping.rules", TypeString, "DEFAULT", "A list of rules for mapping from distinguished name found in the client certificate to short name."),
+		// JSSE's knobs: accepted (so Kafka's configs start) but with
+		// nothing to choose in Go's TLS stack; ssl.protocol is checked.
+		bk("ssl.protocol", TypeString, "TLSv1.3", "The SSL protocol used to generate the SSLContext (TLSv1.2, TLSv1.3 or TLS); here ssl.enabled.protocols alone decides what is negotiated."),
+		bk("ssl.provider", TypeString, "", "The name of the security provider used for SSL connections. Accepted and not used: Go's TLS has one provider.", noDefault),
+		bk("ssl.keymanager.algorithm", TypeString, "SunX509", "The algorithm used by key manager factory for SSL connections. Accepted and not used."),
+		bk("ssl.trustmanager.algorithm", TypeString, "PKIX", "The algorithm used by trust manager factory for SSL connections. Accepted and not used: chains are verified as PKIX."),
+		bk("ssl.secure.random.implementation", TypeString, "", "The SecureRandom PRNG implementation to use for SSL cryptography operations. Accepted and not used: crypto/rand.", noDefault),
+		bk("ssl.engine.factory.class", TypeString, "", "The class of type SslEngineFactory to provide SSLEngine objects; not supported (must be unset).", noDefault),
 	}
 	dynamicLog := map[string]bool{}
 	for _, tk := range topicKeyTable {

@@ -126,6 +126,12 @@ func (p *propReader) security(c *Config) SecurityConfig {
 			if !slices.Contains([]string{"none", "requested", "required"}, v) {
 				p.fail(key, "%q is not none, requested or required", v)
 			}
+			if v, key := p.listenerStr(l.Name, "ssl.protocol"); !slices.Contains([]string{"TLSv1.2", "TLSv1.3", "TLS"}, v) {
+				p.fail(key, "%q is not TLSv1.2, TLSv1.3 or TLS (older protocols are not supported)", v)
+			}
+			if v, key := p.listenerStr(l.Name, "ssl.engine.factory.class"); v != "" {
+				p.fail(key, "SslEngineFactory plugins are not supported")
+			}
 			// As Kafka's ChannelBuilders: on SASL_SSL only the
 			// listener-prefixed ssl.client.auth applies (KIP-684).
 			if ls.Protocol == protocol.ProtocolSASLSSL && key == "ssl.client.auth" {

@@ -47,6 +47,9 @@ ssl.keystore.location=` + keystore + `
 ssl.truststore.type=PEM
 ssl.truststore.location=` + fixtures + `/ca.pem
 ssl.endpoint.identification.algorithm=
+ssl.protocol=TLSv1.2
+ssl.keymanager.algorithm=SunX509
+listener.name.ssl.ssl.trustmanager.algorithm=PKIX
 listener.name.ssl.ssl.client.auth=required
 listener.name.ssl.ssl.principal.mapping.rules=RULE:^CN=([^,]+).*$/$1/L,DEFAULT
 sasl.server.max.receive.size=65536
@@ -184,6 +187,8 @@ func TestSecurityConfigErrorsNameTheKey(t *testing.T) {
 		{"prefixed gssapi jaas", minimal + "listener.name.plaintext.gssapi.sasl.jaas.config=x\n", "listener.name.plaintext.gssapi.sasl.jaas.config"},
 		{"prefix of an unknown listener", minimal + "listener.name.external.ssl.client.auth=required\n", "listener.name.external.ssl.client.auth"},
 		{"bad mapping rules", minimal + "listeners=SSL://:9093\nlistener.security.protocol.map=SSL:SSL\nssl.principal.mapping.rules=RULE:nope\n", "ssl.principal.mapping.rules"},
+		{"old ssl.protocol", minimal + "listeners=SSL://:9093\nlistener.security.protocol.map=SSL:SSL\nssl.protocol=TLSv1.1\n", "ssl.protocol"},
+		{"engine factory", minimal + "listeners=SSL://:9093\nlistener.security.protocol.map=SSL:SSL\nlistener.name.ssl.ssl.engine.factory.class=com.example.Engine\n", "listener.name.ssl.ssl.engine.factory.class"},
 		{"bad client auth", minimal + "listeners=SSL://:9093\nlistener.security.protocol.map=SSL:SSL\nlistener.name.ssl.ssl.client.auth=always\n", "listener.name.ssl.ssl.client.auth"},
 	}
 	for _, c := range cases {
