@@ -206,6 +206,47 @@ var brokerKeyTable = func() []BrokerKey {
 		bk("leader.replication.throttled.rate", TypeLong, maxLong, "A long representing the upper bound (bytes/sec) on replication traffic for leaders enumerated in the property leader.replication.throttled.replicas (for each topic).", quota, atLeast(0)),
 		bk("follower.replication.throttled.rate", TypeLong, maxLong, "A long representing the upper bound (bytes/sec) on replication traffic for followers enumerated in the property follower.replication.throttled.replicas (for each topic).", quota, atLeast(0)),
 		bk("http.listener", TypeString, "", "Not a Kafka key: host:port of the HTTP listener for /metrics, /v1/partitions and the status page.", noDefault),
+
+		// Security (issue 14): Kafka's KafkaConfig and BrokerSecurityConfigs
+		// keys, and AclAuthorizer's. Each ssl.* and sasl.* key may also be
+		// set per listener as listener.name.<listener>.<key>; those
+		// prefixed keys are not rows (DescribeConfigs lists them as
+		// custom, hence sensitive, configs), nor is sasl.jaas.config, which
+		// a broker reads only as listener.name.<listener>.<mechanism>.sasl.jaas.config.
+		// Passwords and private keys are PASSWORD: described as null.
+		bk("security.inter.broker.protocol", TypeString, "PLAINTEXT", "Security protocol used to communicate between brokers: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL. It is an error to set this and inter.broker.listener.name at the same time."),
+		bk("sasl.enabled.mechanisms", TypeList, "GSSAPI", "The list of SASL mechanisms enabled in the Kafka server (here PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+		bk("sasl.mechanism.inter.broker.protocol", TypeString, "GSSAPI", "SASL mechanism used for inter-broker communication."),
+		bk("sasl.server.max.receive.size", TypeInt, "524288", "The maximum receive size allowed before and during initial SASL authentication."),
+		bk("connection.failed.authentication.delay.ms", TypeInt, "100", "Connection close delay on failed authentication: the time by which connection close will be delayed on authentication failure.", atLeast(0)),
+		bk("connections.max.reauth.ms", TypeLong, "0", "When explicitly set to a positive number, a session lifetime that will not exceed the configured value is communicated to v2.2.0 or later clients when they authenticate; the broker disconnects any such connection that is not re-authenticated within the session lifetime."),
+		bk("authorizer.class.name", TypeString, "", "The fully qualified name of a class that implements the Authorizer interface; here kafka.security.authorizer.AclAuthorizer or empty."),
+		bk("super.users", TypeString, "", "AclAuthorizer: semicolon-separated principals (User:name) that may perform any operation.", noDefault),
+		bk("allow.everyone.if.no.acl.found", TypeBoolean, "false", "AclAuthorizer: whether a resource without any ACL is open to everyone."),
+		bk("zookeeper.set.acl", TypeBoolean, "false", "Set client to use secure ACLs."),
+		bk("ssl.keystore.type", TypeString, "JKS", "The file format of the key store file (here PEM or PKCS12)."),
+		bk("ssl.keystore.location", TypeString, "", "The location of the key store file.", noDefault),
+		bk("ssl.keystore.password", TypePassword, "", "The store password for the key store file.", noDefault),
+		bk("ssl.keystore.certificate.chain", TypePassword, "", "Certificate chain in the format specified by ssl.keystore.type (PEM with an X.509 certificate list).", noDefault),
+		bk("ssl.keystore.key", TypePassword, "", "Private key in the format specified by ssl.keystore.type (PEM with a PKCS#8 key, encrypted with ssl.key.password if given).", noDefault),
+		bk("ssl.key.password", TypePassword, "", "The password of the private key in the key store file or the PEM key specified in ssl.keystore.key.", noDefault),
+		bk("ssl.truststore.type", TypeString, "JKS", "The file format of the trust store file (here PEM or PKCS12)."),
+		bk("ssl.truststore.location", TypeString, "", "The location of the trust store file.", noDefault),
+		bk("ssl.truststore.password", TypePassword, "", "The password for the trust store file.", noDefault),
+		bk("ssl.truststore.certificates", TypePassword, "", "Trusted certificates in the format specified by ssl.truststore.type (PEM).", noDefault),
+		bk("ssl.client.auth", TypeString, "none", "Whether the broker requests client authentication: required, requested or none."),
+		bk("ssl.enabled.protocols", TypeList, "TLSv1.2,TLSv1.3", "The list of protocols enabled for SSL connections."),
+		bk("ssl.cipher.suites", TypeList, "", "A list of cipher suites; by default all the available cipher suites are supported."),
+		bk("ssl.endpoint.identification.algorithm", TypeString, "https", "The endpoint identification algorithm to validate server hostname using server certificate (inter-broker connections)."),
+		bk("ssl.principal.mapping.rules", TypeString, "DEFAULT", "A list of rules for mapping from distinguished name found in the client certificate to short name."),
+		// JSSE's knobs: accepted (so Kafka's configs start) but with
+		// nothing to choose in Go's TLS stack; ssl.protocol is checked.
+		bk("ssl.protocol", TypeString, "TLSv1.3", "The SSL protocol used to generate the SSLContext (TLSv1.2, TLSv1.3 or TLS); here ssl.enabled.protocols alone decides what is negotiated."),
+		bk("ssl.provider", TypeString, "", "The name of the security provider used for SSL connections. Accepted and not used: Go's TLS has one provider.", noDefault),
+		bk("ssl.keymanager.algorithm", TypeString, "SunX509", "The algorithm used by key manager factory for SSL connections. Accepted and not used."),
+		bk("ssl.trustmanager.algorithm", TypeString, "PKIX", "The algorithm used by trust manager factory for SSL connections. Accepted and not used: chains are verified as PKIX."),
+		bk("ssl.secure.random.implementation", TypeString, "", "The SecureRandom PRNG implementation to use for SSL cryptography operations. Accepted and not used: crypto/rand.", noDefault),
+		bk("ssl.engine.factory.class", TypeString, "", "The class of type SslEngineFactory to provide SSLEngine objects; not supported (must be unset).", noDefault),
 	}
 	dynamicLog := map[string]bool{}
 	for _, tk := range topicKeyTable {

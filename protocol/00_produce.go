@@ -58,6 +58,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/security"
 )
 
 // errAcksZeroFailed closes the connection after a failed acks=0 produce.
@@ -79,6 +80,7 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 	// Transactional batches: the request's producer, refusals of the
 	// whole request, and the guards of verified partitions.
 	txnState, whole := s.prepareTxnProduce(ctx, rc, req, validAcks)
+	writable := s.filterAuthorized(rc, security.OpWrite, security.ResourceTopic, logDenied)
 
 	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	for ti, t := range req.Topics {
@@ -93,6 +95,8 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 			switch {
 			case whole != nil:
 				setErr(&rp, whole.code, whole.err)
+			case !writable(t.Topic):
+				setErr(&rp, kerr.TopicAuthorizationFailed.Code, errTopicAuthorization)
 			case !validAcks:
 				setErr(&rp, kerr.InvalidRequiredAcks.Code, fmt.Errorf("acks %d is not -1, 0 or 1", req.Acks))
 			case p.Records == nil:
@@ -191,6 +195,11 @@ func (s *Server) prepareTxnProduce(ctx context.Context, rc *reqContext, req *kms
 				return nil, &wholeProduceError{kerr.TransactionalIDAuthorizationFailed.Code,
 					errors.New("transactional records in a produce request without a transactional id")}
 			}
+			// Write on the transactional id, asked once (found is set after
+			// the first transactional partition passed).
+			if !found && !s.authorize(rc, security.OpWrite, security.ResourceTransactionalID, *req.TransactionID) {
+				return nil, &wholeProduceError{kerr.TransactionalIDAuthorizationFailed.Code, errTransactionalIDAuthorization}
+			}
 			if bp.mixed || (found && bp.producerID != producerID) {
 				return nil, &wholeProduceError{kerr.InvalidProducerIDMapping.Code,
 					errors.New("transactional records contained more than one producer id")}
@@ -205,7 +214,8 @@ func (s *Server) prepareTxnProduce(ctx context.Context, rc *reqContext, req *kms
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			tv := txnProduce{transactional: true}
 			// The request is refused for these anyway: no guard, no call.
-			if !validAcks || cluster.IsInternalTopic(t.Topic) || !s.cfg.TxnVerification {
+			if !validAcks || cluster.IsInternalTopic(t.Topic) || !s.cfg.TxnVerification ||
+				!s.authorizeLog(rc, security.OpWrite, security.ResourceTopic, t.Topic, quiet) {
 				out[tp] = tv
 				continue
 			}

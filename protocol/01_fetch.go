@@ -35,15 +35,24 @@ package protocol
 //     of throttled partitions (ReadResult.Throttled) are recorded against
 //     the quota when Replicas implements ReplicationQuota, as Kafka's
 //     KafkaApis records sizeOfThrottledPartitions.
+//   - Authorization: a consumer needs Read on each topic
+//     (TOPIC_AUTHORIZATION_FAILED); a follower (replica id >= 0) needs
+//     ClusterAction on the cluster, else every partition answers
+//     CLUSTER_AUTHORIZATION_FAILED before the replica sees the request, so a
+//     client posing as a follower cannot move the high watermark
+//     (CVE-2018-1288). Kafka itself answers TOPIC_AUTHORIZATION_FAILED
+//     there; issue 14 asks for the cluster code.
 
 import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/security"
 )
 
 // fetchMaxBytesLimit is Kafka's fetch.max.bytes default: the most one
@@ -63,7 +72,8 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	if req.MaxWaitMillis > 0 {
 		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
 	}
-	resp, n, throttled, failed := s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
+	denied := s.fetchAuthorization(rc, req)
+	resp, n, throttled, failed := s.fetchOnce(ctx, rc, req, denied, &rc.encodeBuf)
 	if req.MaxWaitMillis <= 0 || failed || n >= int64(req.MinBytes) || len(req.Topics) == 0 {
 		s.recordThrottled(throttled)
 		return resp, nil
@@ -74,7 +84,7 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 		select {
 		case <-changed:
 		case <-timer.C:
-			resp, _, throttled, _ = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
+			resp, _, throttled, _ = s.fetchOnce(ctx, rc, req, denied, &rc.encodeBuf)
 			s.recordThrottled(throttled)
 			return resp, nil
 		case <-ctx.Done():
@@ -82,11 +92,33 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 			return resp, nil
 		}
 		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
-		resp, n, throttled, failed = s.fetchOnce(ctx, rc, req, &rc.encodeBuf)
+		resp, n, throttled, failed = s.fetchOnce(ctx, rc, req, denied, &rc.encodeBuf)
 		if failed || n >= int64(req.MinBytes) {
 			s.recordThrottled(throttled)
 			return resp, nil
 		}
+	}
+}
+
+// fetchAuthorization decides, once per request, which topics req may
+// read: the code a partition of topic is refused with, or 0. A follower's
+// fetch (replica id >= 0) needs ClusterAction on the cluster, else every
+// partition answers CLUSTER_AUTHORIZATION_FAILED (CVE-2018-1288: a client
+// posing as a follower would otherwise move the high watermark); a
+// consumer's needs Read on each topic (TOPIC_AUTHORIZATION_FAILED).
+func (s *Server) fetchAuthorization(rc *reqContext, req *kmsg.FetchRequest) func(topic string) int16 {
+	if replicaIDOf(req) >= 0 {
+		if s.authorizeCluster(rc, security.OpClusterAction) {
+			return func(string) int16 { return 0 }
+		}
+		return func(string) int16 { return kerr.ClusterAuthorizationFailed.Code }
+	}
+	readable := s.filterAuthorized(rc, security.OpRead, security.ResourceTopic, logDenied)
+	return func(topic string) int16 {
+		if readable(topic) {
+			return 0
+		}
+		return kerr.TopicAuthorizationFailed.Code
 	}
 }
 
@@ -109,7 +141,7 @@ func (s *Server) recordThrottled(n int64) {
 // first; grown if short). It returns the response, whose records alias
 // *buf, the record bytes in it, those of leader-throttled partitions, and
 // whether any partition failed.
-func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest, buf *[]byte) (*kmsg.FetchResponse, int64, int64, bool) {
+func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest, denied func(topic string) int16, buf *[]byte) (*kmsg.FetchResponse, int64, int64, bool) {
 	*buf = (*buf)[:0]
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	resp.SessionID = 0
@@ -143,6 +175,15 @@ func (s *Server) fetchOnce(ctx context.Context, rc *reqContext, req *kmsg.FetchR
 			epoch := int32(-1)
 			if req.Version >= 9 {
 				epoch = p.CurrentLeaderEpoch
+			}
+			if code := denied(t.Topic); code != 0 {
+				// Refused before the replica sees the request: a follower's
+				// fetch offset is not recorded, so the HW cannot move.
+				rp.ErrorCode = code
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				failed = true
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
 			}
 			limit := max(min(p.PartitionMaxBytes, remaining), 0)
 			res, err := s.cfg.Replicas.Read(tp, partition.ReadRequest{

@@ -22,14 +22,18 @@ package protocol
 //     bounded by the last stable offset instead of the high watermark
 //     (partition.AskerCommittedConsumer), with KIP-207's check as for
 //     read_uncommitted; v0-1 have no isolation level.
+//   - Authorization: Describe on each topic, else TOPIC_AUTHORIZATION_FAILED
+//     for its partitions.
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kmsg.ListOffsetsRequest) (kmsg.Response, error) {
@@ -47,6 +51,7 @@ func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kms
 	case req.ReplicaID == -1:
 		asker = partition.AskerLegacyConsumer
 	}
+	describable := s.filterAuthorized(rc, security.OpDescribe, security.ResourceTopic, logDenied)
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -58,6 +63,12 @@ func (s *Server) handleListOffsets(ctx context.Context, rc *reqContext, req *kms
 			epoch := int32(-1)
 			if req.Version >= 4 {
 				epoch = p.CurrentLeaderEpoch
+			}
+			if !describable(t.Topic) {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
 			}
 			offset, ts, leaderEpoch, err := s.cfg.Replicas.ListOffset(tp, p.Timestamp, epoch, asker)
 			switch {

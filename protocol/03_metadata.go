@@ -22,8 +22,14 @@ package protocol
 //     retries (also when it already existed: a concurrent creation).
 //     Creation errors answer their code (e.g. INVALID_REPLICATION_FACTOR,
 //     INVALID_TOPIC_EXCEPTION). Otherwise UNKNOWN_TOPIC_OR_PARTITION.
-//   - Topic ids are all zero; authorized operations are left at Kafka's
-//     "not requested" default.
+//   - Authorization (Config.Authorizer): all topics lists only those the
+//     principal may Describe; a requested topic it may not Describe
+//     answers TOPIC_AUTHORIZATION_FAILED without saying whether it exists;
+//     auto-creation needs Create on the cluster or the topic, else
+//     TOPIC_AUTHORIZATION_FAILED. v8+ authorized operations are filled when
+//     asked (IncludeClusterAuthorizedOperations v8-10: 0 without Describe
+//     on the cluster), else left at Kafka's "not requested" default.
+//   - Topic ids are all zero.
 
 import (
 	"context"
@@ -33,6 +39,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleMetadata(ctx context.Context, rc *reqContext, req *kmsg.MetadataRequest) (kmsg.Response, error) {
@@ -58,13 +65,34 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqContext, req *kmsg.M
 	}
 	resp.ControllerID = s.cfg.Metadata.ControllerID()
 
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = 0
+		if s.authorizeCluster(rc, security.OpDescribe) {
+			resp.AuthorizedOperations = s.authorizedOperations(rc, security.ResourceCluster, security.ClusterResourceName)
+		}
+	}
+	// withOps sets a described topic's authorized operations when asked.
+	withOps := func(rt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+		if req.Version >= 8 && req.IncludeTopicAuthorizedOperations && rt.Topic != nil {
+			rt.AuthorizedOperations = s.authorizedOperations(rc, security.ResourceTopic, *rt.Topic)
+		}
+		return rt
+	}
+
 	if req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0) {
+		// All topics: those the principal may not describe are left out,
+		// and their denials not logged, as Kafka's.
+		describable := s.filterAuthorized(rc, security.OpDescribe, security.ResourceTopic, quiet)
 		for _, info := range s.cfg.Metadata.Topics() {
-			resp.Topics = append(resp.Topics, metadataTopic(req.Version, info, live))
+			if describable(info.Name) {
+				resp.Topics = append(resp.Topics, withOps(metadataTopic(req.Version, info, live)))
+			}
 		}
 		return resp, nil
 	}
 	allowCreate := s.cfg.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation)
+	describable := s.filterAuthorized(rc, security.OpDescribe, security.ResourceTopic, logDenied)
+	creatable := func(topic string) bool { return s.mayCreateTopic(rc, topic) }
 	for _, t := range req.Topics {
 		if t.Topic == nil {
 			// Only a topic-id request (v10+) has a null name.
@@ -74,13 +102,24 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqContext, req *kmsg.M
 			continue
 		}
 		name := *t.Topic
-		if info, ok := s.cfg.Metadata.Topic(name); ok {
-			resp.Topics = append(resp.Topics, metadataTopic(req.Version, info, live))
-			continue
-		}
 		rt := kmsg.NewMetadataResponseTopic()
 		rt.Topic = &name
 		rt.Partitions = []kmsg.MetadataResponseTopicPartition{}
+		if !describable(name) {
+			// Whether it exists is not disclosed.
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		if info, ok := s.cfg.Metadata.Topic(name); ok {
+			resp.Topics = append(resp.Topics, withOps(metadataTopic(req.Version, info, live)))
+			continue
+		}
+		if allowCreate && !creatable(name) {
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
 		if !allowCreate {
 			rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			resp.Topics = append(resp.Topics, rt)
@@ -90,7 +129,7 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqContext, req *kmsg.M
 		switch {
 		case err == nil || errors.Is(err, cluster.ErrTopicExists):
 			if info, ok := s.cfg.Metadata.Topic(name); ok && len(info.Partitions) > 0 {
-				resp.Topics = append(resp.Topics, metadataTopic(req.Version, info, live))
+				resp.Topics = append(resp.Topics, withOps(metadataTopic(req.Version, info, live)))
 				continue
 			}
 			// Created but not yet in this broker's metadata: the client
@@ -99,7 +138,7 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqContext, req *kmsg.M
 		default:
 			rt.ErrorCode = s.errorCode(rc, err)
 		}
-		resp.Topics = append(resp.Topics, rt)
+		resp.Topics = append(resp.Topics, withOps(rt))
 	}
 	return resp, nil
 }

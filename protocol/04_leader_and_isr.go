@@ -35,6 +35,9 @@ package protocol
 //     leader epoch that is not newer, KAFKA_STORAGE_ERROR, ...); its
 //     error fails the whole request like a fencing error.
 //   - The response lists every requested partition, in request order.
+//   - Authorization: ClusterAction on the cluster, checked first in
+//     admitControl (CLUSTER_AUTHORIZATION_FAILED for the whole request, no
+//     epoch adopted).
 
 import (
 	"context"

@@ -21,6 +21,8 @@ package protocol
 //     error table (FENCED_LEADER_EPOCH for a stale leader epoch); a call's
 //     error fails the whole request.
 //   - The response lists every requested partition, in request order.
+//   - Authorization: ClusterAction on the cluster (admitControl), as
+//     LeaderAndIsr.
 
 import (
 	"context"

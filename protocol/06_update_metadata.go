@@ -18,6 +18,8 @@ package protocol
 //     STALE_CONTROLLER_EPOCH.
 //   - The decoded cluster.UpdateMetadataRequest goes to
 //     ControlPlane.UpdateMetadata; its error becomes the response's code.
+//   - Authorization: ClusterAction on the cluster (admitControl), as
+//     LeaderAndIsr.
 
 import (
 	"context"

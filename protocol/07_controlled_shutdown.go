@@ -17,11 +17,16 @@ package protocol
 //     an epoch older than the registered one.
 //   - PartitionsRemaining lists what the broker still leads; it is empty on
 //     error.
+//   - Authorization: ClusterAction on the cluster, else
+//     CLUSTER_AUTHORIZATION_FAILED before the control plane is asked.
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleControlledShutdown(ctx context.Context, rc *reqContext, req *kmsg.ControlledShutdownRequest) (kmsg.Response, error) {
@@ -31,6 +36,10 @@ func (s *Server) handleControlledShutdown(ctx context.Context, rc *reqContext, r
 	brokerEpoch := int64(-1)
 	if req.Version >= 2 {
 		brokerEpoch = req.BrokerEpoch
+	}
+	if !s.authorizeCluster(rc, security.OpClusterAction) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
 	}
 	log.Info().Int64("broker_epoch", brokerEpoch).Msg("controlled shutdown requested")
 	remaining, err := s.cfg.ControlPlane.ControlledShutdown(ctx, req.BrokerID, brokerEpoch)

@@ -18,6 +18,9 @@ package protocol
 //     UNKNOWN_TOPIC_OR_PARTITION and is not written; a metadata string
 //     over 4096 bytes OFFSET_METADATA_TOO_LARGE. A group-level error is
 //     answered on every partition.
+//   - Authorization: Read on the group (else GROUP_AUTHORIZATION_FAILED on
+//     every partition), then Read on each topic
+//     (TOPIC_AUTHORIZATION_FAILED); refused partitions are not committed.
 
 import (
 	"context"
@@ -28,6 +31,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *kmsg.OffsetCommitRequest) (kmsg.Response, error) {
@@ -42,8 +46,13 @@ func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *km
 	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis >= 0 {
 		cr.Retention = time.Duration(req.RetentionTimeMillis) * time.Millisecond
 	}
+	groupOK := s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group)
+	readable := s.filterAuthorized(rc, security.OpRead, security.ResourceTopic, logDenied)
 	unknown := map[cluster.TopicPartition]bool{}
 	for _, t := range req.Topics {
+		if !groupOK || !readable(t.Topic) {
+			continue
+		}
 		for _, p := range t.Partitions {
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			if _, known := s.hasPartition(tp); !known {
@@ -76,6 +85,10 @@ func (s *Server) handleOffsetCommit(ctx context.Context, rc *reqContext, req *km
 			rp.Partition = p.Partition
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			switch {
+			case !groupOK:
+				rp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			case !readable(t.Topic):
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case unknown[tp]:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case err != nil:

@@ -17,15 +17,21 @@ package protocol
 //     which the consumer retries.
 //   - Kafka 2.x reads v0 from ZooKeeper; here every version reads
 //     __consumer_offsets.
+//   - Authorization: Describe on the group (GROUP_AUTHORIZATION_FAILED); a
+//     requested partition of a topic the principal may not Describe answers
+//     TOPIC_AUTHORIZATION_FAILED with offset -1, and such topics are left
+//     out of a fetch of all offsets.
 
 import (
 	"context"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 // fetchedTopic is one topic of one group's OffsetFetch answer.
@@ -116,14 +122,32 @@ func (s *Server) handleOffsetFetch(_ context.Context, rc *reqContext, req *kmsg.
 // grouped by topic in request order (sorted for "all"); a partition's
 // Offset.Err (requireStable) becomes its error code.
 func (s *Server) fetchOffsets(rc *reqContext, groupID string, tps []cluster.TopicPartition, requireStable bool) ([]fetchedTopic, error) {
-	offsets, err := s.cfg.Groups.FetchOffsets(groupID, tps, requireStable)
+	if !s.authorize(rc, security.OpDescribe, security.ResourceGroup, groupID) {
+		return nil, kerr.GroupAuthorizationFailed
+	}
+	// Offsets of topics the principal may not describe are never shown:
+	// asked for, they answer TOPIC_AUTHORIZATION_FAILED; among all of a
+	// group's, they are left out.
+	describable := s.filterAuthorized(rc, security.OpDescribe, security.ResourceTopic, logDenied)
+	ask := tps
+	if tps != nil {
+		ask = make([]cluster.TopicPartition, 0, len(tps))
+		for _, tp := range tps {
+			if describable(tp.Topic) {
+				ask = append(ask, tp)
+			}
+		}
+	}
+	offsets, err := s.cfg.Groups.FetchOffsets(groupID, ask, requireStable)
 	if err != nil {
 		return nil, err
 	}
 
 	if tps == nil {
 		for tp := range offsets {
-			tps = append(tps, tp)
+			if describable(tp.Topic) {
+				tps = append(tps, tp)
+			}
 		}
 		sort.Slice(tps, func(i, j int) bool {
 			if tps[i].Topic != tps[j].Topic {
@@ -135,6 +159,10 @@ func (s *Server) fetchOffsets(rc *reqContext, groupID string, tps []cluster.Topi
 	topics := groupTPs(tps, offsets)
 	for i := range topics {
 		for j := range topics[i].partitions {
+			if !describable(topics[i].topic) {
+				topics[i].partitions[j].code = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if err := topics[i].partitions[j].offset.Err; err != nil {
 				topics[i].partitions[j].code = s.errorCode(rc, err)
 			}

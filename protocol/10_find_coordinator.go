@@ -37,6 +37,9 @@ package protocol
 //   - v4+ batches keys (CoordinatorKeys in, Coordinators out), each with
 //     its own error; before v4 the one key's answer is the top level.
 //     ErrorMessage from v1.
+//   - Authorization: Describe on the group (GROUP_AUTHORIZATION_FAILED) or
+//     on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+//     before any internal topic is created.
 
 import (
 	"context"
@@ -49,6 +52,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 	"github.com/kafkazk/broker/txn"
 )
 
@@ -103,6 +107,10 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqContext, keyType in
 		create func(context.Context, *reqContext) error
 	)
 	switch {
+	case keyType == 0 && !s.authorize(rc, security.OpDescribe, security.ResourceGroup, key):
+		return fail(kerr.GroupAuthorizationFailed.Code, "")
+	case keyType == 1 && !s.authorize(rc, security.OpDescribe, security.ResourceTransactionalID, key):
+		return fail(kerr.TransactionalIDAuthorizationFailed.Code, "")
 	case keyType == 0 && s.cfg.Groups != nil:
 		topic, p, create = offsetsTopic, s.cfg.Groups.PartitionFor(key), s.createOffsetsTopic
 	case keyType == 0:

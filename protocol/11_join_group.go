@@ -14,15 +14,18 @@ package protocol
 //     metadata for the leader only. Errors answer generation -1 and the
 //     member id (the new one for MEMBER_ID_REQUIRED). SkipAssignment (v9)
 //     is always false.
+//   - Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
 import (
 	"context"
 	"net"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleJoinGroup(ctx context.Context, rc *reqContext, req *kmsg.JoinGroupRequest) (kmsg.Response, error) {
@@ -42,7 +45,15 @@ func (s *Server) handleJoinGroup(ctx context.Context, rc *reqContext, req *kmsg.
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
-	res, err := s.cfg.Groups.JoinGroup(ctx, jr)
+	var (
+		res group.JoinResult
+		err error
+	)
+	if s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group) {
+		res, err = s.cfg.Groups.JoinGroup(ctx, jr)
+	} else {
+		err = kerr.GroupAuthorizationFailed
+	}
 	resp.ErrorCode = s.errorCode(rc, err)
 	resp.MemberID = res.MemberID
 	resp.Generation = res.Generation

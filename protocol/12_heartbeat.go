@@ -7,17 +7,24 @@ package protocol
 //     a stale generation ILLEGAL_GENERATION; an unknown member
 //     UNKNOWN_MEMBER_ID; a replaced static member FENCED_INSTANCE_ID (v3+
 //     carries group.instance.id).
+//   - Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleHeartbeat(_ context.Context, rc *reqContext, req *kmsg.HeartbeatRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	if !s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	err := s.cfg.Groups.Heartbeat(group.HeartbeatRequest{
 		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: req.InstanceID,
 	})

@@ -8,17 +8,25 @@ package protocol
 //     FENCED_INSTANCE_ID); the top-level error is for the group
 //     (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_GROUP_ID).
 //     The reason (v5) is only logged.
+//   - Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED (top
+//     level).
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleLeaveGroup(_ context.Context, rc *reqContext, req *kmsg.LeaveGroupRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	members := []group.LeaveMember{{MemberID: req.MemberID}}
 	if req.Version >= 3 {
 		members = members[:0]

@@ -9,13 +9,16 @@ package protocol
 //   - v3+ carries group.instance.id; v5+ carries protocol type and name,
 //     checked against the group's (INCONSISTENT_GROUP_PROTOCOL), and
 //     answers them (null on errors).
+//   - Authorization: Read on the group, else GROUP_AUTHORIZATION_FAILED.
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleSyncGroup(ctx context.Context, rc *reqContext, req *kmsg.SyncGroupRequest) (kmsg.Response, error) {
@@ -32,7 +35,15 @@ func (s *Server) handleSyncGroup(ctx context.Context, rc *reqContext, req *kmsg.
 			sr.Assignments[a.MemberID] = a.MemberAssignment
 		}
 	}
-	res, err := s.cfg.Groups.SyncGroup(ctx, sr)
+	var (
+		res group.SyncResult
+		err error
+	)
+	if s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group) {
+		res, err = s.cfg.Groups.SyncGroup(ctx, sr)
+	} else {
+		err = kerr.GroupAuthorizationFailed
+	}
 	resp.ErrorCode = s.errorCode(rc, err)
 	resp.MemberAssignment = []byte{}
 	if err != nil {

@@ -26,6 +26,10 @@ package protocol
 //   - v5+ answers NumPartitions, ReplicationFactor and Configs (from
 //     Admin.TopicConfig; ConfigErrorCode if that fails, e.g. after a
 //     ValidateOnly request). Topic ids (v7) are zero.
+//   - Authorization: Create on the cluster (asked quietly) or on each topic,
+//     else TOPIC_AUTHORIZATION_FAILED; a created topic's configs (v5+) only
+//     with DescribeConfigs on it, else ConfigErrorCode
+//     TOPIC_AUTHORIZATION_FAILED.
 
 import (
 	"context"
@@ -33,6 +37,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *kmsg.CreateTopicsRequest) (kmsg.Response, error) {
@@ -43,6 +49,12 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 
 	resp.Topics = make([]kmsg.CreateTopicsResponseTopic, 0, len(req.Topics))
 	created := map[int]int32{} // index in resp.Topics -> partitions to wait for
+	// Create on the cluster (asked quietly) covers every topic; else
+	// Create on each. The configs of a created topic are returned only
+	// with DescribeConfigs on it.
+	clusterCreate := s.authorizeLog(rc, security.OpCreate, security.ResourceCluster, security.ClusterResourceName, quiet)
+	creatable := s.filterAuthorized(rc, security.OpCreate, security.ResourceTopic, logDenied)
+	configsVisible := s.filterAuthorized(rc, security.OpDescribeConfigs, security.ResourceTopic, quiet)
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
 		rt.Topic = t.Topic
@@ -56,6 +68,8 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 		switch {
 		case repeated[t.Topic]:
 			fail(kerr.InvalidRequest.Code, errRepeatedTopic(t.Topic))
+		case !clusterCreate && !creatable(t.Topic):
+			fail(kerr.TopicAuthorizationFailed.Code, errTopicAuthorization)
 		case code != 0:
 			fail(code, err)
 		default:
@@ -80,7 +94,11 @@ func (s *Server) handleCreateTopics(ctx context.Context, rc *reqContext, req *km
 						break
 					}
 				}
-				s.createdTopicConfigs(&rt)
+				if configsVisible(t.Topic) {
+					s.createdTopicConfigs(&rt)
+				} else {
+					rt.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+				}
 			}
 		}
 		resp.Topics = append(resp.Topics, rt)

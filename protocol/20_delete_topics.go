@@ -14,6 +14,8 @@ package protocol
 //     metadata no longer sees it; still there at timeout_ms it answers
 //     REQUEST_TIMED_OUT (the deletion goes on). timeout_ms <= 0 answers
 //     REQUEST_TIMED_OUT at once, as Kafka's AdminManager.deleteTopics.
+//   - Authorization: Delete on each topic, else TOPIC_AUTHORIZATION_FAILED
+//     and the topic stays.
 
 import (
 	"context"
@@ -21,6 +23,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleDeleteTopics(ctx context.Context, rc *reqContext, req *kmsg.DeleteTopicsRequest) (kmsg.Response, error) {
@@ -37,6 +41,7 @@ func (s *Server) handleDeleteTopics(ctx context.Context, rc *reqContext, req *km
 	}
 	resp.Topics = make([]kmsg.DeleteTopicsResponseTopic, 0, len(topics))
 	deleted := map[int]string{} // index in resp.Topics -> topic to wait for
+	deletable := s.filterAuthorized(rc, security.OpDelete, security.ResourceTopic, logDenied)
 	for _, t := range topics {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic = t.Topic
@@ -49,6 +54,9 @@ func (s *Server) handleDeleteTopics(ctx context.Context, rc *reqContext, req *km
 		case t.Topic == nil:
 			rt.ErrorCode = kerr.InvalidRequest.Code
 			err = errors.New("neither topic name nor topic id given")
+		case !deletable(*t.Topic):
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			err = errTopicAuthorization
 		default:
 			if err = s.cfg.Admin.DeleteTopic(actx, *t.Topic); err != nil {
 				rt.ErrorCode = s.errorCode(rc, err)

@@ -23,6 +23,7 @@ package protocol
 //     leader's records are deleted all the same). Partitions wait in
 //     parallel, so the response takes at most TimeoutMillis.
 //   - LowWatermark is -1 with any error.
+//   - Authorization: Delete on each topic, else TOPIC_AUTHORIZATION_FAILED.
 
 import (
 	"context"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/security"
 )
 
 // deleteRecordsParallel bounds the partitions of one DeleteRecords request
@@ -54,6 +56,7 @@ func (s *Server) handleDeleteRecords(ctx context.Context, rc *reqContext, req *k
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, deleteRecordsParallel)
 	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(req.Topics))
+	deletable := s.filterAuthorized(rc, security.OpDelete, security.ResourceTopic, logDenied)
 	for i, t := range req.Topics {
 		rt := &resp.Topics[i]
 		*rt = kmsg.NewDeleteRecordsResponseTopic()
@@ -65,6 +68,10 @@ func (s *Server) handleDeleteRecords(ctx context.Context, rc *reqContext, req *k
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			if !deletable(tp.Topic) {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if cluster.IsInternalTopic(tp.Topic) {
 				if _, known := s.hasPartition(tp); known {
 					rp.ErrorCode = kerr.InvalidTopicException.Code

@@ -21,6 +21,11 @@ package protocol
 //   - PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH before v4, which
 //     older clients do not know, as Kafka does.
 //   - ProducerID and ProducerEpoch are -1 on any error.
+//   - Authorization: with a transactional id, Write on it
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without, KIP-679:
+//     IdempotentWrite on the cluster or Write on at least one topic
+//     (Authorizer.AuthorizeByResourceType), else
+//     CLUSTER_AUTHORIZATION_FAILED.
 
 import (
 	"context"
@@ -28,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkazk/broker/security"
 	"github.com/kafkazk/broker/txn"
 )
 
@@ -35,6 +41,10 @@ func (s *Server) handleInitProducerID(ctx context.Context, rc *reqContext, req *
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	switch {
+	case req.TransactionalID != nil && !s.authorize(rc, security.OpWrite, security.ResourceTransactionalID, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case req.TransactionalID == nil && !s.mayWriteIdempotently(rc):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 	case (req.ProducerID == -1) != (req.ProducerEpoch == -1):
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.TransactionalID != nil && *req.TransactionalID == "":

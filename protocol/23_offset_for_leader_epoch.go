@@ -19,13 +19,17 @@ package protocol
 //     NOT_LEADER_OR_FOLLOWER when the metadata knows it, else
 //     UNKNOWN_TOPIC_OR_PARTITION, as for Fetch. A failed partition has
 //     leader epoch -1 and end offset -1 (Kafka's UNDEFINED_EPOCH_OFFSET).
+//   - Authorization: ClusterAction on the cluster (a follower) covers every
+//     topic, else Describe on each (TOPIC_AUTHORIZATION_FAILED).
 
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, rc *reqContext, req *kmsg.OffsetForLeaderEpochRequest) (kmsg.Response, error) {
@@ -34,6 +38,10 @@ func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, rc *reqContext,
 		requestEvent(s.log.Debug(), rc).Int32("replica_id", req.ReplicaID).Msg("offset for leader epoch")
 	}
 	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, 0, len(req.Topics))
+	// ClusterAction on the cluster (a follower; asked quietly) covers
+	// every topic, else Describe on each.
+	clusterAction := s.authorizeLog(rc, security.OpClusterAction, security.ResourceCluster, security.ClusterResourceName, quiet)
+	describable := s.filterAuthorized(rc, security.OpDescribe, security.ResourceTopic, logDenied)
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		rt.Topic = t.Topic
@@ -42,6 +50,12 @@ func (s *Server) handleOffsetForLeaderEpoch(ctx context.Context, rc *reqContext,
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = p.Partition
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
+			if !clusterAction && !describable(t.Topic) {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rp.LeaderEpoch, rp.EndOffset = -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			current := int32(-1)
 			if req.Version >= 2 {
 				current = p.CurrentLeaderEpoch

@@ -19,6 +19,11 @@ package protocol
 //   - A coordinator error without per-partition errors goes on every
 //     partition. PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH before v2.
 //   - A partition listed twice is added once and answered once.
+//   - Authorization: v4+ (from brokers) needs ClusterAction (top-level
+//     CLUSTER_AUTHORIZATION_FAILED); v0-3 Write on the transactional id
+//     (every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each
+//     topic (TOPIC_AUTHORIZATION_FAILED, the rest OPERATION_NOT_ATTEMPTED);
+//     an internal topic is never authorized there, as in Kafka.
 
 import (
 	"context"
@@ -27,10 +32,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleAddPartitionsToTxn(ctx context.Context, rc *reqContext, req *kmsg.AddPartitionsToTxnRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	if req.Version >= 4 && !s.authorizeCluster(rc, security.OpClusterAction) {
+		// v4+ comes from brokers only (produce verification).
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.Version < 4 {
 		topics := make([]txnTopicPartitions, 0, len(req.Topics))
 		for _, t := range req.Topics {
@@ -106,14 +117,27 @@ func (s *Server) addPartitionsToTxn(ctx context.Context, rc *reqContext, version
 	if transactionalID == "" {
 		return set(func(cluster.TopicPartition) int16 { return kerr.InvalidRequest.Code })
 	}
+	// A client's request (v0-3) needs Write on the transactional id and
+	// on each topic; an internal topic is never authorized, as Kafka
+	// leaves it out of the topics it authorizes.
+	if version < 4 && !s.authorize(rc, security.OpWrite, security.ResourceTransactionalID, transactionalID) {
+		return set(func(cluster.TopicPartition) int16 { return kerr.TransactionalIDAuthorizationFailed.Code })
+	}
+	writable := s.filterAuthorized(rc, security.OpWrite, security.ResourceTopic, logDenied)
+	unauthorized := map[cluster.TopicPartition]bool{}
 	unknown := map[cluster.TopicPartition]bool{}
 	for _, tp := range tps {
-		if _, known := s.hasPartition(tp); !known {
+		if version < 4 && (cluster.IsInternalTopic(tp.Topic) || !writable(tp.Topic)) {
+			unauthorized[tp] = true
+		} else if _, known := s.hasPartition(tp); !known {
 			unknown[tp] = true
 		}
 	}
-	if len(unknown) > 0 {
+	if len(unknown) > 0 || len(unauthorized) > 0 {
 		return set(func(tp cluster.TopicPartition) int16 {
+			if unauthorized[tp] {
+				return kerr.TopicAuthorizationFailed.Code
+			}
 			if unknown[tp] {
 				return kerr.UnknownTopicOrPartition.Code
 			}

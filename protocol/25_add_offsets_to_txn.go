@@ -11,16 +11,29 @@ package protocol
 //   - An empty transactional id answers INVALID_REQUEST, as Kafka's
 //     coordinator does. PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH
 //     before v2.
+//   - Authorization: Write on the transactional id
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then Read on the group
+//     (GROUP_AUTHORIZATION_FAILED).
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleAddOffsetsToTxn(ctx context.Context, rc *reqContext, req *kmsg.AddOffsetsToTxnRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	if !s.authorize(rc, security.OpWrite, security.ResourceTransactionalID, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
+	if !s.authorize(rc, security.OpRead, security.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.TransactionalID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil

@@ -12,16 +12,24 @@ package protocol
 //   - An empty transactional id answers INVALID_REQUEST, as Kafka's
 //     coordinator does. PRODUCER_FENCED answers INVALID_PRODUCER_EPOCH
 //     before v2.
+//   - Authorization: Write on the transactional id, else
+//     TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleEndTxn(ctx context.Context, rc *reqContext, req *kmsg.EndTxnRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	if !s.authorize(rc, security.OpWrite, security.ResourceTransactionalID, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.TransactionalID == "" {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		return resp, nil

@@ -53,6 +53,9 @@ type markerWait struct {
 
 func (s *Server) handleWriteTxnMarkers(ctx context.Context, rc *reqContext, req *kmsg.WriteTxnMarkersRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	if !s.mayWriteTxnMarkers(rc) {
+		return writeTxnMarkersRefused(req, resp), nil
+	}
 	tpr := s.cfg.Replicas.(TxnPartitions) // the key is served only then
 	var waits []markerWait
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, 0, len(req.Markers))

@@ -52,6 +52,7 @@ import (
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/security"
 	"github.com/kafkazk/broker/txn"
 )
 
@@ -64,8 +65,13 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, rc *reqContext, req 
 	if req.Version >= 3 {
 		cr.Generation, cr.MemberID, cr.InstanceID = req.Generation, req.MemberID, req.InstanceID
 	}
+	whole := s.txnOffsetCommitRefusal(rc, req)
+	readable := s.filterAuthorized(rc, security.OpRead, security.ResourceTopic, logDenied)
 	unknown := map[cluster.TopicPartition]bool{}
 	for _, t := range req.Topics {
+		if whole != 0 || !readable(t.Topic) {
+			continue
+		}
 		for _, p := range t.Partitions {
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			if _, known := s.hasPartition(tp); !known {
@@ -109,6 +115,10 @@ func (s *Server) handleTxnOffsetCommit(ctx context.Context, rc *reqContext, req 
 			rp.Partition = p.Partition
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			switch {
+			case whole != 0:
+				rp.ErrorCode = whole
+			case !readable(t.Topic):
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case unknown[tp]:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case err != nil:

@@ -19,6 +19,9 @@ package protocol
 //     INVALID_TOPIC_EXCEPTION.
 //   - Broker and broker-logger resources (4, 8): see broker_configs.go.
 //     Other types are INVALID_REQUEST as in Kafka.
+//   - Authorization: DescribeConfigs on the topic
+//     (TOPIC_AUTHORIZATION_FAILED) or, for BROKER and BROKER_LOGGER, on the
+//     cluster (CLUSTER_AUTHORIZATION_FAILED), with no configs.
 
 import (
 	"context"
@@ -26,6 +29,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *kmsg.DescribeConfigsRequest) (kmsg.Response, error) {
@@ -39,6 +44,12 @@ func (s *Server) handleDescribeConfigs(_ context.Context, rc *reqContext, req *k
 			rr.ErrorCode = code
 			msg := err.Error()
 			rr.ErrorMessage = &msg
+		}
+		if code := s.configRefusal(rc, security.OpDescribeConfigs, r.ResourceType, r.ResourceName); code != 0 {
+			rr.ErrorCode, rr.ErrorMessage = code, codeMessage(code)
+			rr.Configs = []kmsg.DescribeConfigsResponseResourceConfig{}
+			resp.Resources = append(resp.Resources, rr)
+			continue
 		}
 		switch r.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:

@@ -14,6 +14,9 @@ package protocol
 //     as in Kafka; other types INVALID_REQUEST.
 //   - A resource named twice answers INVALID_REQUEST "Each resource must
 //     appear at most once." for both copies, as Kafka.
+//   - Authorization: AlterConfigs on the topic or, for brokers, on the
+//     cluster (TOPIC_/CLUSTER_AUTHORIZATION_FAILED), after the duplicate
+//     check.
 
 import (
 	"context"
@@ -21,6 +24,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleAlterConfigs(ctx context.Context, rc *reqContext, req *kmsg.AlterConfigsRequest) (kmsg.Response, error) {
@@ -36,6 +41,11 @@ func (s *Server) handleAlterConfigs(ctx context.Context, rc *reqContext, req *km
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 		if dup(i) {
 			rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, errorMessage(errDuplicateResource)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
+		if code := s.configRefusal(rc, security.OpAlterConfigs, r.ResourceType, r.ResourceName); code != 0 {
+			rr.ErrorCode = code
 			resp.Resources = append(resp.Resources, rr)
 			continue
 		}

@@ -12,6 +12,8 @@ package protocol
 //     max(HW - LEO, 0) of the local log: 0 on a leader) and IsFuture
 //     false (replicas never move between dirs). Dirs have no error: an
 //     offline dir stops the broker.
+//   - Authorization: Describe on the cluster, else no dirs (v0-2 carry no
+//     error code).
 
 import (
 	"context"
@@ -19,10 +21,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
-func (s *Server) handleDescribeLogDirs(_ context.Context, _ *reqContext, req *kmsg.DescribeLogDirsRequest) (kmsg.Response, error) {
+func (s *Server) handleDescribeLogDirs(_ context.Context, rc *reqContext, req *kmsg.DescribeLogDirsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !s.authorizeCluster(rc, security.OpDescribe) {
+		// No dirs: v0-2 have no error code to say why (v3+ would carry
+		// CLUSTER_AUTHORIZATION_FAILED).
+		resp.Dirs = []kmsg.DescribeLogDirsResponseDir{}
+		return resp, nil
+	}
 	var want map[cluster.TopicPartition]bool
 	if req.Topics != nil {
 		want = map[cluster.TopicPartition]bool{}

@@ -17,6 +17,7 @@ package protocol
 //     TimeoutMillis <= 0 answers REQUEST_TIMED_OUT at once, as Kafka's
 //     ZkAdminManager.createPartitions.
 //   - ErrorMessage carries the reason for every error.
+//   - Authorization: Alter on each topic, else TOPIC_AUTHORIZATION_FAILED.
 
 import (
 	"context"
@@ -25,6 +26,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req *kmsg.CreatePartitionsRequest) (kmsg.Response, error) {
@@ -36,6 +39,7 @@ func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req
 
 	resp.Topics = make([]kmsg.CreatePartitionsResponseTopic, 0, len(req.Topics))
 	grown := map[int]int32{} // index in resp.Topics -> partitions to wait for
+	alterable := s.filterAuthorized(rc, security.OpAlter, security.ResourceTopic, logDenied)
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
@@ -45,6 +49,8 @@ func (s *Server) handleCreatePartitions(ctx context.Context, rc *reqContext, req
 		switch {
 		case repeated[t.Topic]:
 			fail(kerr.InvalidRequest.Code, errRepeatedTopic(t.Topic))
+		case !alterable(t.Topic):
+			fail(kerr.TopicAuthorizationFailed.Code, errTopicAuthorization)
 		default:
 			var assignment [][]int32
 			if t.Assignment != nil {

@@ -20,6 +20,8 @@ package protocol
 //   - The answer comes once the controller wrote and announced the new
 //     leaders; unlike Kafka it does not wait (up to TimeoutMillis) for
 //     this broker's metadata to show them.
+//   - Authorization: Alter on the cluster, else CLUSTER_AUTHORIZATION_FAILED
+//     at the top and for each partition asked for.
 
 import (
 	"cmp"
@@ -30,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleElectLeaders(ctx context.Context, rc *reqContext, req *kmsg.ElectLeadersRequest) (kmsg.Response, error) {
@@ -58,7 +61,9 @@ func (s *Server) handleElectLeaders(ctx context.Context, rc *reqContext, req *km
 		err error
 		all int16
 	)
-	if typ != cluster.ElectPreferred && typ != cluster.ElectUnclean {
+	if !s.authorizeCluster(rc, security.OpAlter) {
+		all = kerr.ClusterAuthorizationFailed.Code
+	} else if typ != cluster.ElectPreferred && typ != cluster.ElectUnclean {
 		all = kerr.InvalidRequest.Code
 	} else if res, err = cc.ElectLeaders(ctx, typ, tps); err != nil {
 		all = s.errorCode(rc, err)
@@ -66,7 +71,8 @@ func (s *Server) handleElectLeaders(ctx context.Context, rc *reqContext, req *km
 	if all != 0 {
 		resp.ErrorCode = all
 		if tps == nil {
-			if req.Version > 0 {
+			// A refused request for all partitions lists none, as Kafka's.
+			if req.Version > 0 || all == kerr.ClusterAuthorizationFailed.Code {
 				return resp, nil
 			}
 			// v0 has no top-level error: as Kafka's KafkaApis (which

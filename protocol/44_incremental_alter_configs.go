@@ -22,6 +22,8 @@ package protocol
 //     appear at most once." for both copies, as Kafka.
 //   - Broker and broker-logger resources (4, 8): see broker_configs.go.
 //     Other types are INVALID_REQUEST as in Kafka.
+//   - Authorization: AlterConfigs on the topic or, for BROKER and
+//     BROKER_LOGGER, on the cluster (TOPIC_/CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"context"
@@ -34,6 +36,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 // errBrokerConfigs answers alterations of broker resources on a server
@@ -53,6 +56,11 @@ func (s *Server) handleIncrementalAlterConfigs(ctx context.Context, rc *reqConte
 		rr.ResourceType, rr.ResourceName = r.ResourceType, r.ResourceName
 		if dup(i) {
 			rr.ErrorCode, rr.ErrorMessage = kerr.InvalidRequest.Code, errorMessage(errDuplicateResource)
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
+		if code := s.configRefusal(rc, security.OpAlterConfigs, r.ResourceType, r.ResourceName); code != 0 {
+			rr.ErrorCode = code
 			resp.Resources = append(resp.Resources, rr)
 			continue
 		}

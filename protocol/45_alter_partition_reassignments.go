@@ -23,20 +23,39 @@ package protocol
 //     runs), AddingReplicas and RemovingReplicas.
 //   - TimeoutMillis bounds the wait for the topic znode writes (the
 //     context's deadline); it does not wait for the reassignment to end.
+//   - Authorization: AlterPartitionReassignments needs Alter on the cluster,
+//     ListPartitionReassignments Describe (CLUSTER_AUTHORIZATION_FAILED).
 
 import (
 	"context"
 	"slices"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleAlterPartitionReassignments(ctx context.Context, rc *reqContext, req *kmsg.AlterPartitionAssignmentsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	cc := s.cfg.Admin.(ClusterControl)
+	if !s.authorizeCluster(rc, security.OpAlter) {
+		// Every partition carries the refusal, as Kafka's getErrorResponse.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		for _, t := range req.Topics {
+			rt := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, kerr.ClusterAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return resp, nil
+	}
 	reqs := map[cluster.TopicPartition][]int32{}
 	var order []cluster.TopicPartition
 	for _, t := range req.Topics {
@@ -82,6 +101,10 @@ func (s *Server) handleAlterPartitionReassignments(ctx context.Context, rc *reqC
 func (s *Server) handleListPartitionReassignments(ctx context.Context, rc *reqContext, req *kmsg.ListPartitionReassignmentsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
 	cc := s.cfg.Admin.(ClusterControl)
+	if !s.authorizeCluster(rc, security.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	var tps []cluster.TopicPartition
 	if req.Topics != nil {
 		tps = []cluster.TopicPartition{}

@@ -11,6 +11,9 @@ package protocol
 //     COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, or
 //     a failed tombstone write) is answered in ErrorCode with no topics,
 //     as Kafka's OffsetDeleteRequest.getErrorResponse does.
+//   - Authorization: Delete on the group (top-level
+//     GROUP_AUTHORIZATION_FAILED), then Read on each topic
+//     (TOPIC_AUTHORIZATION_FAILED for its partitions).
 
 import (
 	"context"
@@ -19,13 +22,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleOffsetDelete(ctx context.Context, rc *reqContext, req *kmsg.OffsetDeleteRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	if !s.authorize(rc, security.OpDelete, security.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
+	readable := s.filterAuthorized(rc, security.OpRead, security.ResourceTopic, logDenied)
 	unknown := map[cluster.TopicPartition]bool{}
 	var known []cluster.TopicPartition
 	for _, t := range req.Topics {
+		if !readable(t.Topic) {
+			continue
+		}
 		for _, p := range t.Partitions {
 			tp := cluster.TopicPartition{Topic: t.Topic, Partition: p.Partition}
 			if _, ok := s.hasPartition(tp); !ok {
@@ -60,9 +72,12 @@ func (s *Server) handleOffsetDelete(ctx context.Context, rc *reqContext, req *km
 			}
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p.Partition
-			if unknown[tp] {
+			switch {
+			case !readable(t.Topic):
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			case unknown[tp]:
 				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			} else {
+			default:
 				rp.ErrorCode = s.errorCode(rc, errs[tp])
 			}
 			resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, rp)

@@ -11,6 +11,9 @@ package protocol
 //     controllers. The response echoes the type.
 //   - ClusterAuthorizedOperations stays at Kafka's "not provided" value
 //     (INT32_MIN): this broker has no authorizer.
+//   - Authorization: nothing to see the cluster;
+//     IncludeClusterAuthorizedOperations answers the cluster's authorized
+//     operations, 0 without Describe on it.
 
 import (
 	"context"
@@ -19,6 +22,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleDescribeCluster(_ context.Context, rc *reqContext, req *kmsg.DescribeClusterRequest) (kmsg.Response, error) {
@@ -32,6 +37,12 @@ func (s *Server) handleDescribeCluster(_ context.Context, rc *reqContext, req *k
 			msg := errors.New("only broker endpoints (type 1) are served: this cluster has no KRaft controllers").Error()
 			resp.ErrorMessage = &msg
 			return resp, nil
+		}
+	}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = 0
+		if s.authorizeCluster(rc, security.OpDescribe) {
+			resp.ClusterAuthorizedOperations = s.authorizedOperations(rc, security.ResourceCluster, security.ClusterResourceName)
 		}
 	}
 	resp.ClusterID = s.cfg.Metadata.ClusterID()

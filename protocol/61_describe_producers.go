@@ -13,6 +13,8 @@ package protocol
 //     UNKNOWN_TOPIC_OR_PARTITION; a partition not led here answers
 //     NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION if the metadata
 //     does not know it). Failed partitions carry an ErrorMessage.
+//   - Authorization: Read on each topic, else TOPIC_AUTHORIZATION_FAILED for
+//     its partitions.
 
 import (
 	"context"
@@ -23,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 func (s *Server) handleDescribeProducers(ctx context.Context, rc *reqContext, req *kmsg.DescribeProducersRequest) (kmsg.Response, error) {
@@ -37,6 +40,8 @@ func (s *Server) handleDescribeProducers(ctx context.Context, rc *reqContext, re
 		)
 		if err := validTopicName(t.Topic); err != nil {
 			topicCode, topicMsg = kerr.InvalidTopicException.Code, err.Error()
+		} else if !s.authorize(rc, security.OpRead, security.ResourceTopic, t.Topic) {
+			topicCode, topicMsg = kerr.TopicAuthorizationFailed.Code, kerr.TopicAuthorizationFailed.Message
 		} else if exists, _ := s.hasPartition(cluster.TopicPartition{Topic: t.Topic}); !exists {
 			topicCode, topicMsg = kerr.UnknownTopicOrPartition.Code, kerr.UnknownTopicOrPartition.Message
 		}

@@ -11,6 +11,9 @@ package protocol
 //     COORDINATOR_LOAD_IN_PROGRESS, an unknown one
 //     TRANSACTIONAL_ID_NOT_FOUND, as Kafka's coordinator.
 //   - An id listed twice is answered twice, as Kafka does.
+//   - Authorization: Describe on each transactional id
+//     (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); only partitions of topics the
+//     principal may Describe are listed.
 
 import (
 	"context"
@@ -20,14 +23,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 	"github.com/kafkazk/broker/txn"
 )
 
 func (s *Server) handleDescribeTransactions(_ context.Context, rc *reqContext, req *kmsg.DescribeTransactionsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeTransactionsResponse)
 	byID := map[string]txn.Description{}
-	if len(req.TransactionalIDs) > 0 {
-		for _, d := range s.cfg.Transactions.DescribeTransactions(req.TransactionalIDs) {
+	describable := s.filterAuthorized(rc, security.OpDescribe, security.ResourceTransactionalID, logDenied)
+	var ids []string
+	for _, id := range req.TransactionalIDs {
+		if describable(id) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 0 {
+		for _, d := range s.cfg.Transactions.DescribeTransactions(ids) {
 			byID[d.TransactionalID] = d
 		}
 	}
@@ -37,6 +48,8 @@ func (s *Server) handleDescribeTransactions(_ context.Context, rc *reqContext, r
 		st.TransactionalID = id
 		d, ok := byID[id]
 		switch {
+		case !describable(id):
+			st.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		case !ok:
 			st.ErrorCode = kerr.TransactionalIDNotFound.Code
 		case d.Err != nil:
@@ -44,7 +57,15 @@ func (s *Server) handleDescribeTransactions(_ context.Context, rc *reqContext, r
 		default:
 			st.State, st.TimeoutMillis, st.StartTimestamp = d.State, d.TimeoutMs, d.StartTimestamp
 			st.ProducerID, st.ProducerEpoch = d.ProducerID, d.ProducerEpoch
-			st.Topics = describedTopics(d.Partitions)
+			// Only the partitions of topics the principal may describe.
+			topicOK := s.filterAuthorized(rc, security.OpDescribe, security.ResourceTopic, logDenied)
+			var tps []cluster.TopicPartition
+			for _, tp := range d.Partitions {
+				if topicOK(tp.Topic) {
+					tps = append(tps, tp)
+				}
+			}
+			st.Topics = describedTopics(tps)
 		}
 		resp.TransactionStates = append(resp.TransactionStates, st)
 	}

@@ -11,11 +11,15 @@ package protocol
 //     are all unknown list nothing.
 //   - A coordinator still loading a partition answers
 //     COORDINATOR_LOAD_IN_PROGRESS with no states.
+//   - Authorization: only the transactional ids the principal may Describe
+//     are listed.
 
 import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 // txnStateNames are Kafka's TransactionState names.
@@ -40,7 +44,11 @@ func (s *Server) handleListTransactions(_ context.Context, rc *reqContext, req *
 		return resp, nil
 	}
 	resp.TransactionStates = make([]kmsg.ListTransactionsResponseTransactionState, 0, len(listed))
+	describable := s.filterAuthorized(rc, security.OpDescribe, security.ResourceTransactionalID, logDenied)
 	for _, l := range listed {
+		if !describable(l.TransactionalID) {
+			continue
+		}
 		ts := kmsg.NewListTransactionsResponseTransactionState()
 		ts.TransactionalID, ts.ProducerID, ts.TransactionState = l.TransactionalID, l.ProducerID, l.State
 		resp.TransactionStates = append(resp.TransactionStates, ts)

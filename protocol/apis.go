@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 const (
@@ -39,6 +41,7 @@ const (
 	needsTransactions                     // Config.Transactions is set
 	needsTxnPartitions                    // Config.Replicas implements TxnPartitions
 	needsTxnGroups                        // Config.Transactions is set and Config.Groups implements TxnGroups
+	needsScramAdmin                       // Config.ScramAdmin is set
 )
 
 // supportedAPIs is the one table of what this package can serve. A
@@ -92,6 +95,12 @@ const (
 //     code, v4 dir sizes), CreatePartitions 0-3, IncrementalAlterConfigs
 //     0-1 (the whole range), DescribeCluster 0-1 (v2 lists fenced brokers,
 //     a KRaft notion).
+//   - The ACL keys DescribeAcls, CreateAcls and DeleteAcls 0-3 (v1 adds
+//     prefixed patterns, v2 is flexible, v3 USER resources) are always
+//     advertised, as Kafka's are, and answer SECURITY_DISABLED without
+//     Config.Authorizer (and, for writes, Config.ACLAdmin);
+//     DescribeUserScramCredentials 0 and AlterUserScramCredentials 0 (the
+//     whole ranges) only with Config.ScramAdmin.
 //   - The controller's admin operations (Config.Admin implements
 //     ClusterControl): ElectLeaders 0-2 (the whole range: v1 adds the
 //     election type, v2 is flexible), AlterPartitionReassignments 0 (v1 is
@@ -116,6 +125,7 @@ var supportedAPIs = []apiRange{
 	{key: 14, min: 0, max: 5, needs: needsGroups},         // SyncGroup
 	{key: 15, min: 0, max: 5, needs: needsGroups},         // DescribeGroups
 	{key: 16, min: 0, max: 4, needs: needsGroups},         // ListGroups
+	{key: 17, min: 0, max: 1},                             // SaslHandshake (17_sasl_handshake.go: served before dispatch)
 	{key: 18, min: 0, max: 3},                             // ApiVersions
 	{key: 19, min: 0, max: 7},                             // CreateTopics
 	{key: 20, min: 0, max: 6},                             // DeleteTopics
@@ -127,9 +137,13 @@ var supportedAPIs = []apiRange{
 	{key: 26, min: 0, max: 3, needs: needsTransactions},   // EndTxn
 	{key: 27, min: 0, max: 1, needs: needsTxnPartitions},  // WriteTxnMarkers
 	{key: 28, min: 0, max: 3, needs: needsTxnGroups},      // TxnOffsetCommit
+	{key: 29, min: 0, max: 3},                             // DescribeAcls
+	{key: 30, min: 0, max: 3},                             // CreateAcls
+	{key: 31, min: 0, max: 3},                             // DeleteAcls
 	{key: 32, min: 0, max: 4},                             // DescribeConfigs
 	{key: 33, min: 0, max: 1, needs: needsConfigAdmin},    // AlterConfigs
 	{key: 35, min: 0, max: 2, needs: needsLogDirs},        // DescribeLogDirs
+	{key: 36, min: 0, max: 2},                             // SaslAuthenticate (served before dispatch)
 	{key: 37, min: 0, max: 3, needs: needsPartitionAdmin}, // CreatePartitions
 	{key: 42, min: 0, max: 2, needs: needsGroups},         // DeleteGroups
 	{key: 43, min: 0, max: 2, needs: needsClusterControl}, // ElectLeaders
@@ -137,6 +151,8 @@ var supportedAPIs = []apiRange{
 	{key: 45, min: 0, max: 0, needs: needsClusterControl}, // AlterPartitionReassignments
 	{key: 46, min: 0, max: 0, needs: needsClusterControl}, // ListPartitionReassignments
 	{key: 47, min: 0, max: 0, needs: needsGroups},         // OffsetDelete
+	{key: 50, min: 0, max: 0, needs: needsScramAdmin},     // DescribeUserScramCredentials
+	{key: 51, min: 0, max: 0, needs: needsScramAdmin},     // AlterUserScramCredentials
 	{key: 60, min: 0, max: 1},                             // DescribeCluster
 	{key: 61, min: 0, max: 0, needs: needsTxnPartitions},  // DescribeProducers
 	{key: 65, min: 0, max: 0, needs: needsTransactions},   // DescribeTransactions
@@ -160,6 +176,7 @@ func servedAPIs(cfg *Config) []apiRange {
 		case r.needs == needsTransactions && cfg.Transactions == nil:
 		case r.needs == needsTxnPartitions && !implements[TxnPartitions](cfg.Replicas):
 		case r.needs == needsTxnGroups && (cfg.Transactions == nil || !implements[TxnGroups](cfg.Groups)):
+		case r.needs == needsScramAdmin && cfg.ScramAdmin == nil:
 		default:
 			out = append(out, r)
 		}
@@ -190,7 +207,16 @@ type reqContext struct {
 	clientID      string
 	correlationID int32
 	remoteAddr    string
-	frame         *requestFrame // see releaseFrame
+	// principal is who the connection authenticated as: User:ANONYMOUS
+	// until authenticated (and on PLAINTEXT), else from the TLS client
+	// certificate or the SASL exchange.
+	principal security.KafkaPrincipal
+	// host is the client's IP address, as Kafka's ACL host matching uses.
+	host string
+	// securityProtocol is the listener's: PLAINTEXT, SSL, SASL_PLAINTEXT
+	// or SASL_SSL.
+	securityProtocol string
+	frame            *requestFrame // see releaseFrame
 	// sizeHint is the size of the connection's previous response, for a
 	// handler sizing a buffer it fills (Fetch's records).
 	sizeHint int
@@ -337,6 +363,9 @@ func (s *Server) handleClusterControl(ctx context.Context, rc *reqContext, req k
 		return s.handleAlterPartitionReassignments(ctx, rc, r)
 	case *kmsg.ListPartitionReassignmentsRequest:
 		return s.handleListPartitionReassignments(ctx, rc, r)
+	}
+	if resp, ok, err := s.handleSecurityKeys(ctx, rc, req); ok {
+		return resp, err
 	}
 	// parseRequest only builds requests for keys in supportedAPIs, so this
 	// is a table without a handler: a programming error.

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,10 +14,15 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/security"
 )
 
 // ClientConfig configures a BrokerClient.
@@ -39,9 +45,52 @@ type ClientConfig struct {
 	// MaxResponseBytes refuses a response whose size prefix is larger,
 	// before allocating; zero means DefaultMaxRequestBytes.
 	MaxResponseBytes int32
+	// Security is how connections authenticate to the inter-broker
+	// listener; the zero value is PLAINTEXT.
+	Security ClientSecurity
 	// Log is the client's logger; the zero value discards.
 	Log zerolog.Logger
 }
+
+// ClientSecurity is the inter-broker listener's security, client side,
+// as Kafka's broker configures its own client for
+// security.inter.broker.protocol or inter.broker.listener.name.
+type ClientSecurity struct {
+	// TLS, when set, wraps every connection (SSL, SASL_SSL): the
+	// truststore checks the broker's certificate and the keystore, if
+	// any, is the client certificate.
+	TLS *security.TLSContext
+	// SASL, when set, authenticates every connection after TLS
+	// (SASL_PLAINTEXT, SASL_SSL) with SaslHandshake v1 and SaslAuthenticate
+	// v1 (sasl.mechanism.inter.broker.protocol; see SASLMechanism).
+	SASL sasl.Mechanism
+}
+
+// SASLMechanism is the client side of a mechanism for a user and password
+// (the username and password options of the inter-broker listener's
+// sasl.jaas.config): PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+func SASLMechanism(name, user, password string) (sasl.Mechanism, error) {
+	switch name {
+	case "PLAIN":
+		return plain.Auth{User: user, Pass: password}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: user, Pass: password}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: user, Pass: password}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("SASL mechanism %q for inter-broker connections: %w", name, security.ErrUnsupportedMechanism)
+}
+
+// reauthMargin is the share of a SASL session's lifetime after which the
+// client re-authenticates its connection before reusing it, rather than
+// have the server close it (connections.max.reauth.ms).
+const reauthMargin = 0.85
+
+// Versions of the SASL requests the client sends.
+const (
+	clientSASLHandshakeVersion    int16 = 1
+	clientSASLAuthenticateVersion int16 = 1
+)
 
 // Defaults of ClientConfig.
 const (
@@ -150,6 +199,9 @@ type brokerConn struct {
 	corr int32
 	// wbuf is the request encode buffer, reused for every request.
 	wbuf []byte
+	// renewAt is when the connection's SASL session is close enough to
+	// its end that the next round trip redials; zero for never.
+	renewAt time.Time
 }
 
 // NewBrokerClient returns a client that dials lazily.
@@ -679,6 +731,14 @@ func (c *BrokerClient) roundTrip(ctx context.Context, key connKey, addr string, 
 		c.log.Debug().Int32("to_broker_id", key.broker).Str("old_addr", bc.addr).Str("addr", addr).Msg("broker moved, redialing")
 		bc.closeLocked()
 	}
+	if bc.nc != nil && !bc.renewAt.IsZero() && !time.Now().Before(bc.renewAt) {
+		// KIP-368: re-authenticate on the live connection; if the
+		// server refuses, a fresh connection authenticates anew.
+		if err := c.authenticateLocked(ctx, bc, c.cfg.Security.SASL); err != nil {
+			c.log.Debug().Err(err).Int32("to_broker_id", key.broker).Str("addr", addr).Msg("SASL re-authentication failed, redialing")
+			bc.closeLocked()
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		reused := bc.nc != nil
 		if !reused {
@@ -725,9 +785,78 @@ func (c *BrokerClient) dialLocked(ctx context.Context, bc *brokerConn, addr stri
 	if tc, ok := nc.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	bc.nc, bc.br, bc.addr = nc, bufio.NewReaderSize(nc, 32<<10), addr
+	sec := c.cfg.Security
+	if sec.TLS != nil {
+		host, _, _ := net.SplitHostPort(addr)
+		tc := tls.Client(nc, sec.TLS.ClientConfig(host))
+		hctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			nc.Close()
+			return &connError{op: "TLS handshake with", addr: addr, err: err}
+		}
+		nc = tc
+	}
+	bc.nc, bc.br, bc.addr, bc.renewAt = nc, bufio.NewReaderSize(nc, 32<<10), addr, time.Time{}
+	if sec.SASL != nil {
+		if err := c.authenticateLocked(ctx, bc, sec.SASL); err != nil {
+			bc.closeLocked()
+			return err
+		}
+	}
 	c.log.Debug().Int32("to_broker_id", bc.key.broker).Str("purpose", bc.key.purpose.String()).Str("addr", addr).Msg("connected")
 	return nil
+}
+
+// authenticateLocked runs the SASL exchange on bc's new connection:
+// SaslHandshake v1, then SaslAuthenticate v1 until the mechanism is done.
+// It also re-authenticates a live connection (KIP-368) when its session
+// nears its end. Caller holds bc.sem.
+func (c *BrokerClient) authenticateLocked(ctx context.Context, bc *brokerConn, mech sasl.Mechanism) error {
+	fail := func(err error) error { return &connError{op: "SASL authenticate to", addr: bc.addr, err: err} }
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = clientSASLHandshakeVersion, mech.Name()
+	resp, _, err := c.exchangeLocked(ctx, bc, hs, 0)
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.(*kmsg.SASLHandshakeResponse).ErrorCode); err != nil {
+		return fail(fmt.Errorf("SaslHandshake %s: %w (server offers %v)", mech.Name(), err, resp.(*kmsg.SASLHandshakeResponse).SupportedMechanisms))
+	}
+	host, _, _ := net.SplitHostPort(bc.addr)
+	session, msg, err := mech.Authenticate(ctx, host)
+	if err != nil {
+		return fail(err)
+	}
+	for {
+		req := kmsg.NewPtrSASLAuthenticateRequest()
+		req.Version, req.SASLAuthBytes = clientSASLAuthenticateVersion, msg
+		resp, _, err := c.exchangeLocked(ctx, bc, req, 0)
+		if err != nil {
+			return err
+		}
+		ar := resp.(*kmsg.SASLAuthenticateResponse)
+		if err := kerr.ErrorForCode(ar.ErrorCode); err != nil {
+			text := ""
+			if ar.ErrorMessage != nil {
+				text = *ar.ErrorMessage
+			}
+			return fail(fmt.Errorf("%w: %s", err, text))
+		}
+		done, next, err := session.Challenge(ar.SASLAuthBytes)
+		if err != nil {
+			return fail(err)
+		}
+		if done {
+			if ar.SessionLifetimeMillis > 0 {
+				life := time.Duration(ar.SessionLifetimeMillis) * time.Millisecond
+				bc.renewAt = time.Now().Add(time.Duration(float64(life) * reauthMargin))
+			}
+			return nil
+		}
+		msg = next
+	}
 }
 
 // exchangeLocked writes one request and reads its response. If the

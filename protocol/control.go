@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/security"
 )
 
 // ControllerVerifier is implemented by a ControlPlane that can tell
@@ -36,6 +37,11 @@ type ControllerVerifier interface {
 //     controller: cluster.ErrStaleControllerEpoch. Otherwise the epoch is
 //     adopted.
 func (s *Server) admitControl(ctx context.Context, rc *reqContext, controllerID, controllerEpoch int32, brokerEpoch int64, hasBrokerEpoch bool) (release func(), err error) {
+	// ClusterAction first, as Kafka's handlers: a client's invented
+	// controller request must not even adopt its epoch.
+	if !s.authorizeCluster(rc, security.OpClusterAction) {
+		return nil, errClusterAuthorizationFailed
+	}
 	if s.cfg.BrokerEpoch != nil {
 		cur := s.cfg.BrokerEpoch()
 		if cur <= 0 {

@@ -6,6 +6,7 @@ import (
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/security"
 	"github.com/kafkazk/broker/txn"
 )
 
@@ -312,4 +313,69 @@ type TransactionTopicConfig struct {
 	ReplicationFactor int16 // transaction.state.log.replication.factor
 	MinISR            int32 // transaction.state.log.min.isr
 	SegmentBytes      int64 // transaction.state.log.segment.bytes
+}
+
+// Authorizer decides ACL checks; *security.Authorizer implements it.
+// Config.Authorizer nil means no authorizer.class.name: everything is
+// allowed, as Kafka without an authorizer. host is the client's IP
+// address; name is a literal resource name (security.ClusterResourceName
+// for the cluster).
+type Authorizer interface {
+	Authorize(p security.KafkaPrincipal, host string, op security.Operation, typ security.ResourceType, name string) bool
+	// AuthorizeByResourceType is whether p may perform op on at least one
+	// resource of typ (KIP-679's idempotent producer check).
+	AuthorizeByResourceType(p security.KafkaPrincipal, host string, op security.Operation, typ security.ResourceType) bool
+	// ACLs returns the bindings that pass filter (DescribeAcls).
+	ACLs(filter security.ACLBindingFilter) []security.ACLBinding
+}
+
+// ACLAdmin changes ACLs in ZooKeeper (zkcoord implements it; every
+// broker's Authorizer cache follows through the change notifications).
+// CreateAcls and DeleteAcls are served only with both Config.ACLAdmin and
+// Config.Authorizer.
+type ACLAdmin interface {
+	// CreateACLs adds each binding (validated with
+	// security.ValidateACLBinding first by the caller); one error per
+	// binding, nil for created.
+	CreateACLs(ctx context.Context, bindings []security.ACLBinding) []error
+	// DeleteACLs deletes what each filter matches; per filter the deleted
+	// bindings or an error.
+	DeleteACLs(ctx context.Context, filters []security.ACLBindingFilter) ([][]security.ACLBinding, []error)
+}
+
+// ScramAdmin stores SCRAM credentials under /config/users (zkcoord
+// implements it). DescribeUserScramCredentials and
+// AlterUserScramCredentials are served only with Config.ScramAdmin.
+type ScramAdmin interface {
+	// DescribeScramUsers returns the mechanisms and iterations of each of
+	// users (nil: all users with a credential); a user without any
+	// credential is absent.
+	DescribeScramUsers(ctx context.Context, users []string) (map[string][]ScramCredentialInfo, error)
+	// AlterScramUsers applies the upserts and deletions (validated by the
+	// caller), one write per user: the error of each user's write, nil for
+	// done.
+	AlterScramUsers(ctx context.Context, upserts []ScramUpsert, deletions []ScramDeletion) map[string]error
+}
+
+// ScramCredentialInfo is one mechanism a user has a credential for.
+type ScramCredentialInfo struct {
+	Mechanism  security.ScramMechanism
+	Iterations int32
+}
+
+// ScramUpsert sets one user's credential for one mechanism, from the salt
+// and salted password the client computed (Kafka's
+// AlterUserScramCredentials never carries the password).
+type ScramUpsert struct {
+	User           string
+	Mechanism      security.ScramMechanism
+	Iterations     int32
+	Salt           []byte
+	SaltedPassword []byte
+}
+
+// ScramDeletion removes one user's credential for one mechanism.
+type ScramDeletion struct {
+	User      string
+	Mechanism security.ScramMechanism
 }

@@ -48,8 +48,8 @@
 // exception is ApiVersions above our range, which is answered with
 // UNSUPPORTED_VERSION in a v0 body listing the table so that clients
 // retry lower. Trailing bytes after a decoded body are ignored.
-// Fetch sessions (every Fetch response has session id 0), topic ids, SASL
-// and KIP-890 part 2 (TRANSACTION_ABORTABLE, an epoch bump per
+// Fetch sessions (every Fetch response has session id 0), topic ids,
+// GSSAPI and OAUTHBEARER, and KIP-890 part 2 (TRANSACTION_ABORTABLE, an epoch bump per
 // transaction) are not served. The consumer group keys are served when
 // Config.Groups (the group coordinator, package group) is set;
 // FindCoordinator creates __consumer_offsets on first use.
@@ -82,6 +82,48 @@
 // coordinator (TxnGroups.CompleteTxn, with the marker's offset). Fetch answers the last stable offset and,
 // for read_committed consumers, the aborted transactions; ListOffsets
 // bounds read_committed by the LSO; OffsetFetch passes RequireStable.
+//
+// # Authorization
+//
+// Config.Authorizer (authorizer.class.name; *security.Authorizer) decides
+// every check; nil allows everything, as Kafka without an authorizer.
+// Each handler asks, through the one helper set in authz.go, exactly what
+// Kafka's KafkaApis asks, with the request's principal and client IP
+// (reqContext, set by the connection from TLS or SASL), and answers
+// Kafka's codes: TOPIC_AUTHORIZATION_FAILED per topic or partition,
+// GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+// CLUSTER_AUTHORIZATION_FAILED for the whole request. A refused request
+// or partition reaches no interface: nothing is appended, read, created,
+// deleted or committed. In short: Produce Write on the topic (and on the
+// transactional id for transactional records); Fetch Read, or
+// ClusterAction for a follower, refused before the replica sees it so the
+// high watermark cannot move (CVE-2018-1288); ListOffsets and
+// OffsetForLeaderEpoch Describe (ClusterAction covers the latter);
+// Metadata lists only topics the principal may Describe and auto-creates
+// only with Create on the cluster or the topic; the group keys Read,
+// Describe or Delete on the group and Read or Describe on its topics;
+// FindCoordinator Describe on the group or transactional id;
+// InitProducerId Write on the transactional id or, idempotent (KIP-679),
+// IdempotentWrite on the cluster or Write on any topic; the transaction
+// keys Write on the transactional id, Read on the group, Write or Read on
+// the topics, ClusterAction for the brokers' AddPartitionsToTxn v4 and
+// for WriteTxnMarkers (or cluster Alter); CreateTopics Create,
+// DeleteTopics and DeleteRecords Delete, CreatePartitions Alter; the
+// config keys DescribeConfigs or AlterConfigs on the topic or cluster;
+// ElectLeaders and the reassignments cluster Alter or Describe;
+// DescribeLogDirs cluster Describe; LeaderAndIsr, StopReplica,
+// UpdateMetadata and ControlledShutdown ClusterAction, before any epoch is
+// adopted. Metadata, DescribeGroups and DescribeCluster fill authorized
+// operations when asked. A denial logs one Info line ("authorization
+// denied": principal, operation, resource_type, resource, host,
+// remote_addr), except where Kafka checks quietly.
+//
+// DescribeAcls, CreateAcls and DeleteAcls are always advertised and
+// answer SECURITY_DISABLED without an Authorizer (writes also without
+// Config.ACLAdmin, the ZooKeeper store); filters and bindings are
+// validated with the security package. DescribeUserScramCredentials and
+// AlterUserScramCredentials are served with Config.ScramAdmin, with
+// ZkAdminManager's validations.
 //
 // # Ordering and concurrency
 //
@@ -148,6 +190,51 @@
 // Close closes listeners and connections, cancels every wait, and returns
 // after all goroutines the server started have ended; it is safe to call
 // twice. Serve returns ErrServerClosed after Close.
+//
+// # Connection security
+//
+// Config.Listeners gives each listener (by the name Serve gets) its
+// security protocol; a listener absent from it is PLAINTEXT. SSL and
+// SASL_SSL connections are TLS servers over the listener's
+// security.TLSContext, whose GetConfigForClient picks up reloaded key
+// files, so new connections get a new certificate without a restart; the
+// handshake runs first in readLoop, within connections.max.idle.ms. On SSL
+// the client certificate's DN, mapped by PrincipalMapper, is the
+// connection's principal (User:ANONYMOUS without one); on SASL listeners
+// it is User:<authorization id>; elsewhere User:ANONYMOUS. Every
+// reqContext carries principal, host (the client's IP) and
+// securityProtocol.
+//
+// A SASL listener's connection follows Kafka's SaslServerAuthenticator
+// (17_sasl_handshake.go, 36_sasl_authenticate.go), before dispatch:
+// until authenticated only ApiVersions and SaslHandshake are read, then
+// SaslAuthenticate (handshake v1) or raw size-prefixed tokens answered by
+// raw tokens (handshake v0, Kafka's original framing). Any other request
+// fails the authentication. Before authentication, and while
+// re-authenticating, a size prefix above Config.MaxReceiveBeforeAuth
+// (sasl.server.max.receive.size) closes the connection before any
+// allocation (CVE-2022-34917). A failure waits Config.FailedAuthDelay,
+// then answers (SASL_AUTHENTICATION_FAILED with a message naming only the
+// mechanism, UNSUPPORTED_SASL_MECHANISM with the enabled list,
+// ILLEGAL_SASL_STATE) where the framing allows and closes; an unexpected
+// request, a v0 token and a re-authentication with another mechanism get
+// no answer. With Config.MaxReauth (connections.max.reauth.ms) the
+// completing SaslAuthenticate carries SessionLifetimeMs; a SaslHandshake
+// on an authenticated connection whose session has a lifetime (and whose
+// last re-authentication began at least a second ago) re-authenticates
+// in place, keeping principal and mechanism or failing; a request after
+// the session's end closes the connection (KIP-368). Elsewhere, and after
+// authentication without a lifetime, SaslHandshake and SaslAuthenticate
+// answer ILLEGAL_SASL_STATE, as KafkaApis does. The SASL state belongs to
+// the connection's readLoop alone.
+//
+// BrokerClient's ClientConfig.Security dials the inter-broker listener
+// with TLS (the listener's TLSContext: truststore, keystore as client
+// certificate) and SASL (SaslHandshake v1 and SaslAuthenticate v1 with a
+// franz-go client mechanism, SASLMechanism). A connection whose session
+// has a lifetime re-authenticates in place at 85% of it, before its next
+// request (KIP-368), and redials if the server refuses. The controller,
+// the followers and the marker writer all use it.
 //
 // # Errors
 //

@@ -292,6 +292,9 @@ func requestEvent(e *zerolog.Event, rc *reqContext) *zerolog.Event {
 func (s *Server) partitionErrorCode(ctx context.Context, rc *reqContext, tp cluster.TopicPartition, err error,
 	mapErr func(*reqContext, error) int16, created *map[string]bool) int16 {
 	if errors.Is(err, partition.ErrUnknownTopicOrPartition) {
+		if created != nil && s.cfg.AutoCreateTopics && !s.mayCreateTopic(rc, tp.Topic) {
+			created = nil
+		}
 		return s.unknownPartitionCode(ctx, tp, created)
 	}
 	return mapErr(rc, err)

@@ -99,6 +99,7 @@ func startBroker(t *testing.T, opts ...brokerOption) *testBroker {
 		TransactionTopic:         TransactionTopicConfig{Partitions: testTxnPartitions, ReplicationFactor: 1, MinISR: 1, SegmentBytes: 1 << 20},
 		TxnVerification:          true,
 		TxnVerifier:              verifier,
+		ScramAdmin:               newFakeScramAdmin(),
 		Log:                      zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
 	}
 	for _, o := range opts {

@@ -742,7 +742,7 @@ func TestClientOnlyServer(t *testing.T) {
 	for _, k := range resp.ApiKeys {
 		keys = append(keys, k.ApiKey)
 	}
-	if want := []int16{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 19, 20, 21, 22, 32, 33, 35, 37, 42, 43, 44, 45, 46, 47, 60}; !reflect.DeepEqual(keys, want) {
+	if want := []int16{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47, 50, 51, 60}; !reflect.DeepEqual(keys, want) {
 		t.Fatalf("keys %v, want %v", keys, want)
 	}
 	for _, r := range []kmsg.Request{kmsg.NewPtrLeaderAndISRRequest(), kmsg.NewPtrStopReplicaRequest(),

@@ -3,6 +3,7 @@ package protocol
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/security"
 )
 
 // Config configures a Server.
@@ -109,9 +112,110 @@ type Config struct {
 	// IncrementalAlterConfigs (broker_configs.go).
 	BrokerConfigs BrokerConfigs
 	BrokerLoggers BrokerLoggers
+	// Authorizer (authorizer.class.name) decides every request's ACL
+	// checks (authz.go); nil allows everything, as Kafka without an
+	// authorizer. ACLAdmin, with Authorizer, serves CreateAcls and
+	// DeleteAcls (DescribeAcls needs only Authorizer); ScramAdmin serves
+	// Describe/AlterUserScramCredentials. Without them those keys are
+	// neither served nor advertised.
+	Authorizer Authorizer
+	ACLAdmin   ACLAdmin
+	ScramAdmin ScramAdmin
+
+	// Listeners is the security of each listener, by listener name (as
+	// given to Serve); a listener absent from the map is PLAINTEXT.
+	Listeners map[string]ListenerSecurity
+	// MaxReceiveBeforeAuth is sasl.server.max.receive.size: on a SASL
+	// listener, a frame larger than this before authentication completes
+	// (and during a re-authentication) closes the connection before
+	// anything is allocated for it (CVE-2022-34917). Zero means Kafka's
+	// default, 524288.
+	MaxReceiveBeforeAuth int32
+	// FailedAuthDelay is connection.failed.authentication.delay.ms: a
+	// failed authentication is answered, and its connection closed, this
+	// long after the failure. Zero answers at once.
+	FailedAuthDelay time.Duration
+	// MaxReauth is connections.max.reauth.ms (KIP-368): a SASL session
+	// lasts this long; a connection that sends a request past it without
+	// re-authenticating is closed. Zero means sessions do not expire.
+	MaxReauth time.Duration
 
 	// Log is the server's logger; the zero value discards.
 	Log zerolog.Logger
+
+	// now is the clock of SASL session lifetimes (nil: time.Now), and
+	// onAuthenticated is told of every principal a connection
+	// authenticates as; both for tests.
+	now             func() time.Time
+	onAuthenticated func(listener string, p security.KafkaPrincipal, reauth bool)
+}
+
+// The security protocols of listener.security.protocol.map.
+const (
+	ProtocolPlaintext     = "PLAINTEXT"
+	ProtocolSSL           = "SSL"
+	ProtocolSASLPlaintext = "SASL_PLAINTEXT"
+	ProtocolSASLSSL       = "SASL_SSL"
+)
+
+// ListenerSecurity is the security of one listener.
+type ListenerSecurity struct {
+	// Protocol is PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL.
+	Protocol string
+	// TLS is the listener's keystore and truststore (SSL, SASL_SSL).
+	TLS *security.TLSContext
+	// SASL is what the listener's SASL servers need (SASL_*).
+	SASL security.SASLConfig
+	// PrincipalMapper maps a TLS client certificate's distinguished name
+	// to the principal's name on an SSL listener
+	// (ssl.principal.mapping.rules); nil uses the DN as it is.
+	PrincipalMapper *security.PrincipalMapper
+}
+
+func (ls ListenerSecurity) usesTLS() bool {
+	return ls.Protocol == ProtocolSSL || ls.Protocol == ProtocolSASLSSL
+}
+
+func (ls ListenerSecurity) usesSASL() bool {
+	return ls.Protocol == ProtocolSASLPlaintext || ls.Protocol == ProtocolSASLSSL
+}
+
+// DefaultMaxReceiveBeforeAuth is Kafka's sasl.server.max.receive.size default.
+const DefaultMaxReceiveBeforeAuth int32 = 512 * 1024
+
+// ErrListenerSecurity is returned by Serve for a listener whose security
+// is misconfigured (an unknown protocol, a TLS protocol without a
+// TLSContext, SASL mechanisms without their credentials).
+var ErrListenerSecurity = errors.New("protocol: listener security misconfigured")
+
+// listenerSecurity returns the security of a listener and, for TLS ones,
+// its server config.
+func (s *Server) listenerSecurity(name string) (ListenerSecurity, *tls.Config, error) {
+	ls, ok := s.cfg.Listeners[name]
+	if !ok || ls.Protocol == "" {
+		ls.Protocol = ProtocolPlaintext
+	}
+	switch ls.Protocol {
+	case ProtocolPlaintext, ProtocolSSL, ProtocolSASLPlaintext, ProtocolSASLSSL:
+	default:
+		return ls, nil, fmt.Errorf("listener %s: security protocol %q: %w", name, ls.Protocol, ErrListenerSecurity)
+	}
+	if ls.usesSASL() {
+		if err := security.ValidateSASLConfig(ls.SASL); err != nil {
+			return ls, nil, fmt.Errorf("listener %s: %w: %w", name, ErrListenerSecurity, err)
+		}
+	}
+	if !ls.usesTLS() {
+		return ls, nil, nil
+	}
+	if ls.TLS == nil {
+		return ls, nil, fmt.Errorf("listener %s: %s without a keystore: %w", name, ls.Protocol, ErrListenerSecurity)
+	}
+	tc, err := ls.TLS.ServerConfig()
+	if err != nil {
+		return ls, nil, fmt.Errorf("listener %s: %w: %w", name, ErrListenerSecurity, err)
+	}
+	return ls, tc, nil
 }
 
 // DefaultMaxRequestBytes is Kafka's socket.request.max.bytes default.
@@ -158,6 +262,10 @@ type Server struct {
 	// controllerEpoch is the highest controller epoch seen. Guarded by
 	// controlSem.
 	controllerEpoch int32
+
+	// now is the clock of SASL session lifetimes; tests replace it
+	// before serving.
+	now func() time.Time
 }
 
 // NewServer returns a server that is not yet listening.
@@ -167,6 +275,12 @@ func NewServer(cfg Config) *Server {
 	}
 	if cfg.ConnectionsMaxIdle <= 0 {
 		cfg.ConnectionsMaxIdle = DefaultConnectionsMaxIdle
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
+	if cfg.MaxReceiveBeforeAuth <= 0 {
+		cfg.MaxReceiveBeforeAuth = DefaultMaxReceiveBeforeAuth
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
@@ -181,6 +295,7 @@ func NewServer(cfg Config) *Server {
 		connsByIP:  make(map[string]int),
 		connClosed: make(chan struct{}),
 		budget:     newByteBudget(cfg.QueuedMaxRequestBytes),
+		now:        cfg.now,
 	}
 }
 
@@ -202,6 +317,11 @@ func (s *Server) goFuncLocked(fn func()) bool {
 // then. listenerName picks which advertised endpoint of each broker
 // Metadata answers with on this listener. l is closed when Serve returns.
 func (s *Server) Serve(l net.Listener, listenerName string) error {
+	sec, tlsCfg, err := s.listenerSecurity(listenerName)
+	if err != nil {
+		l.Close()
+		return err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -219,7 +339,8 @@ func (s *Server) Serve(l net.Listener, listenerName string) error {
 		l.Close()
 	}()
 
-	s.log.Info().Str("listener", listenerName).Str("addr", l.Addr().String()).Msg("serving")
+	s.log.Info().Str("listener", listenerName).Str("security_protocol", sec.Protocol).
+		Str("addr", l.Addr().String()).Msg("serving")
 	var backoff time.Duration
 	for {
 		if !s.waitForSlot(listenerName) {
@@ -249,7 +370,11 @@ func (s *Server) Serve(l net.Listener, listenerName string) error {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
+		if tlsCfg != nil {
+			nc = tls.Server(nc, tlsCfg) // the handshake runs first in readLoop
+		}
 		c := s.newConn(nc, listenerName)
+		c.setSecurity(sec)
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
@@ -378,6 +503,15 @@ type conn struct {
 	remote   string
 	ip       string // remote without the port, for MaxConnectionsPerIP
 	log      zerolog.Logger
+	// principal is who the connection authenticated as (reqContext's).
+	principal security.KafkaPrincipal
+	// securityProtocol is the listener's (reqContext's).
+	securityProtocol string
+	sec              ListenerSecurity
+	// authenticated: the connection may send any request. False on a
+	// SASL listener until the exchange completes (sasl).
+	authenticated bool
+	sasl          saslConn
 
 	// out carries encoded responses, in request order, to writeLoop. Its
 	// small capacity pushes back on a client that stops reading. Their
@@ -403,18 +537,28 @@ func (s *Server) newConn(nc net.Conn, listener string) *conn {
 		ip = remote
 	}
 	return &conn{
-		s:            s,
-		nc:           nc,
-		listener:     listener,
-		remote:       remote,
-		ip:           ip,
-		log:          s.log.With().Str("remote_addr", remote).Logger(),
-		out:          make(chan outFrame, 2+maxPendingProduces),
-		pendingSlots: make(chan struct{}, maxPendingProduces),
-		writerDone:   make(chan struct{}),
-		ctx:          ctx,
-		cancel:       cancel,
+		s:                s,
+		nc:               nc,
+		listener:         listener,
+		remote:           remote,
+		ip:               ip,
+		log:              s.log.With().Str("remote_addr", remote).Logger(),
+		principal:        security.Anonymous,
+		securityProtocol: ProtocolPlaintext,
+		sec:              ListenerSecurity{Protocol: ProtocolPlaintext},
+		authenticated:    true,
+		out:              make(chan outFrame, 2+maxPendingProduces),
+		pendingSlots:     make(chan struct{}, maxPendingProduces),
+		writerDone:       make(chan struct{}),
+		ctx:              ctx,
+		cancel:           cancel,
 	}
+}
+
+// setSecurity makes c a connection of a listener with this security.
+func (c *conn) setSecurity(sec ListenerSecurity) {
+	c.sec, c.securityProtocol = sec, sec.Protocol
+	c.authenticated = !sec.usesSASL()
 }
 
 func (c *conn) readLoop() {
@@ -426,15 +570,34 @@ func (c *conn) readLoop() {
 		close(c.out) // writeLoop flushes what is queued, then closes the socket
 		c.s.removeConn(c)
 	}()
-	br := bufio.NewReaderSize(c.nc, 32<<10)
 	idle := c.s.cfg.ConnectionsMaxIdle
+	if !c.tlsHandshake(idle) {
+		return
+	}
+	br := bufio.NewReaderSize(c.nc, 32<<10)
 	for {
 		// connections.max.idle.ms: the next request must start in time.
 		// No deadline runs while a request is handled (a long-polling
 		// Fetch or an acks=all Produce is not idle).
 		c.nc.SetReadDeadline(time.Now().Add(idle))
-		size, err := readFrameSize(br, minHeaderBytes, c.s.cfg.MaxRequestBytes)
+		// Before authentication (and while re-authenticating) a frame
+		// may be no larger than sasl.server.max.receive.size; raw SASL
+		// tokens (after SaslHandshake v0) have no request header.
+		minBytes, maxBytes := minHeaderBytes, c.s.cfg.MaxRequestBytes
+		preAuth := !c.authenticated || c.sasl.reauthing
+		if preAuth {
+			maxBytes = c.s.cfg.MaxReceiveBeforeAuth
+		}
+		if c.sasl.stage == saslStageRaw {
+			minBytes = 0
+		}
+		size, err := readFrameSize(br, minBytes, maxBytes)
 		if err != nil {
+			if preAuth && errors.Is(err, errFrameSize) {
+				c.log.Info().Err(err).Int32("sasl_server_max_receive_size", maxBytes).
+					Msg("closing connection: receive before authentication too large")
+				return
+			}
 			c.logReadError(err)
 			return
 		}
@@ -454,6 +617,15 @@ func (c *conn) readLoop() {
 			c.logReadError(err)
 			return
 		}
+		if c.sasl.stage == saslStageRaw {
+			// A raw SASL token, not a request (SaslHandshake v0).
+			resp := c.handleRawToken(frame)
+			c.s.budget.release(held)
+			if !c.send(resp) || resp.close {
+				return
+			}
+			continue
+		}
 		// The key is read now: a handler may give the frame back early
 		// (releaseFrame), and then it is not ours to read.
 		key := int16(binary.BigEndian.Uint16(frame))
@@ -468,15 +640,54 @@ func (c *conn) readLoop() {
 			return            // already logged
 		}
 		rf.release(frameReusable(key))
-		if resp.b == nil && resp.later == nil {
-			continue
-		}
-		select {
-		case c.out <- resp:
-		case <-c.writerDone:
+		if !c.send(resp) || resp.close {
 			return
 		}
 	}
+}
+
+// send queues resp for writeLoop, if it is a response; false means the
+// writer has gone.
+func (c *conn) send(resp outFrame) bool {
+	if resp.b == nil && resp.later == nil {
+		return true
+	}
+	select {
+	case c.out <- resp:
+		return true
+	case <-c.writerDone:
+		return false
+	}
+}
+
+// tlsHandshake runs the TLS handshake of a TLS listener's connection
+// within the idle time, and on an SSL listener makes the client
+// certificate's principal the connection's. False closes the connection.
+func (c *conn) tlsHandshake(idle time.Duration) bool {
+	tc, ok := c.nc.(*tls.Conn)
+	if !ok {
+		return true
+	}
+	tc.SetDeadline(time.Now().Add(idle))
+	if err := tc.HandshakeContext(c.ctx); err != nil {
+		c.log.Info().Err(err).Str("listener", c.listener).Msg("closing connection: TLS handshake failed")
+		return false
+	}
+	tc.SetDeadline(time.Time{})
+	if c.sec.Protocol != ProtocolSSL {
+		return true // SASL_SSL: the principal is SASL's
+	}
+	p, err := security.PrincipalFromTLS(tc.ConnectionState(), c.sec.PrincipalMapper)
+	if err != nil {
+		c.log.Info().Err(err).Msg("closing connection: no principal for the client certificate")
+		return false
+	}
+	c.principal = p
+	c.log.Debug().Str("principal", p.String()).Msg("TLS client authenticated")
+	if hook := c.s.cfg.onAuthenticated; hook != nil {
+		hook(c.listener, p, false)
+	}
+	return true
 }
 
 // outFrame is one response for writeLoop: the encoded bytes, or a future
@@ -484,6 +695,9 @@ func (c *conn) readLoop() {
 type outFrame struct {
 	b     []byte
 	later <-chan []byte
+	// close: the connection closes once this response (if any) is
+	// queued, as after a failed authentication.
+	close bool
 }
 
 // requestFrame is one request frame's hold on memory: its buffer and its
@@ -556,6 +770,9 @@ func (c *conn) handleFrame(frame []byte, rf *requestFrame) (out outFrame, err er
 		ev.Msg("closing connection: bad request")
 		return outFrame{}, err
 	}
+	if out, handled := c.gateSASL(req); handled {
+		return out, nil
+	}
 	c.log.Debug().Int16("api_key", req.key).Int16("api_version", req.version).
 		Int32("correlation_id", req.correlationID).Str("client_id", req.clientID).
 		Int32("size", req.size).Msg("request")
@@ -577,6 +794,7 @@ func (c *conn) handleFrame(frame []byte, rf *requestFrame) (out outFrame, err er
 		resp = unsupportedApiVersionsResponse(c.s.apis)
 	} else {
 		rc = &reqContext{listener: c.listener, clientID: req.clientID, correlationID: req.correlationID, remoteAddr: c.remote,
+			principal: c.principal, host: c.ip, securityProtocol: c.securityProtocol,
 			frame: rf, sizeHint: c.respHint}
 		resp, err = c.s.dispatch(c.ctx, rc, req.kreq)
 		if err != nil {

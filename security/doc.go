@@ -23,7 +23,13 @@
 // extension (m=) and channel binding (p=) are refused; the c= attribute must
 // carry the gs2 header back; stored credentials below 4096 iterations are
 // refused. Credentials come from a ScramCredentialLookup; ScramCredentialCache
-// is the in-memory one zkcoord keeps current.
+// is the in-memory one zkcoord keeps current (Users lists who has one).
+// ScramCredentialFromSaltedPassword turns AlterUserScramCredentials' salt and
+// salted password into the stored credential, refusing what Kafka refuses:
+// ErrUnsupportedMechanism, ErrUnacceptableCredential (iterations outside
+// [4096, 16384], empty salt); ErrCredentialNotFound and ErrDuplicateResource
+// are the other per-user outcomes zkcoord's store reports (protocol maps
+// them to RESOURCE_NOT_FOUND and DUPLICATE_RESOURCE).
 //
 // PlainServer implements SASL/PLAIN (RFC 4616) as Kafka's PlainSaslServer:
 // an authzid, if given, must equal the user name, and PlainUsers compares
@@ -146,11 +152,8 @@
 //     ValidateFilter, ACLs and DeleteCandidates/RemoveMatching/AddACLs;
 //     Describe/AlterUserScramCredentials over GenerateScramCredential,
 //     NewScramCredential and ScramMaxIterations.
-//   - zkcoord: the /config/users, /config/changes, /kafka-acl,
-//     /kafka-acl-extended, /kafka-acl-changes and /kafka-acl-extended-changes
-//     paths; load and watch them into ScramCredentialCache.SetUser and
-//     Authorizer.SetResourceACLs; conditional writes for ACL and credential
-//     changes followed by a notification from EncodeACLChange or
-//     EncodeConfigChange; digest auth and znode ACLs
-//     (zookeeper.set.acl).
+//
+// zkcoord's part is done: WatchACLs, WatchScramCredentials, ACLAdmin,
+// ScramAdmin (AlterScramUsers over ScramCredentialFromSaltedPassword),
+// Config.Digest and Config.SetACL.
 package security

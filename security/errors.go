@@ -26,6 +26,18 @@ var (
 	// ErrNoMatchingRule is returned by PrincipalMapper.Name when no rule of
 	// ssl.principal.mapping.rules applies to a distinguished name.
 	ErrNoMatchingRule = errors.New("security: no principal mapping rule applies")
+	// ErrUnacceptableCredential wraps a SCRAM credential change that Kafka's
+	// AlterUserScramCredentials refuses: an empty user name, iterations
+	// outside [ScramMinIterations, ScramMaxIterations], an empty salt or
+	// salted password. protocol maps it to UNACCEPTABLE_CREDENTIAL.
+	ErrUnacceptableCredential = errors.New("security: unacceptable credential")
+	// ErrCredentialNotFound is the deletion (or description) of a SCRAM
+	// credential that does not exist. protocol maps it to RESOURCE_NOT_FOUND.
+	ErrCredentialNotFound = errors.New("security: credential not found")
+	// ErrDuplicateResource is a user named twice for the same mechanism in
+	// one AlterUserScramCredentials (or twice in one
+	// DescribeUserScramCredentials). protocol maps it to DUPLICATE_RESOURCE.
+	ErrDuplicateResource = errors.New("security: resource named twice in one request")
 	// ErrInvalidACL wraps an ACL, resource pattern, filter or ACL znode
 	// payload that cannot be decoded or may not be stored.
 	ErrInvalidACL = errors.New("security: invalid ACL")

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"hash"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +136,33 @@ func NewScramCredential(m ScramMechanism, password string, salt []byte, iteratio
 	}, nil
 }
 
+// ScramCredentialFromSaltedPassword derives the stored credential from a
+// salt and the salted password (Hi(password, salt, iterations)) a client
+// computed, as AlterUserScramCredentials carries them and Kafka's
+// ScramFormatter.generateCredential turns them into stored_key and
+// server_key. An unknown mechanism wraps ErrUnsupportedMechanism;
+// iterations out of Kafka's range or an empty salt or salted password wrap
+// ErrUnacceptableCredential.
+func ScramCredentialFromSaltedPassword(m ScramMechanism, salt, saltedPassword []byte, iterations int) (ScramCredential, error) {
+	if !m.Valid() {
+		return ScramCredential{}, fmt.Errorf("scram credential: mechanism %d: %w", m, ErrUnsupportedMechanism)
+	}
+	if iterations < ScramMinIterations || iterations > ScramMaxIterations {
+		return ScramCredential{}, fmt.Errorf("scram credential: iterations %d outside [%d, %d]: %w",
+			iterations, ScramMinIterations, ScramMaxIterations, ErrUnacceptableCredential)
+	}
+	if len(salt) == 0 || len(saltedPassword) == 0 {
+		return ScramCredential{}, fmt.Errorf("scram credential: empty salt or salted password: %w", ErrUnacceptableCredential)
+	}
+	clientKey := m.hmac(saltedPassword, "Client Key")
+	return ScramCredential{
+		Salt:       append([]byte(nil), salt...),
+		StoredKey:  m.hash(clientKey),
+		ServerKey:  m.hmac(saltedPassword, "Server Key"),
+		Iterations: iterations,
+	}, nil
+}
+
 // GenerateScramCredential makes a credential from a password with a fresh
 // random salt, as kafka-configs.sh --add-config 'SCRAM-SHA-256=[password=...]'
 // does. Kafka's salt is the bytes of a random base-36 string; here it is 32
@@ -199,6 +227,22 @@ func (c *ScramCredentialCache) SetUser(user string, creds map[ScramMechanism]Scr
 			delete(c.creds, scramKey{m, user})
 		}
 	}
+}
+
+// Users lists the users that have at least one credential, sorted.
+func (c *ScramCredentialCache) Users() []string {
+	c.mu.RLock()
+	seen := make(map[string]bool, len(c.creds))
+	for k := range c.creds {
+		seen[k.user] = true
+	}
+	c.mu.RUnlock()
+	out := make([]string, 0, len(seen))
+	for u := range seen {
+		out = append(out, u)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // LookupScramCredential implements ScramCredentialLookup.

@@ -563,3 +563,62 @@ func FuzzScramServer(f *testing.F) {
 		}
 	})
 }
+
+// TestScramCredentialFromSaltedPassword: AlterUserScramCredentials' salted
+// password (Hi computed by the client) gives the RFC-derived golden keys;
+// Kafka's refusals wrap their sentinels.
+func TestScramCredentialFromSaltedPassword(t *testing.T) {
+	salt := mustB64(t, rfc7677Salt)
+	for _, tc := range []struct {
+		m                    ScramMechanism
+		storedKey, serverKey string
+	}{
+		{ScramSHA256, goldenSHA256StoredKey, goldenSHA256ServerKey},
+		{ScramSHA512, goldenSHA512StoredKey, goldenSHA512ServerKey},
+	} {
+		sp, err := tc.m.saltedPassword("pencil", salt, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cred, err := ScramCredentialFromSaltedPassword(tc.m, salt, sp, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "salt=" + rfc7677Salt + ",stored_key=" + tc.storedKey + ",server_key=" + tc.serverKey + ",iterations=4096"
+		if got := FormatScramCredential(cred); got != want {
+			t.Fatalf("%s\n got %s\nwant %s", tc.m, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		m    ScramMechanism
+		salt []byte
+		sp   []byte
+		iter int
+		want error
+	}{
+		{0, salt, salt, 4096, ErrUnsupportedMechanism},
+		{ScramSHA256, salt, salt, 4095, ErrUnacceptableCredential},
+		{ScramSHA256, salt, salt, ScramMaxIterations + 1, ErrUnacceptableCredential},
+		{ScramSHA256, nil, salt, 4096, ErrUnacceptableCredential},
+		{ScramSHA256, salt, nil, 4096, ErrUnacceptableCredential},
+	} {
+		if _, err := ScramCredentialFromSaltedPassword(tc.m, tc.salt, tc.sp, tc.iter); !errors.Is(err, tc.want) {
+			t.Errorf("%v/%d: %v, want %v", tc.m, tc.iter, err, tc.want)
+		}
+	}
+}
+
+func TestScramCredentialCacheUsers(t *testing.T) {
+	c := &ScramCredentialCache{}
+	cred := ScramCredential{Salt: []byte("s"), StoredKey: []byte("k"), ServerKey: []byte("v"), Iterations: 4096}
+	c.Set(ScramSHA256, "bob", cred)
+	c.Set(ScramSHA512, "bob", cred)
+	c.Set(ScramSHA512, "alice", cred)
+	if got := c.Users(); len(got) != 2 || got[0] != "alice" || got[1] != "bob" {
+		t.Fatalf("users %v", got)
+	}
+	c.SetUser("alice", nil)
+	if got := c.Users(); len(got) != 1 || got[0] != "bob" {
+		t.Fatalf("users %v", got)
+	}
+}

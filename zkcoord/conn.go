@@ -14,9 +14,46 @@ import (
 type zkConn struct {
 	c      *zk.Conn
 	chroot string // "" or "/kafka"
+	// secureACL, when set (zookeeper.set.acl), is the broker's own digest
+	// ACL with every permission: aclFor gives it to every znode created
+	// through this connection, with world READ unless the path is
+	// sensitive. nil creates every znode open, as Kafka without set.acl.
+	secureACL []zk.ACL
 }
 
 var openACL = zk.WorldACL(zk.PermAll)
+
+// sensitiveRootPaths are the paths whose znodes no one but the brokers may
+// read under zookeeper.set.acl (Kafka's ZkData.SensitiveRootPaths: the
+// SCRAM credentials and dynamic broker configs, which hold passwords, and
+// the delegation tokens). A path is sensitive if it starts with one, as
+// Kafka's sensitivePath checks.
+var sensitiveRootPaths = []string{configUsersPath, configBrokersPath, delegationTokensPath}
+
+// sensitivePath reports whether p, relative to the chroot, is sensitive.
+func sensitivePath(p string) bool {
+	for _, r := range sensitiveRootPaths {
+		if strings.HasPrefix(p, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// aclFor is the ACL of a znode created at p (relative to the chroot), as
+// Kafka's ZkData.defaultAcls: open without set.acl and for /consumers
+// (the old consumers write under it); otherwise the broker's digest with
+// every permission, plus world READ unless p is sensitive.
+func (z *zkConn) aclFor(p string) []zk.ACL {
+	if z.secureACL == nil || p == consumersPath {
+		return openACL
+	}
+	acl := append([]zk.ACL(nil), z.secureACL...)
+	if !sensitivePath(p) {
+		acl = append(acl, zk.WorldACL(zk.PermRead)...)
+	}
+	return acl
+}
 
 func (z *zkConn) abs(p string) string { return z.chroot + p }
 
@@ -46,7 +83,7 @@ func (z *zkConn) Set(p string, data []byte, version int32) (*zk.Stat, error) {
 }
 
 func (z *zkConn) Create(p string, data []byte, flags int32) (string, error) {
-	s, err := z.c.Create(z.abs(p), data, flags, openACL)
+	s, err := z.c.Create(z.abs(p), data, flags, z.aclFor(p))
 	return z.rel(s), err
 }
 
@@ -60,10 +97,10 @@ func (z *zkConn) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		switch o := op.(type) {
 		case *zk.CreateRequest:
 			c := *o
-			c.Path = z.abs(c.Path)
 			if c.Acl == nil {
-				c.Acl = openACL
+				c.Acl = z.aclFor(c.Path)
 			}
+			c.Path = z.abs(c.Path)
 			rooted[i] = &c
 		case *zk.SetDataRequest:
 			c := *o

@@ -20,6 +20,12 @@
 //	/isr_change_notification/isr_change_<seq>  PS  {"version":1,"partitions":[{"topic":"t","partition":0}]}
 //	/cluster/id               P  {"version":"1","id":"<22-char base64url uuid>"}
 //	/latest_producer_id_block P  {"version":1,"broker":N,"block_start":"S","block_end":"E"}
+//	/kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/<Type>/<name>  P
+//	                             {"version":1,"acls":[{"principal":"User:a","permissionType":"Allow","operation":"Read","host":"*"}]}
+//	/kafka-acl-changes/acl_changes_<seq>           PS  "TOPIC:<name>"
+//	/kafka-acl-extended-changes/acl_changes_<seq>  PS  {"version":1,"resourceType":"TOPIC","name":"n","patternType":"PREFIXED"}
+//	/config/users/<sanitized user>  P  {"version":1,"config":{"SCRAM-SHA-512":"salt=..,stored_key=..,server_key=..,iterations=4096"}}
+//	                             (notified as {"version":2,"entity_path":"users/<sanitized user>"})
 //
 // Readers accept older versions (topic version 1, registrations without
 // endpoints) and ignore unknown fields. zookeeper.connect may carry a
@@ -150,6 +156,53 @@
 // notification is added, deletes the ones created more than 15 minutes
 // ago (by ctime), which leaves every broker the time to read them.
 //
+// # Security (issue 14)
+//
+// ACLs (acl.go): WatchACLs loads every resource znode into a
+// security.Authorizer (SetResourceACLs with the znode version) and follows
+// both ACL change stores, as Kafka's ZkNodeChangeNotificationListener: on
+// each children change, every notification newer than the last processed,
+// in sequence order, re-reads the resource it names, then notifications
+// older than 15 minutes are purged. ACLStore (ACLAdmin) is AclAuthorizer's
+// write path: per resource pattern, read the znode, apply the change
+// (security.AddACLs, security.RemoveMatching), write it back conditionally
+// on the version read (create if absent, delete with its last ACL), re-read
+// and retry (10 times, with a random pause up to 50 ms) when another writer
+// won, then create the change notification. A write whose answer was lost
+// is re-read like a lost race, and its notification is written even if the
+// re-read finds nothing left to change. DeleteACLs visits the resource
+// znodes in ZooKeeper, not the cache, so a change this broker has not yet
+// heard of is not missed.
+//
+// SCRAM (scram.go): WatchScramCredentials loads /config/users into a
+// security.ScramCredentialCache and follows the users/<user> notifications
+// through the one /config/changes children watch the session keeps anyway
+// (refreshConfigChanges dispatches, then purges). ScramStore (ScramAdmin)
+// is ZkAdminManager's Describe/AlterUserScramCredentials: Kafka's per-user
+// refusals (security's sentinels), stored_key and server_key computed from
+// the client's salt and salted password, one conditional write per user,
+// then the notification. A user znode whose credentials do not parse
+// removes that user's credentials from the cache (fail closed).
+//
+// Both watches read everything again after a new session: notifications
+// purged while the session was away would otherwise be missed (Kafka's
+// listener only resumes from the last one it processed). The writers
+// re-read what they wrote into this broker's caches on the session
+// goroutine before returning, so a broker sees its own change at once.
+//
+// ZooKeeper authentication: with Config.Digest the session sends
+// AddAuth("digest", "user:password") before any other request;
+// go-zookeeper re-sends it first on every reconnect and new session. With
+// Config.SetACL (zookeeper.set.acl) every znode created through zkConn
+// (Create and the creates in Multi, the chroot included) gets
+// digest:<user>:<base64 sha1(user:password)> with all permissions plus
+// world READ, except Kafka's sensitive paths (ZkData.SensitiveRootPaths:
+// /config/users, /config/brokers, /delegation_token/tokens), which get no
+// world access, and /consumers, which stays open as Kafka leaves it.
+// Znodes that already exist keep their ACLs: like Kafka, changing them is
+// the job of a migration tool (ZkSecurityMigrator), which this broker does
+// not have.
+//
 // # Concurrency contract
 //
 // One goroutine per Session (run) owns the ZooKeeper side: it reacts to
@@ -196,7 +249,12 @@
 // broker queues (enqueue: non-blocking, drop when full); controller loop ->
 // session goroutine only from a helper goroutine (resign when fenced).
 //
-// Fields marked "owned by the session goroutine" take no lock at all.
+// Fields marked "owned by the session goroutine" take no lock at all; the
+// ACL and SCRAM watch state (Session.acl, Session.scram) is such a field:
+// WatchACLs, WatchScramCredentials and the stores' post-write re-reads run
+// on the session goroutine through Session.do. The stores' ZooKeeper
+// writes run on the caller's goroutine; security.Authorizer and
+// ScramCredentialCache take their own leaf locks.
 //
 // # Fencing
 //

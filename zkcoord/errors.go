@@ -20,6 +20,9 @@ var (
 	ErrNoSession = errors.New("zkcoord: no zookeeper session")
 	// ErrBadConnect is returned by Connect for a malformed zookeeper.connect.
 	ErrBadConnect = errors.New("zkcoord: bad zookeeper.connect")
+	// ErrBadZKAuth is returned by Connect for zookeeper.set.acl without
+	// digest credentials, or credentials that cannot be used.
+	ErrBadZKAuth = errors.New("zkcoord: bad zookeeper authentication config")
 	// ErrClosed is returned by calls on a closed Session.
 	ErrClosed = errors.New("zkcoord: session closed")
 	// ErrClusterIDMissing is returned when /cluster/id disappears; Kafka

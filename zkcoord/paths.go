@@ -1,6 +1,10 @@
 package zkcoord
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/kafkazk/broker/security"
+)
 
 // This file is the only place that builds znode paths. Every path is
 // relative to the chroot of zookeeper.connect; the chroot is added by zkConn
@@ -29,9 +33,17 @@ const (
 	controllerEpochPath            = "/controller_epoch"
 	clusterPath                    = "/cluster"
 	clusterIDPath                  = "/cluster/id"
+	delegationTokensPath           = "/delegation_token/tokens"
 	configChangeNamePrefix         = "config_change_"
 	configChangeSequencePrefix     = configChangesPath + "/" + configChangeNamePrefix
 	isrChangeNotificationSeqPrefix = "/isr_change_notification/isr_change_"
+
+	// ACL storage (ZkData ZkAclStore, ZkAclChangeStore).
+	aclLiteralPath         = "/kafka-acl"
+	aclExtendedPath        = "/kafka-acl-extended"
+	aclChangesPath         = "/kafka-acl-changes"
+	aclExtendedChangesPath = "/kafka-acl-extended-changes"
+	aclChangeNamePrefix    = "acl_changes_"
 )
 
 // persistentPaths are the paths every broker creates at startup, in an order
@@ -89,3 +101,42 @@ func configChangeNotificationPath(name string) string { return configChangesPath
 func isrChangeNotificationNodePath(name string) string {
 	return isrChangeNotificationPath + "/" + name
 }
+
+// aclStorePath is where the ACLs of one pattern type live: /kafka-acl for
+// literal patterns, /kafka-acl-extended/<pattern type, lower case> for the
+// others (only prefixed exists).
+func aclStorePath(pt security.PatternType) string {
+	if pt == security.PatternLiteral {
+		return aclLiteralPath
+	}
+	return aclExtendedPath + "/" + pt.StoreName()
+}
+
+// aclTypePath is /kafka-acl/<ResourceType> (or its extended twin); the type
+// segment is Kafka's camel-case name, "Topic", "TransactionalId".
+func aclTypePath(pt security.PatternType, rt security.ResourceType) string {
+	return aclStorePath(pt) + "/" + rt.String()
+}
+
+// aclResourcePath is the znode holding the ACLs of one resource pattern,
+// /kafka-acl/Topic/orders or /kafka-acl-extended/prefixed/Topic/ord.
+func aclResourcePath(p security.ResourcePattern) string {
+	return aclTypePath(p.PatternType, p.Type) + "/" + p.Name
+}
+
+// aclChangeStorePath is where a pattern's change notifications go:
+// /kafka-acl-changes for literal patterns, /kafka-acl-extended-changes for
+// the others.
+func aclChangeStorePath(pt security.PatternType) string {
+	if pt == security.PatternLiteral {
+		return aclChangesPath
+	}
+	return aclExtendedChangesPath
+}
+
+// aclChangeNodePath is one child of an ACL change store, by its name.
+func aclChangeNodePath(store, name string) string { return store + "/" + name }
+
+// configUserPath is /config/users/<sanitized user>, a user's SCRAM
+// credentials (and quotas).
+func configUserPath(sanitizedUser string) string { return configUsersPath + "/" + sanitizedUser }

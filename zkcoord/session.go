@@ -96,10 +96,28 @@ type Config struct {
 	// Metrics receives the controller's leader elections; nil discards them.
 	Metrics Metrics
 
+	// Digest, if set, is the broker's ZooKeeper identity (the username and
+	// password of the JAAS Client section): the session authenticates with
+	// AddAuth("digest", "user:password") before any other request, and again
+	// on every reconnect and new session.
+	Digest *DigestCredentials
+	// SetACL is zookeeper.set.acl: every znode the broker creates gets
+	// digest:<user>:<hash> with all permissions plus world READ, except
+	// Kafka's sensitive paths (/config/users, /config/brokers,
+	// /delegation_token/tokens), which get no world access, and /consumers,
+	// which stays open as in Kafka. It requires Digest.
+	SetACL bool
+
 	// configChangeExpiration is the age after which /config/changes
 	// notifications are purged (defaultConfigChangeExpiration if 0). Kafka
 	// has no setting for it; tests shorten it.
 	configChangeExpiration time.Duration
+}
+
+// DigestCredentials are a ZooKeeper digest identity.
+type DigestCredentials struct {
+	User     string
+	Password string
 }
 
 // Session is one broker's ZooKeeper session: registration, controller
@@ -130,11 +148,13 @@ type Session struct {
 	// Owned by the session goroutine (run); never touched elsewhere.
 	armed         map[watchKey]uint64 // watches set on the server, by token
 	tokenSeq      uint64
-	syncedSession int64 // session id whose state the cache reflects
-	registered    bool  // Register succeeded once: re-register on every new session
-	needRegister  bool  // registration for the current session is pending
-	dirty         bool  // a read failed: resync on the next tick
-	changed       bool  // the cache changed in this iteration
+	syncedSession int64      // session id whose state the cache reflects
+	registered    bool       // Register succeeded once: re-register on every new session
+	needRegister  bool       // registration for the current session is pending
+	dirty         bool       // a read failed: resync on the next tick
+	changed       bool       // the cache changed in this iteration
+	acl           aclState   // the ACL watch (acl.go)
+	scram         scramState // the SCRAM credential watch (scram.go)
 
 	isr isrPropagation // NotifyIsrChange batching; its own lock
 
@@ -162,6 +182,9 @@ type Session struct {
 func Connect(ctx context.Context, cfg Config) (*Session, error) {
 	servers, chroot, err := parseConnect(cfg.Connect)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkDigest(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.SessionTimeout <= 0 {
@@ -201,6 +224,9 @@ func Connect(ctx context.Context, cfg Config) (*Session, error) {
 		return nil, fmt.Errorf("connect to zookeeper %s: %w", strings.Join(servers, ","), err)
 	}
 	s.zk = &zkConn{c: conn, chroot: chroot}
+	if cfg.SetACL {
+		s.zk.secureACL = zk.DigestACL(zk.PermAll, cfg.Digest.User, cfg.Digest.Password)
+	}
 	if err := s.start(ctx); err != nil {
 		s.closeConn()
 		return nil, err
@@ -221,8 +247,11 @@ func (s *Session) start(ctx context.Context) error {
 			return fmt.Errorf("connect to zookeeper %s: %w", strings.Join(s.servers, ","), ctx.Err())
 		}
 	}
+	if err := s.addAuth(ctx, timer.C); err != nil {
+		return err
+	}
 	if s.zk.chroot != "" {
-		raw := &zkConn{c: s.zk.c}
+		raw := &zkConn{c: s.zk.c, secureACL: s.zk.secureACL}
 		parts := strings.Split(strings.TrimPrefix(s.zk.chroot, "/"), "/")
 		for i := range parts {
 			if err := raw.createPersistent("/" + strings.Join(parts[:i+1], "/")); err != nil {
@@ -250,6 +279,50 @@ func (s *Session) start(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// checkDigest refuses zookeeper.set.acl without credentials, as Kafka
+// refuses to start with set.acl but no JAAS login, and a digest user
+// that the "user:password" form cannot carry.
+func checkDigest(cfg Config) error {
+	if cfg.SetACL && cfg.Digest == nil {
+		return fmt.Errorf("%w: zookeeper.set.acl is true but no ZooKeeper credentials (JAAS section Client) were given", ErrBadZKAuth)
+	}
+	if d := cfg.Digest; d != nil && (d.User == "" || strings.Contains(d.User, ":")) {
+		return fmt.Errorf("%w: digest user %q is empty or contains ':'", ErrBadZKAuth, d.User)
+	}
+	return nil
+}
+
+// addAuth authenticates the session with its digest credentials, before any
+// other request. go-zookeeper keeps what AddAuth succeeded with and sends it
+// again first thing on every reconnect, new sessions after an expiry
+// included, so this runs once. A connection lost before the answer leaves
+// nothing recorded, so it is retried until it lands, deadline or ctx end.
+func (s *Session) addAuth(ctx context.Context, deadline <-chan time.Time) error {
+	d := s.cfg.Digest
+	if d == nil {
+		return nil
+	}
+	for {
+		err := s.zk.c.AddAuth("digest", []byte(d.User+":"+d.Password))
+		if err == nil {
+			s.log.Info().Str("zk_auth_scheme", "digest").Str("zk_user", d.User).
+				Bool("zk_set_acl", s.cfg.SetACL).Msg("authenticated to zookeeper")
+			return nil
+		}
+		if !outcomeUnknown(err) {
+			return fmt.Errorf("zookeeper digest auth as %s: %w", d.User, err)
+		}
+		s.log.Warn().Err(err).Msg("zookeeper digest auth: connection lost; retrying")
+		select {
+		case <-time.After(retryInterval):
+		case <-deadline:
+			return fmt.Errorf("zookeeper digest auth as %s: %w", d.User, err)
+		case <-ctx.Done():
+			return fmt.Errorf("zookeeper digest auth: %w", ctx.Err())
+		}
 	}
 }
 
@@ -491,6 +564,12 @@ func (s *Session) onSession() {
 	s.resign("zookeeper session expired")
 	s.setControllerID(-1) // unknown until re-read (KC Expire)
 	clear(s.armed)
+	if s.acl.authz != nil {
+		s.acl.full = true // re-read every resource on the new session
+	}
+	if s.scram.cache != nil {
+		s.scram.full = true
+	}
 	if s.registered {
 		s.needRegister = true
 	}
@@ -517,8 +596,14 @@ func (s *Session) resync() {
 	if err := s.refreshDeleteTopics(); err != nil {
 		s.markDirty("read topic deletions", err)
 	}
+	if err := s.syncScramCredentials(); err != nil {
+		s.markDirty("load SCRAM credentials", err)
+	}
 	if err := s.refreshConfigChanges(); err != nil {
-		s.markDirty("purge config changes", err)
+		s.markDirty("read config changes", err)
+	}
+	if err := s.syncACLs(); err != nil {
+		s.markDirty("read ACLs", err)
 	}
 	if err := s.refreshBrokerConfigs(); err != nil {
 		s.markDirty("read broker configs", err)

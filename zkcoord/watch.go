@@ -3,10 +3,7 @@ package zkcoord
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -33,6 +30,7 @@ const (
 	wReassignPartitions                      // /admin/reassign_partitions (controller only)
 	wPreferredElection                       // /admin/preferred_replica_election (controller only)
 	wBrokerConfig                            // /config/brokers/<entity>; the entity is in watchKey.topic
+	wACLChanges                              // children of an ACL change store; its path is in watchKey.topic
 )
 
 type watchKey struct {
@@ -173,6 +171,8 @@ func (s *Session) handleFire(f watchFire) {
 		err = s.refreshConfigChanges()
 	case wBrokerConfig:
 		err = s.refreshBrokerConfig(f.key.topic)
+	case wACLChanges:
+		err = s.refreshACLChanges(f.key.topic)
 	case wReassignPartitions, wPreferredElection:
 		err = s.refreshAdminRequests(f.key.kind)
 	}
@@ -359,52 +359,21 @@ func (s *Session) refreshConfig(t string) error {
 }
 
 // refreshConfigChanges lists /config/changes, re-arming its children
-// watch, and deletes every config_change_<seq> notification created more
-// than cfg.configChangeExpiration ago, by the znode's ctime against this
-// broker's clock: Kafka's ZkNodeChangeNotificationListener purges so
-// (purgeObsoleteNotifications) each time it processes the notifications,
-// that is at startup, after a new session and whenever one is added. Every
-// broker purges, racing harmlessly; the age alone is what gives every
-// broker, and Kafka's own, the time to read a notification first. This
-// broker applies topic configs from its watch on /config/topics/<t>
-// (refreshConfig), so purging is all it does with the notifications.
-// Sequence order is creation order, so the purge stops at the first
-// notification young enough to keep. A failed read or delete of one node
-// is logged and ends this purge, as Kafka logs it: the next notification
-// or session tries again; only a failed listing (the watch) is retried.
+// watch, hands the notifications not yet processed to the SCRAM credential
+// watch (users/<user>: scram.go) and purges the expired ones (notify.go).
+// This broker applies topic and broker configs from its data watches on
+// /config/topics/<t> and /config/brokers/<entity> (refreshConfig,
+// refreshBrokerConfig), so for those purging is all it does. A failed read
+// of a notification's subject is retried from that notification; only
+// that and a failed listing (the watch) are retried.
 func (s *Session) refreshConfigChanges() error {
 	kids, err := s.readChildren(watchKey{kind: wConfigChanges}, configChangesPath)
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	slices.Sort(kids) // oldest first: the sequence is zero-padded
-	purged := 0
-	for _, k := range kids {
-		if !strings.HasPrefix(k, configChangeNamePrefix) {
-			continue // not a notification of ours or Kafka's: not ours to delete
-		}
-		p := configChangeNotificationPath(k)
-		exists, stat, err := s.zk.Exists(p)
-		if err != nil {
-			s.log.Warn().Err(err).Str("zk_path", p).Msg("purging config change notifications: exists")
-			break
-		}
-		if !exists {
-			continue // another broker purged it
-		}
-		if now.Sub(time.UnixMilli(stat.Ctime)) <= s.cfg.configChangeExpiration {
-			break // this one and every later one are young enough to keep
-		}
-		if err := s.zk.Delete(p, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-			s.log.Warn().Err(err).Str("zk_path", p).Msg("purging config change notifications: delete")
-			break
-		}
-		purged++
+	if err := s.processUserConfigChanges(kids); err != nil {
+		return err
 	}
-	if purged > 0 {
-		s.log.Debug().Str("zk_path", configChangesPath).Int("purged", purged).
-			Msg("purged expired config change notifications")
-	}
+	s.purgeNotifications(configChangesPath, configChangeNamePrefix, kids)
 	return nil
 }

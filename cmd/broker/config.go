@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -93,6 +94,9 @@ type Config struct {
 	// LogDefaults are the topic-level defaults (log.segment.bytes,
 	// log.cleaner.delete.retention.ms, ...).
 	LogDefaults cluster.LogConfig
+	// Security is every listener's security and the authorizer's,
+	// inter-broker and ZooKeeper security settings.
+	Security SecurityConfig
 	// StaticProps are the keys set in the properties file or by
 	// --override, as written: DescribeConfigs reports a topic default
 	// they set as STATIC_BROKER_CONFIG.
@@ -183,7 +187,7 @@ func ParseProperties(path string) (map[string]string, error) {
 func BuildConfig(props map[string]string) (*Config, error) {
 	var unknown []string
 	for k := range props {
-		if _, ok := keyDefaults[k]; !ok {
+		if _, ok := keyDefaults[k]; !ok && !listenerPrefixedKey(k) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -205,7 +209,13 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	} else {
 		c.AdvertisedListeners = append([]Listener(nil), c.Listeners...)
 	}
-	c.InterBrokerListenerName = p.str("inter.broker.listener.name")
+	c.InterBrokerListenerName = p.interBrokerListener(c.Listeners)
+	if c.InterBrokerListenerName == "" && len(c.Listeners) > 0 {
+		c.InterBrokerListenerName = c.Listeners[0].Name
+	}
+	if p.err == nil {
+		c.Security = p.security(c)
+	}
 	c.ZooKeeperConnect = p.str("zookeeper.connect")
 	if p.err == nil && c.ZooKeeperConnect == "" {
 		return nil, &ConfigError{Key: "zookeeper.connect", Problem: "is required (host:port[,host:port][/chroot])"}
@@ -338,9 +348,6 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	if len(c.LogDirs) == 0 {
 		return nil, &ConfigError{Key: "log.dirs", Problem: "names no directory"}
 	}
-	if c.InterBrokerListenerName == "" {
-		c.InterBrokerListenerName = c.Listeners[0].Name
-	}
 	return c, nil
 }
 
@@ -436,8 +443,8 @@ func (p *propReader) protocolMap(key string) map[string]string {
 			p.fail(key, "%q is not NAME:PROTOCOL", pair)
 			continue
 		}
-		if proto != "PLAINTEXT" {
-			p.fail(key, "security protocol %q is not supported (only PLAINTEXT)", proto)
+		if !slices.Contains(securityProtocols, proto) {
+			p.fail(key, "security protocol %q of %s is not one of %s", proto, name, strings.Join(securityProtocols, ", "))
 			continue
 		}
 		out[strings.ToUpper(name)] = proto

@@ -99,7 +99,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"no zookeeper", "broker.id=1\n", nil, "zookeeper.connect"},
 		{"bad listener", minimal + "listeners=127.0.0.1:9092\n", nil, "listeners"},
 		{"unmapped listener", minimal + "listeners=SSL://:9093\n", nil, "listeners"},
-		{"ssl protocol", minimal + "listener.security.protocol.map=SSL:SSL\n", nil, "listener.security.protocol.map"},
+		{"unknown protocol", minimal + "listener.security.protocol.map=PLAINTEXT:KERBEROS\n", nil, "listener.security.protocol.map"},
 		{"bad override", minimal, []string{"--override", "replica.lag.time.max.ms=-5"}, "replica.lag.time.max.ms"},
 		{"unknown override", minimal, []string{"--override", "foo.bar=1"}, "foo.bar"},
 		{"fetch wait above lag", minimal + "replica.fetch.wait.max.ms=40000\n", nil, "replica.fetch.wait.max.ms"},

@@ -29,4 +29,25 @@
 // keys are read-only (server.properties only) as in Kafka; cluster's
 // broker key table does not list them yet, so DescribeConfigs does not
 // show them.
+//
+// Security (security.go, issue 14): listener.security.protocol.map takes
+// PLAINTEXT, SSL, SASL_PLAINTEXT and SASL_SSL; each listener's ssl.*,
+// sasl.enabled.mechanisms and ssl.principal.mapping.rules may be set as
+// listener.name.<listener>.<key>, and its JAAS configs only as
+// listener.name.<listener>.<mechanism>.sasl.jaas.config (PLAIN's
+// user_<name> entries are its users; the inter-broker listener's entry for
+// sasl.mechanism.inter.broker.protocol carries the broker's own username
+// and password). inter.broker.listener.name or security.inter.broker.protocol
+// (a listener named after the protocol), not both, picks the inter-broker
+// listener; BrokerClient authenticates to it with that listener's
+// TLSContext and mechanism. serve builds one TLSContext per TLS listener,
+// a ScramCredentialCache that zkcoord's WatchScramCredentials fills, and
+// with authorizer.class.name=kafka.security.authorizer.AclAuthorizer a
+// security.Authorizer (super.users, allow.everyone.if.no.acl.found) that
+// WatchACLs fills; zkcoord's ACLStore is protocol's ACLAdmin and
+// scramAdmin adapts its ScramStore to ScramAdmin. The ZooKeeper digest
+// identity is the Client section of the JAAS file named by
+// -Djava.security.auth.login.config in KAFKA_OPTS, as the JVM reads it;
+// zookeeper.set.acl makes zkcoord create znodes with ACLs. Passwords,
+// private keys and listener-prefixed keys describe as null.
 package main

@@ -185,12 +185,19 @@ func (d *dynamicConfig) start(ctx context.Context) {
 
 // buildDynamic parses the merged layers as BuildConfig does, with the
 // quota keys (which server.properties does not take) and keys unknown to
-// this broker left out.
+// this broker left out; the listener.name.<listener>.* keys come from
+// server.properties alone (the listeners' security needs them, and no
+// dynamic layer may change a JAAS config or a keystore: CVE-2023-25194).
 func buildDynamic(l cluster.BrokerConfigLayers) (*Config, error) {
 	props := l.Merged()
 	for name := range props {
 		if k, ok := cluster.LookupBrokerKey(name); !ok || k.Mode == cluster.ModeQuota {
 			delete(props, name)
+		}
+	}
+	for name, v := range l.Static {
+		if listenerPrefixedKey(name) {
+			props[name] = v
 		}
 	}
 	cfg, err := BuildConfig(props)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/kafkazk/broker/observe"
 	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/protocol"
+	"github.com/kafkazk/broker/security"
 	"github.com/kafkazk/broker/zkcoord"
 )
 
@@ -145,10 +147,26 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		partMetrics, ctrlMetrics, reqObserver = obs, obs, obs
 	}
 
+	// Security: every listener's TLS context (key files read now, and
+	// again when they change) and SASL credentials; SCRAM credentials come
+	// from ZooKeeper into scramCache once the session exists. The
+	// inter-broker client authenticates to the inter-broker listener like
+	// any client.
+	scramCache := &security.ScramCredentialCache{}
+	listenerSec, clientSec, err := listenerSecurity(cfg, scramCache, levels.component(log, "security"))
+	if err != nil {
+		return err
+	}
+	zkDigest, err := zooKeeperCredentials(os.Getenv("KAFKA_OPTS"))
+	if err != nil {
+		return err
+	}
+
 	// The inter-broker client resolves broker ids through the session's
 	// view of /brokers/ids; it is used only after the session exists.
 	var session *zkcoord.Session
 	client := protocol.NewBrokerClient(protocol.ClientConfig{
+		Security:     clientSec,
 		BrokerID:     cfg.BrokerID,
 		ListenerName: cfg.InterBrokerListenerName,
 		Resolve: func(id int32) (cluster.Broker, bool) {
@@ -180,6 +198,8 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		OnTopicConfigChange:   configs.changed,
 		OnBrokerConfigChange:  dyn.changed,
 		Metrics:               ctrlMetrics,
+		Digest:                zkDigest,
+		SetACL:                cfg.Security.ZooKeeperSetACL,
 		Log:                   levels.component(log, "zkcoord"),
 	})
 	cancel()
@@ -187,6 +207,25 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		return err // zkcoord names the servers
 	}
 	defer session.Close()
+	if err := session.WatchScramCredentials(ctx, scramCache); err != nil {
+		return fmt.Errorf("load SCRAM credentials from zookeeper: %w", err)
+	}
+	// authorizer.class.name=kafka.security.authorizer.AclAuthorizer: the
+	// ACL cache follows ZooKeeper from here on.
+	var authorizer protocol.Authorizer
+	var aclAdmin protocol.ACLAdmin
+	if cfg.Security.Authorizer {
+		a := security.NewAuthorizer(security.AuthorizerConfig{SuperUsers: cfg.Security.SuperUsers,
+			AllowEveryoneIfNoACLFound: cfg.Security.AllowEveryoneIfNoACLFound, Log: levels.component(log, "authorizer")})
+		if err := session.WatchACLs(ctx, a); err != nil {
+			return fmt.Errorf("load ACLs from zookeeper: %w", err)
+		}
+		authorizer, aclAdmin = a, session.ACLAdmin()
+		if u := cfg.Security.InterBrokerUser; u != "" && !slices.Contains(cfg.Security.SuperUsers, security.User(u)) {
+			log.Warn().Str("principal", security.User(u).String()).
+				Msg("the inter-broker principal is not in super.users: replication and controller requests need ClusterAction ACLs for it")
+		}
+	}
 	cfg = dyn.attach(session) // server.properties with the dynamic layers applied
 	session.SetTopicDefaults(cfg.LogDefaults)
 
@@ -270,14 +309,21 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		TransactionTopic: protocol.TransactionTopicConfig{Partitions: cfg.TransactionStateLogNumPartitions,
 			ReplicationFactor: cfg.TransactionStateLogReplicationFactor, MinISR: cfg.TransactionStateLogMinISR,
 			SegmentBytes: cfg.TransactionStateLogSegmentBytes},
-		TxnVerification: cfg.TransactionPartitionVerification,
-		TxnVerifier:     client,
-		LeaderEpochs:    replicas,
-		BrokerEpoch:     session.BrokerEpoch,
-		RequestObserver: reqObserver,
-		BrokerConfigs:   dyn,
-		BrokerLoggers:   levels,
-		Log:             levels.component(log, "protocol"),
+		TxnVerification:      cfg.TransactionPartitionVerification,
+		TxnVerifier:          client,
+		LeaderEpochs:         replicas,
+		BrokerEpoch:          session.BrokerEpoch,
+		RequestObserver:      reqObserver,
+		BrokerConfigs:        dyn,
+		BrokerLoggers:        levels,
+		Listeners:            listenerSec,
+		MaxReceiveBeforeAuth: cfg.Security.MaxReceiveBeforeAuth,
+		FailedAuthDelay:      cfg.Security.FailedAuthDelay,
+		MaxReauth:            cfg.Security.MaxReauth,
+		Authorizer:           authorizer,
+		ACLAdmin:             aclAdmin,
+		ScramAdmin:           scramAdmin{session.ScramAdmin()},
+		Log:                  levels.component(log, "protocol"),
 	})
 	serveErr := make(chan error, len(listeners))
 	for i, ln := range listeners {
