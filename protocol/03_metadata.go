@@ -34,6 +34,7 @@ package protocol
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -125,8 +126,10 @@ func (s *Server) handleMetadata(ctx context.Context, rc *reqContext, req *kmsg.M
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		err := s.autoCreateTopic(ctx, name)
+		err := s.autoCreateMetadataTopic(ctx, rc, name)
 		switch {
+		case errors.Is(err, errInternalTopicNotCreated):
+			rt.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		case err == nil || errors.Is(err, cluster.ErrTopicExists):
 			if info, ok := s.cfg.Metadata.Topic(name); ok && len(info.Partitions) > 0 {
 				resp.Topics = append(resp.Topics, withOps(metadataTopic(req.Version, info, live)))
@@ -190,4 +193,37 @@ func liveOnly(ids []int32, live map[int32]bool) ([]int32, bool) {
 		}
 	}
 	return out, len(out) != len(ids)
+}
+
+// errInternalTopicNotCreated marks an internal topic Metadata could not
+// create (too few brokers alive for its replication factor, or no
+// coordinator configured for it): COORDINATOR_NOT_AVAILABLE, as Kafka
+// answers it.
+var errInternalTopicNotCreated = errors.New("protocol: internal topic not created")
+
+// autoCreateMetadataTopic creates a topic a Metadata request names. The
+// internal topics are created only as their coordinators create them
+// (Kafka's AutoTopicCreationManager.createInternalTopic), never as an
+// ordinary topic with num.partitions and no compaction, which would leave
+// most group or transactional ids on partitions that do not exist.
+func (s *Server) autoCreateMetadataTopic(ctx context.Context, rc *reqContext, name string) error {
+	var err error
+	switch name {
+	case offsetsTopic:
+		if s.cfg.Groups == nil {
+			return fmt.Errorf("%w: %s: no group coordinator", errInternalTopicNotCreated, name)
+		}
+		err = s.createOffsetsTopic(ctx, rc)
+	case transactionTopic:
+		if s.cfg.Transactions == nil {
+			return fmt.Errorf("%w: %s: no transaction coordinator", errInternalTopicNotCreated, name)
+		}
+		err = s.createTransactionTopic(ctx, rc)
+	default:
+		return s.autoCreateTopic(ctx, name)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", errInternalTopicNotCreated, name, err)
+	}
+	return nil
 }
