@@ -15,8 +15,9 @@
 //
 // ScramServer implements SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677)
 // as Kafka's ScramSaslServer, with these checks: the proof is compared in
-// constant time; the final nonce must equal the server-first nonce exactly
-// (CVE-2024-56128, where Kafka once only checked the suffix); an
+// constant time; the final nonce must end with the whole server-first
+// nonce (CVE-2024-56128, as Kafka checks it: librdkafka before 2.6.1 sends
+// its client nonce again in front); an
 // authorization id (a=) must equal the user name (CVE-2017-12610); the
 // tokenauth extension is refused because this broker issues no delegation
 // tokens (other extensions are ignored, as Kafka ignores them); a mandatory

@@ -489,9 +489,12 @@ func (s *ScramServer) clientFinal(msg string) ([]byte, error) {
 	if string(cbind) != s.gs2Header {
 		return nil, authFailed("client-final message: channel binding does not match the gs2 header")
 	}
-	// CVE-2024-56128: the whole nonce must come back, not merely end with
-	// the server's part.
-	if fields[1][2:] != s.nonce {
+	// CVE-2024-56128: the final nonce must end with the whole nonce of the
+	// server-first message (client nonce and the server's fresh part), as
+	// Kafka's fix checks it (endsWith), so a replayed exchange fails. Not
+	// equality: librdkafka before 2.6.1 (Debian's is 2.0.2) sends its own
+	// nonce again in front of it (librdkafka#4895), and Kafka accepts that.
+	if !strings.HasSuffix(fields[1][2:], s.nonce) {
 		return nil, authFailed("invalid client nonce in the final client message")
 	}
 	proof, err := base64.StdEncoding.Strict().DecodeString(proofB64)

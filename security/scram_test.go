@@ -326,14 +326,19 @@ func TestScramRefusals(t *testing.T) {
 		{name: "unknown user", user: "mallory", pass: "alice-secret", wantErr: true},
 		// CVE-2017-12610: authenticate as alice, ask to act as admin.
 		{name: "authzid differs", user: "alice", pass: "alice-secret", authzid: "admin", wantErr: true},
-		// CVE-2024-56128: a final nonce that merely ends with the server
-		// nonce, with a proof valid for it, must fail.
+		// CVE-2024-56128: a final nonce that does not end with the whole
+		// server-first nonce (client and server parts), with a proof valid
+		// for it, must fail: here it ends with the server's part only.
 		{name: "nonce suffix only", user: "alice", pass: "alice-secret",
 			finalNonce: func(sn string) string { return "other" + sn }, wantErr: true},
 		{name: "server nonce alone", user: "alice", pass: "alice-secret",
 			finalNonce: func(sn string) string { return sn }, wantErr: true},
 		{name: "nonce extended", user: "alice", pass: "alice-secret",
 			finalNonce: func(sn string) string { return "fyko+d2lbbFgONRv9qkxdawL" + sn + "x" }, wantErr: true},
+		// librdkafka before 2.6.1 (librdkafka#4895) sends its client nonce
+		// again in front of the whole nonce; Kafka accepts it (endsWith).
+		{name: "client nonce repeated in front (librdkafka < 2.6.1)", user: "alice", pass: "alice-secret",
+			finalNonce: func(sn string) string { return "fyko+d2lbbFgONRv9qkxdawL" + "fyko+d2lbbFgONRv9qkxdawL" + sn }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := newTestClient(ScramSHA512, tc.user, tc.pass)
