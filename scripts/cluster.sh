@@ -77,6 +77,10 @@
 #                       credentials into ZooKeeper before any broker starts
 #                       (bin/kafka-admin configs --zookeeper, as kafka-configs.sh
 #                       --zookeeper does)
+#   PLAINTEXT_BASE_PORT []  with SECURITY=sasl_ssl: also a PLAINTEXT listener on
+#                       127.0.0.1:PLAINTEXT_BASE_PORT+id, whose User:ANONYMOUS is
+#                       then a super user too: for measuring both listeners of one
+#                       cluster (make bench-secure), never for a shared network
 #
 # `up` records BROKERS, BASE_PORT, HTTP_BASE_PORT, ZK_PORT, ZK_CHROOT and SECURITY in CLUSTER_DIR/cluster.env,
 # so later commands on the same CLUSTER_DIR need not repeat them. Signals go only
@@ -131,6 +135,8 @@ STOP_TIMEOUT=${STOP_TIMEOUT:-30}
 LOG_LINES=${LOG_LINES:-100}
 BROKER_OVERRIDES=${BROKER_OVERRIDES:-}
 SECURITY=$(setting SECURITY plaintext)
+PLAINTEXT_BASE_PORT=$(setting PLAINTEXT_BASE_PORT '')
+[[ -z $PLAINTEXT_BASE_PORT || $PLAINTEXT_BASE_PORT =~ ^[0-9]+$ ]] || die "PLAINTEXT_BASE_PORT must be a port number, not '$PLAINTEXT_BASE_PORT'"
 case $SECURITY in
 plaintext | sasl_ssl) ;;
 *) die "SECURITY must be plaintext or sasl_ssl, not '$SECURITY'" ;;
@@ -479,7 +485,7 @@ secure_props() {
 		"ssl.truststore.type=PEM" \
 		"ssl.truststore.location=$CERT_DIR/ca.pem" \
 		"authorizer.class.name=kafka.security.authorizer.AclAuthorizer" \
-		"super.users=User:admin" \
+		"super.users=User:admin${PLAINTEXT_BASE_PORT:+;User:ANONYMOUS}" \
 		"allow.everyone.if.no.acl.found=false" \
 		"zookeeper.set.acl=true"
 }
@@ -493,12 +499,15 @@ write_props() {
 	props=$(broker_props "$id")
 	rf=$((BROKERS < 3 ? BROKERS : 3))
 	((rf > 0)) || rf=1
-	local proto=PLAINTEXT
-	secure && proto=SASL_SSL
+	local listeners=PLAINTEXT://127.0.0.1:$port
+	if secure; then
+		listeners=SASL_SSL://127.0.0.1:$port
+		[[ -z $PLAINTEXT_BASE_PORT ]] || listeners+=,PLAINTEXT://127.0.0.1:$((PLAINTEXT_BASE_PORT + id))
+	fi
 	local -a over=(
 		"broker.id=$id"
-		"listeners=$proto://127.0.0.1:$port"
-		"advertised.listeners=$proto://127.0.0.1:$port"
+		"listeners=$listeners"
+		"advertised.listeners=$listeners"
 		"zookeeper.connect=$ZK_ADDR$ZK_CHROOT"
 		"log.dirs=$dir/data"
 		"http.listener=127.0.0.1:$(broker_http_port "$id")"
@@ -629,8 +638,8 @@ lock() {
 }
 
 save_settings() {
-	printf 'BROKERS=%s\nBASE_PORT=%s\nHTTP_BASE_PORT=%s\nZK_PORT=%s\nZK_CHROOT=%s\nSECURITY=%s\n' \
-		"$BROKERS" "$BASE_PORT" "$HTTP_BASE_PORT" "$ZK_PORT" "$ZK_CHROOT" "$SECURITY" >"$ENV_FILE"
+	printf 'BROKERS=%s\nBASE_PORT=%s\nHTTP_BASE_PORT=%s\nZK_PORT=%s\nZK_CHROOT=%s\nSECURITY=%s\nPLAINTEXT_BASE_PORT=%s\n' \
+		"$BROKERS" "$BASE_PORT" "$HTTP_BASE_PORT" "$ZK_PORT" "$ZK_CHROOT" "$SECURITY" "$PLAINTEXT_BASE_PORT" >"$ENV_FILE"
 }
 
 # ---------------------------------------------------------------------------
