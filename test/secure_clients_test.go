@@ -161,6 +161,43 @@ func TestSecureClientSarama(t *testing.T) {
 	}
 }
 
+// TestSecureClientSaramaHandshakeV0: sarama with SaslHandshake v0, whose
+// SASL tokens follow the handshake as raw frames (Kafka's v0 framing, as
+// clients before SaslAuthenticate used), PLAIN and SCRAM-SHA-512: a few
+// records produced with acks=all and read back.
+func TestSecureClientSaramaHandshakeV0(t *testing.T) {
+	sc := clientSecureCluster(t)
+	for _, ln := range []string{lnSASLSSL, lnSASLPlan} {
+		t.Run(ln, func(t *testing.T) {
+			topic := secureTopic("sarama-v0", ln)
+			sc.createTopic(t, topic, 1, 1, nil)
+			cfg := sc.saramaConfig(ln, aliceUser, alicePass)
+			cfg.Net.SASL.Version = sarama.SASLHandshakeV0
+			cfg.Producer.RequiredAcks = sarama.WaitForAll
+			cfg.Producer.Return.Successes = true
+			p, err := sarama.NewSyncProducer(sc.seeds(ln), cfg)
+			if err != nil {
+				t.Fatalf("sarama producer with SaslHandshake v0: %v", err)
+			}
+			var h History
+			for _, r := range workload("sarama-v0", 20) {
+				part, off, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(r.Key), Value: sarama.ByteEncoder(r.Value)})
+				if err != nil {
+					t.Fatalf("send: %v", err)
+				}
+				r.Partition, r.Offset, r.Headers = part, off, nil
+				h.Ack(r)
+			}
+			_ = p.Close()
+			read := saramaReadAll(t, sc.seeds(ln), cfg, topic)
+			for i := range read {
+				read[i].Headers = nil
+			}
+			checkHistory(t, ln+" sarama v0", h.Acked(), read, false)
+		})
+	}
+}
+
 // saramaReadAll reads every partition of topic from the oldest offset to
 // the newest one at the start, with sarama's partition consumers.
 func saramaReadAll(t *testing.T, seeds []string, cfg *sarama.Config, topic string) []Rec {

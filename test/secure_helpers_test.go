@@ -121,7 +121,7 @@ func genCerts(t testing.TB, dir string) secCerts {
 	must(err)
 	caCert, err := x509.ParseCertificate(caDER)
 	must(err)
-	leaf := func(subject pkix.Name, usage x509.ExtKeyUsage, dns []string, ips []net.IP) ([]byte, []byte) {
+	leaf := func(subject pkix.Name, usage []x509.ExtKeyUsage, dns []string, ips []net.IP) ([]byte, []byte) {
 		k := newKey()
 		tmpl := &x509.Certificate{
 			SerialNumber: serial(),
@@ -129,7 +129,7 @@ func genCerts(t testing.TB, dir string) secCerts {
 			NotBefore:    now,
 			NotAfter:     now.Add(48 * time.Hour),
 			KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+			ExtKeyUsage:  usage,
 			DNSNames:     dns,
 			IPAddresses:  ips,
 		}
@@ -144,9 +144,9 @@ func genCerts(t testing.TB, dir string) secCerts {
 	// The broker certificate serves both sides: its listeners and, as a
 	// client, the inter-broker connections (serverAuth and clientAuth).
 	bCert, bKey := leaf(pkix.Name{CommonName: "broker", OrganizationalUnit: []string{"e2e"}, Organization: []string{"kafkazk"}},
-		x509.ExtKeyUsageServerAuth, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")})
+		[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")})
 	cCert, cKey := leaf(pkix.Name{CommonName: mtlsUser, OrganizationalUnit: []string{"e2e"}, Organization: []string{"kafkazk"}},
-		x509.ExtKeyUsageClientAuth, nil, nil)
+		[]x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil, nil)
 	c := secCerts{
 		Dir:        dir,
 		CA:         filepath.Join(dir, "ca.pem"),
