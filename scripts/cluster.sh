@@ -475,6 +475,7 @@ secure_props() {
 	. "$SECRETS"
 	local jaas="org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"$ADMIN_PASSWORD\";"
 	printf '%s\n' \
+		"listener.security.protocol.map=SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT" \
 		"inter.broker.listener.name=SASL_SSL" \
 		"sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512" \
 		"sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256" \

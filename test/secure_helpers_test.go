@@ -206,6 +206,10 @@ func plainJAAS() string {
 // (Kafka's names; listeners are set per broker).
 func secureProps(certs secCerts) map[string]string {
 	p := map[string]string{
+		// Kafka's default map names these four already; spelled out
+		// because a broker defaulting to PLAINTEXT:PLAINTEXT alone
+		// would refuse the listeners.
+		"listener.security.protocol.map":       "PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL",
 		"inter.broker.listener.name":           lnSASLSSL,
 		"sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
 		"sasl.enabled.mechanisms":              "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN",
