@@ -483,3 +483,21 @@ func TestSecureZNodeACLs(t *testing.T) {
 		t.Errorf("digest user set of %s: %v", path, err)
 	}
 }
+
+// TestSecureScramLibrdkafkaFinalNonce: librdkafka before 2.6.1 (Debian
+// bookworm's 2.0.2, so kcat and confluent-kafka-python here) sends as the
+// client-final nonce its own nonce followed by the server-first nonce, which
+// already begins with it (confluentinc/librdkafka#4895). Kafka's
+// ScramSaslServer accepts a final nonce that ends with the server-first
+// nonce (clientFinalMessage.nonce().endsWith(serverFirstMessage.nonce()),
+// the check CVE-2024-56128 added), so those clients authenticate against
+// Kafka; they must here too, or kcat and python cannot use SCRAM. A nonce
+// that does not end with the server's is refused (hostile row 18).
+func TestSecureScramLibrdkafkaFinalNonce(t *testing.T) {
+	sc := newSecureCluster(t, 1, nil)
+	c := &scramClient{mech: "SCRAM-SHA-512"}
+	c.tamperNonce = func(n string) string { return c.nonce + n }
+	rc := sc.dialTLS(t, sc.addr(1, lnSASLSSL), false)
+	resp := rc.scramExchange(c, adminUser, adminPass)
+	expectCode(t, "SCRAM final nonce = client nonce + server-first nonce (librdkafka < 2.6.1)", resp.ErrorCode, 0)
+}
