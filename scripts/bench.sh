@@ -132,10 +132,12 @@ fi
 brokers="127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))"
 if [[ $SECURE == 1 ]]; then
 	p=$PLAINTEXT_BASE_PORT
+	# Not exec: the EXIT trap removes the cluster.
 	# shellcheck disable=SC2086 # KBENCH_ARGS is a list of flags
-	exec bin/kbench --scenarios=produce,consume --sizes=1024 --acks=all ${KBENCH_ARGS:-} \
+	bin/kbench --scenarios=produce,consume --sizes=1024 --acks=all ${KBENCH_ARGS:-} \
 		--secure-brokers "$brokers" --secure-config "$CLUSTER_DIR/client.properties" \
 		--brokers "127.0.0.1:$p,127.0.0.1:$((p + 1)),127.0.0.1:$((p + 2))"
+	exit
 fi
 # What --compact-beside reads to show that the cleaner ran: each broker's
 # /metrics (kafka_log_logcleaner* gauges) and log dir (cleaner-offset-checkpoint).
