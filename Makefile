@@ -11,7 +11,7 @@ BENCH    ?= .
 export PATH := $(PATH):/usr/local/go/bin
 
 .PHONY: help build test test-race unit integ e2e lint verify fuzz bench bench-go run down status clean \
-	images compose-up compose-down demo compose-test
+	images compose-up compose-down demo compose-test run-secure compose-up-secure demo-secure compose-test-secure bench-secure
 
 help:
 	@echo "build      static bin/broker and bin/kafka-admin"
@@ -36,6 +36,11 @@ help:
 	@echo "compose-down  remove the compose cluster's containers, network and volumes"
 	@echo "demo       scripts/demo-failover.sh: kill the leader's container, watch failover (DEMO_ARGS=--pause|--partition)"
 	@echo "compose-test  scripts/compose-test.sh: images, compose cluster, failover with assertions, teardown"
+	@echo "run-secure SECURITY=sasl_ssl scripts/cluster.sh up: SASL_SSL+SCRAM, ACLs, ZooKeeper digest auth (README: Security)"
+	@echo "compose-up-secure  docker-compose.yml with docker-compose.secure.yml: SASL_SSL+SCRAM clients, TLS between brokers"
+	@echo "demo-secure    the failover demo, unchanged, on the secured compose cluster"
+	@echo "compose-test-secure  compose-test on the secured compose cluster"
+	@echo "bench-secure   kbench 1 KiB acks=all produce and consume over SASL_SSL beside PLAINTEXT on one cluster, with the ratio"
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/broker ./cmd/broker
@@ -105,6 +110,26 @@ demo:
 
 compose-test:
 	@scripts/compose-test.sh
+
+# The secured variants (issue 14): README "Security".
+run-secure:
+	@SECURITY=sasl_ssl scripts/cluster.sh up
+
+compose-up-secure:
+	@KAFKAZK_SECURE=1 scripts/demo-failover.sh up
+
+demo-secure:
+	@KAFKAZK_SECURE=1 scripts/demo-failover.sh $(DEMO_ARGS)
+
+compose-test-secure:
+	@KAFKAZK_SECURE=1 scripts/compose-test.sh
+
+# bench-secure: bench-cluster on a SECURITY=sasl_ssl cluster with a PLAINTEXT
+# listener beside: 1 KiB acks=all produce and consume over both, alternating,
+# with the SASL_SSL/PLAINTEXT ratio (issue 14's target: at least 0.7).
+.PHONY: bench-secure
+bench-secure: build
+	@BENCH_SECURE=1 scripts/bench.sh
 
 # bench-cluster: scripts/bench.sh builds the broker and cmd/kbench, starts
 # ZooKeeper and three brokers in a private directory on their own ports

@@ -29,6 +29,7 @@ python3-confluent-kafka and python3-kazoo.
 import argparse
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -192,7 +193,7 @@ class Load:
         self.consumed = 0
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
-        self.producer = Producer({
+        self.producer = Producer(client_config({
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "enable.idempotence": False,
@@ -202,15 +203,15 @@ class Load:
             "topic.metadata.refresh.interval.ms": 2000,
             "socket.connection.setup.timeout.ms": 3000,
             "logger": RDKAFKA_LOG,
-        })
-        self.consumer = Consumer({
+        }))
+        self.consumer = Consumer(client_config({
             "bootstrap.servers": bootstrap,
             "group.id": "failover-demo-" + topic,
             "enable.auto.commit": False,
             "topic.metadata.refresh.interval.ms": 2000,
             "socket.connection.setup.timeout.ms": 3000,
             "logger": RDKAFKA_LOG,
-        })
+        }))
         self.threads = [
             threading.Thread(target=self.produce, daemon=True),
             threading.Thread(target=self.consume, daemon=True),
@@ -281,15 +282,34 @@ class Load:
         return left
 
 
+def client_config(conf):
+    """conf plus the librdkafka properties (key=value lines, # comments) of the
+    file named by KAFKAZK_CLIENT_CONFIG, e.g. security.protocol, sasl.* and
+    ssl.*: the same demo then runs over a secured cluster (docker/lib.sh sets
+    it for docker-compose.secure.yml)."""
+    path = os.environ.get("KAFKAZK_CLIENT_CONFIG")
+    if not path:
+        return conf
+    out = dict(conf)
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line[0] in "#!" or "=" not in line:
+                continue
+            k, v = line.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out
+
+
 def read_back(bootstrap, topic, timeout):
     """Every record of partition 0 below the high watermark: [(offset, seq)]."""
-    c = Consumer({
+    c = Consumer(client_config({
         "bootstrap.servers": bootstrap,
         "group.id": "failover-readback-" + topic,
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "logger": RDKAFKA_LOG,
-    })
+    }))
     deadline = now() + timeout
     records = []
     try:
@@ -512,7 +532,7 @@ def main():
         sorted(int(i) for i in ids), json.loads(zk.get("/controller")[0]).get("brokerid")))
 
     say("== topic %s: 1 partition, replication factor %d, min.insync.replicas=2" % (a.topic, a.brokers))
-    admin = AdminClient({"bootstrap.servers": a.bootstrap, "logger": RDKAFKA_LOG})
+    admin = AdminClient(client_config({"bootstrap.servers": a.bootstrap, "logger": RDKAFKA_LOG}))
     fut = admin.create_topics([NewTopic(a.topic, 1, a.brokers, config={"min.insync.replicas": "2"})],
                               operation_timeout=30)[a.topic]
     try:

@@ -16,6 +16,13 @@
 #                   docker-compose.yml), as use_zk_ensemble sets
 #   ZOOKEEPER_HOST_PORT_2, _3 [22182, 22183]  zookeeper-2/3's client ports on
 #                   the host (ensemble only)
+#   KAFKAZK_SECURE [0]  1: the secured cluster of docker-compose.secure.yml over
+#                   the others (SASL_SSL + SCRAM-SHA-512 for clients, TLS between
+#                   brokers, ZooKeeper digest auth); secure_setup makes its
+#                   certificates, passwords and config files in
+#   KAFKAZK_SECURE_DIR [<repo>/.compose-secure], and host-side clients get the
+#                   security config: kcat through KCAT_SEC (-F kcat.conf),
+#                   docker/failover.py through KAFKAZK_CLIENT_CONFIG
 
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-kafkazk}
@@ -34,6 +41,16 @@ BOOTSTRAP=127.0.0.1:$KAFKAZK_PORT_1,127.0.0.1:$KAFKAZK_PORT_2,127.0.0.1:$KAFKAZK
 ZK_HOST=127.0.0.1:$ZOOKEEPER_HOST_PORT
 NETWORK=${COMPOSE_PROJECT_NAME}_kafkazk
 COMPOSE_FILES=(-f "$ROOT/docker-compose.yml")
+KAFKAZK_SECURE=${KAFKAZK_SECURE:-0}
+export KAFKAZK_SECURE_DIR=${KAFKAZK_SECURE_DIR:-$ROOT/.compose-secure}
+KCAT_SEC=()
+if [[ $KAFKAZK_SECURE == 1 ]]; then
+	COMPOSE_FILES+=(-f "$ROOT/docker-compose.secure.yml")
+	KCAT_SEC=(-F "$KAFKAZK_SECURE_DIR/kcat.conf")
+	export KAFKAZK_CLIENT_CONFIG=$KAFKAZK_SECURE_DIR/kcat.conf
+fi
+# secure_file: the secured variant's compose file, when KAFKAZK_SECURE=1.
+secure_file() { [[ $KAFKAZK_SECURE != 1 ]] || printf '%s\n' -f "$ROOT/docker-compose.secure.yml"; }
 export ZOOKEEPER_HOST_PORT_2=${ZOOKEEPER_HOST_PORT_2:-22182}
 export ZOOKEEPER_HOST_PORT_3=${ZOOKEEPER_HOST_PORT_3:-22183}
 ZK_SERVICES=(zookeeper) # the ZooKeeper services, and their client ports on the host
@@ -46,6 +63,7 @@ ZK_CONNECT_SAVED=${KAFKA_ZOOKEEPER_CONNECT-unset}
 use_zk_ensemble() {
 	ZK_ENSEMBLE=1
 	COMPOSE_FILES=(-f "$ROOT/docker-compose.yml" -f "$ROOT/docker-compose.zk3.yml")
+	mapfile -t -O "${#COMPOSE_FILES[@]}" COMPOSE_FILES < <(secure_file)
 	export KAFKA_ZOOKEEPER_CONNECT=zookeeper:2181,zookeeper-2:2181,zookeeper-3:2181
 	ZK_SERVICES=(zookeeper zookeeper-2 zookeeper-3)
 	ZK_PORTS=("$ZOOKEEPER_HOST_PORT" "$ZOOKEEPER_HOST_PORT_2" "$ZOOKEEPER_HOST_PORT_3")
@@ -57,6 +75,7 @@ use_zk_ensemble() {
 use_single_zookeeper() {
 	ZK_ENSEMBLE=0
 	COMPOSE_FILES=(-f "$ROOT/docker-compose.yml")
+	mapfile -t -O "${#COMPOSE_FILES[@]}" COMPOSE_FILES < <(secure_file)
 	if [[ $ZK_CONNECT_SAVED == unset ]]; then unset KAFKA_ZOOKEEPER_CONNECT; else export KAFKA_ZOOKEEPER_CONNECT=$ZK_CONNECT_SAVED; fi
 	ZK_SERVICES=(zookeeper)
 	ZK_PORTS=("$ZOOKEEPER_HOST_PORT")
@@ -135,7 +154,79 @@ registered() {
 # broker_answers ID: Metadata through the broker's host listener names 3 brokers.
 broker_answers() {
 	local port_var=KAFKAZK_PORT_$1
-	timeout 10 kcat -L -b "127.0.0.1:${!port_var}" -m 5 2>/dev/null | grep -q '^ 3 brokers:'
+	timeout 10 kcat "${KCAT_SEC[@]+"${KCAT_SEC[@]}"}" -L -b "127.0.0.1:${!port_var}" -m 5 2>/dev/null | grep -q '^ 3 brokers:'
+}
+
+# secure_setup: for KAFKAZK_SECURE=1, the files docker-compose.secure.yml
+# mounts and the host-side clients read, in KAFKAZK_SECURE_DIR; made once and
+# kept (`rm -rf` the directory for new certificates and passwords).
+secure_setup() {
+	[[ $KAFKAZK_SECURE == 1 ]] || return 0
+	local d=$KAFKAZK_SECURE_DIR
+	command -v openssl >/dev/null 2>&1 || die "KAFKAZK_SECURE=1 needs openssl"
+	mkdir -p "$d"
+	# The containers run as root, but as another uid on rootless engines:
+	# the keys of this throwaway CA are made readable (CHMOD=644).
+	[[ -f $d/certs/broker-keystore.pem ]] ||
+		SANS="DNS:broker-1 DNS:broker-2 DNS:broker-3" CHMOD=644 "$ROOT/scripts/gen-certs.sh" "$d/certs" broker >/dev/null ||
+		die "scripts/gen-certs.sh failed"
+	if [[ ! -f $d/secrets.env ]]; then
+		(umask 077 && printf 'ADMIN_PASSWORD=%s\nZK_PASSWORD=%s\n' "$(openssl rand -hex 16)" "$(openssl rand -hex 16)" >"$d/secrets.env")
+	fi
+	# shellcheck source=/dev/null
+	. "$d/secrets.env"
+	local c=/etc/kafkazk/secure
+	{
+		cat "$ROOT/docker/server.properties"
+		printf '\n# docker/lib.sh secure_setup: the secured variant (docker-compose.secure.yml)\n'
+		printf '%s\n' \
+			"listener.name.internal.ssl.client.auth=required" \
+			"ssl.keystore.type=PEM" \
+			"ssl.keystore.location=$c/certs/broker-keystore.pem" \
+			"ssl.truststore.type=PEM" \
+			"ssl.truststore.location=$c/certs/ca.pem" \
+			'ssl.principal.mapping.rules=RULE:^CN=([^,]*),.*$/$1/,DEFAULT' \
+			"sasl.enabled.mechanisms=SCRAM-SHA-512" \
+			"listener.name.external.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;" \
+			"authorizer.class.name=kafka.security.authorizer.AclAuthorizer" \
+			"super.users=User:admin;User:broker" \
+			"allow.everyone.if.no.acl.found=false" \
+			"zookeeper.set.acl=true"
+	} >"$d/server.properties"
+	printf 'Client {\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n  username="kafka"\n  password="%s";\n};\n' \
+		"$ZK_PASSWORD" >"$d/zk_client_jaas.conf"
+	printf '%s\n' "# bin/kafka-admin --command-config $d/client.properties --bootstrap-server $BOOTSTRAP ..." \
+		"security.protocol=SASL_SSL" \
+		"sasl.mechanism=SCRAM-SHA-512" \
+		"sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"$ADMIN_PASSWORD\";" \
+		"ssl.truststore.type=PEM" \
+		"ssl.truststore.location=$d/certs/ca.pem" >"$d/client.properties"
+	printf '%s\n' "# kcat -F $d/kcat.conf -b $BOOTSTRAP -L   (librdkafka properties)" \
+		"security.protocol=SASL_SSL" \
+		"sasl.mechanisms=SCRAM-SHA-512" \
+		"sasl.username=admin" \
+		"sasl.password=$ADMIN_PASSWORD" \
+		"ssl.ca.location=$d/certs/ca.pem" >"$d/kcat.conf"
+	chmod 644 "$d/server.properties" "$d/zk_client_jaas.conf"
+	chmod 600 "$d/client.properties" "$d/kcat.conf"
+}
+
+# secure_admin_user: the admin user's SCRAM credentials written into
+# ZooKeeper with bin/kafka-admin configs --zookeeper (as kafka-configs.sh
+# --zookeeper), authenticated with the brokers' digest credentials.
+secure_admin_user() {
+	[[ $KAFKAZK_SECURE == 1 ]] || return 0
+	local admin=$ROOT/bin/kafka-admin
+	if [[ ! -x $admin ]]; then
+		(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o bin/kafka-admin ./cmd/kafka-admin) || die "cannot build bin/kafka-admin"
+	fi
+	# shellcheck source=/dev/null
+	. "$KAFKAZK_SECURE_DIR/secrets.env"
+	KAFKA_OPTS="-Djava.security.auth.login.config=$KAFKAZK_SECURE_DIR/zk_client_jaas.conf" "$admin" configs \
+		--zookeeper "$ZK_HOST" --entity-type users --entity-name admin --alter \
+		--add-config "SCRAM-SHA-512=[iterations=8192,password=$ADMIN_PASSWORD]" >/dev/null ||
+		die "cannot write the admin user's SCRAM credentials into ZooKeeper at $ZK_HOST"
+	say "SCRAM user admin written to ZooKeeper (client config: $KAFKAZK_SECURE_DIR/client.properties, kcat -F $KAFKAZK_SECURE_DIR/kcat.conf)"
 }
 
 # cluster_up: images (unless NO_BUILD=1), `compose up -d`, then wait until
@@ -149,6 +240,7 @@ cluster_up() {
 		say "images ready in $((SECONDS - start))s"
 	fi
 	start=$SECONDS
+	secure_setup
 	say "${COMPOSE_CMD[*]} up -d (project $COMPOSE_PROJECT_NAME, ZooKeeper image $ZOOKEEPER_IMAGE)"
 	compose up -d || die "${COMPOSE_CMD[*]} up failed"
 	deadline=$((SECONDS + READY_TIMEOUT))
@@ -156,6 +248,9 @@ cluster_up() {
 		((SECONDS < deadline)) || die "ZooKeeper does not answer ruok at $ZK_HOST after ${READY_TIMEOUT}s"
 		sleep 0.5
 	done
+	# Brokers talk to each other over TLS with certificates, so they start
+	# without it; clients (and the readiness check) need the admin user.
+	secure_admin_user
 	while :; do
 		pending=()
 		for id in "${BROKER_IDS[@]}"; do

@@ -45,7 +45,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from failover import (ONCE, RDKAFKA_LOG, Load, Timeline, Verdict, Watcher, clock,  # noqa: E402
+from failover import (ONCE, RDKAFKA_LOG, client_config, Load, Timeline, Verdict, Watcher, clock,  # noqa: E402
                       die, docker, finish, load_checks, now, say, say_tally, wait_for)
 
 from confluent_kafka import KafkaException  # noqa: E402
@@ -206,7 +206,7 @@ def main():
         ", ".join("%d (session 0x%x)" % (b, s) for b, s in sorted(owners0.items())), controller0))
 
     say("== topic %s: 1 partition, replication factor %d, min.insync.replicas=2" % (a.topic, a.brokers))
-    admin = AdminClient({"bootstrap.servers": a.bootstrap, "logger": RDKAFKA_LOG})
+    admin = AdminClient(client_config({"bootstrap.servers": a.bootstrap, "logger": RDKAFKA_LOG}))
     try:
         create_topic(admin, a.topic, a.brokers)
     except KafkaException as e:

@@ -16,6 +16,13 @@
 #                             --compact-beside RATE, and print both tables and
 #                             the with/without ratio per scenario (issue 13).
 #   BENCH_OUT_DIR [mktemp]    where bench-compact keeps both reports
+#   BENCH_SECURE []           1 (`make bench-secure`, issue 14): the cluster is
+#                             cluster.sh SECURITY=sasl_ssl with a PLAINTEXT
+#                             listener beside (PLAINTEXT_BASE_PORT), and kbench
+#                             runs 1 KiB acks=all produce and consume over both
+#                             listeners of the same brokers, alternating, with
+#                             the secured/plaintext ratio (--secure-brokers,
+#                             instead of --compare-kfake); KBENCH_ARGS after ours
 #   BROKER_OVERRIDES []       more broker settings (cluster.sh), after ours
 #
 # Cleaner settings, in every run (so that with and without --compact-beside
@@ -55,6 +62,10 @@ export BROKERS=3
 MEM_MIB=${BENCH_BROKER_MEM_MIB:-1024}
 export BROKER_OVERRIDES="log.cleaner.backoff.ms=1000 log.cleaner.dedupe.buffer.size=33554432 ${BROKER_OVERRIDES:-}"
 COMPACT_RATE=${BENCH_COMPACT_RATE:-}
+SECURE=${BENCH_SECURE:-}
+if [[ $SECURE == 1 ]]; then
+	export SECURITY=sasl_ssl PLAINTEXT_BASE_PORT=$((BASE_PORT + 100))
+fi
 
 go build -o bin/kbench ./cmd/kbench
 
@@ -119,6 +130,15 @@ else
 fi
 
 brokers="127.0.0.1:$BASE_PORT,127.0.0.1:$((BASE_PORT + 1)),127.0.0.1:$((BASE_PORT + 2))"
+if [[ $SECURE == 1 ]]; then
+	p=$PLAINTEXT_BASE_PORT
+	# Not exec: the EXIT trap removes the cluster.
+	# shellcheck disable=SC2086 # KBENCH_ARGS is a list of flags
+	bin/kbench --scenarios=produce,consume --sizes=1024 --acks=all ${KBENCH_ARGS:-} \
+		--secure-brokers "$brokers" --secure-config "$CLUSTER_DIR/client.properties" \
+		--brokers "127.0.0.1:$p,127.0.0.1:$((p + 1)),127.0.0.1:$((p + 2))"
+	exit
+fi
 # What --compact-beside reads to show that the cleaner ran: each broker's
 # /metrics (kafka_log_logcleaner* gauges) and log dir (cleaner-offset-checkpoint).
 metrics_urls= log_dirs=

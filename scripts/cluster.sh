@@ -60,8 +60,29 @@
 #                       (kafka-admin --throttle); empty means unthrottled
 #   MOVE_TIMEOUT [900]  decommission: seconds to wait for the reassignment
 #   URP_TIMEOUT [300]   roll: seconds to wait for 0 under-replicated partitions
+#   SECURITY [plaintext]  plaintext, or sasl_ssl for a secured cluster (issue 14):
+#                       every broker listens on SASL_SSL://127.0.0.1:BASE_PORT+id
+#                       only, clients authenticate with SCRAM-SHA-512, brokers talk
+#                       to each other over the same listener as User:admin (in
+#                       super.users), the AclAuthorizer is on with
+#                       allow.everyone.if.no.acl.found=false, and the brokers use
+#                       ZooKeeper digest auth with zookeeper.set.acl=true (JAAS
+#                       Client section through KAFKA_OPTS). `up` makes, once per
+#                       CLUSTER_DIR: a throwaway CA and certificates
+#                       (scripts/gen-certs.sh, in certs/), random passwords
+#                       (secrets.env, mode 600), zk_client_jaas.conf, and for
+#                       clients client.properties (Kafka's names, for
+#                       bin/kafka-admin --command-config) and kcat.conf (librdkafka's,
+#                       for kcat -F); and it writes the admin user's SCRAM
+#                       credentials into ZooKeeper before any broker starts
+#                       (bin/kafka-admin configs --zookeeper, as kafka-configs.sh
+#                       --zookeeper does)
+#   PLAINTEXT_BASE_PORT []  with SECURITY=sasl_ssl: also a PLAINTEXT listener on
+#                       127.0.0.1:PLAINTEXT_BASE_PORT+id, whose User:ANONYMOUS is
+#                       then a super user too: for measuring both listeners of one
+#                       cluster (make bench-secure), never for a shared network
 #
-# `up` records BROKERS, BASE_PORT, HTTP_BASE_PORT, ZK_PORT and ZK_CHROOT in CLUSTER_DIR/cluster.env,
+# `up` records BROKERS, BASE_PORT, HTTP_BASE_PORT, ZK_PORT, ZK_CHROOT and SECURITY in CLUSTER_DIR/cluster.env,
 # so later commands on the same CLUSTER_DIR need not repeat them. Signals go only
 # to processes named in this cluster's pid files whose command line still
 # matches what was started.
@@ -113,6 +134,13 @@ URP_TIMEOUT=${URP_TIMEOUT:-300}
 STOP_TIMEOUT=${STOP_TIMEOUT:-30}
 LOG_LINES=${LOG_LINES:-100}
 BROKER_OVERRIDES=${BROKER_OVERRIDES:-}
+SECURITY=$(setting SECURITY plaintext)
+PLAINTEXT_BASE_PORT=$(setting PLAINTEXT_BASE_PORT '')
+[[ -z $PLAINTEXT_BASE_PORT || $PLAINTEXT_BASE_PORT =~ ^[0-9]+$ ]] || die "PLAINTEXT_BASE_PORT must be a port number, not '$PLAINTEXT_BASE_PORT'"
+case $SECURITY in
+plaintext | sasl_ssl) ;;
+*) die "SECURITY must be plaintext or sasl_ssl, not '$SECURITY'" ;;
+esac
 
 for v in BROKERS BASE_PORT HTTP_BASE_PORT ZK_PORT READY_TIMEOUT STOP_TIMEOUT LOG_LINES MOVE_TIMEOUT URP_TIMEOUT; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer, not '${!v}'"
@@ -133,6 +161,21 @@ broker_http_port() { printf '%s' $((HTTP_BASE_PORT + $1)); }
 broker_props() { printf '%s/server.properties' "$(broker_dir "$1")"; }
 broker_pidfile() { printf '%s/broker.pid' "$(broker_dir "$1")"; }
 broker_log() { printf '%s/broker.log' "$(broker_dir "$1")"; }
+
+# Security files (SECURITY=sasl_ssl).
+CERT_DIR=$CLUSTER_DIR/certs
+SECRETS=$CLUSTER_DIR/secrets.env
+JAAS_FILE=$CLUSTER_DIR/zk_client_jaas.conf
+CLIENT_PROPS=$CLUSTER_DIR/client.properties
+KCAT_CONF=$CLUSTER_DIR/kcat.conf
+secure() { [[ $SECURITY == sasl_ssl ]]; }
+# ADMIN_SEC: the arguments that let bin/kafka-admin talk to this cluster.
+ADMIN_SEC=()
+KCAT_SEC=()
+if secure; then
+	ADMIN_SEC=(--command-config "$CLIENT_PROPS")
+	KCAT_SEC=(-F "$KCAT_CONF")
+fi
 
 # known_ids: ids 0..BROKERS-1 and any other broker-<id> directory, sorted.
 known_ids() {
@@ -375,6 +418,79 @@ http_table() {
 	"$KZSTAT" "${args[@]}" 2>/dev/null
 }
 
+# secure_setup: the certificates, passwords, JAAS and client files of a
+# SECURITY=sasl_ssl cluster (kept once made), then the admin user's SCRAM
+# credentials in ZooKeeper.
+secure_setup() {
+	secure || return 0
+	command -v openssl >/dev/null 2>&1 || die "SECURITY=sasl_ssl needs openssl"
+	[[ -f $CERT_DIR/ca.pem && -f $CERT_DIR/broker-keystore.pem ]] || "$ROOT/scripts/gen-certs.sh" "$CERT_DIR" broker >/dev/null
+	if [[ ! -f $SECRETS ]]; then
+		(
+			umask 077
+			printf 'ADMIN_PASSWORD=%s\nZK_PASSWORD=%s\n' "$(openssl rand -hex 16)" "$(openssl rand -hex 16)" >"$SECRETS"
+		)
+		say "security: new passwords in $SECRETS"
+	fi
+	# shellcheck source=/dev/null
+	. "$SECRETS"
+	(
+		umask 077
+		cat >"$JAAS_FILE" <<-JAAS
+			Client {
+			  org.apache.zookeeper.server.auth.DigestLoginModule required
+			  username="kafka"
+			  password="$ZK_PASSWORD";
+			};
+		JAAS
+		cat >"$CLIENT_PROPS" <<-PROPS
+			# Kafka client properties for the admin user of $CLUSTER_DIR:
+			#   bin/kafka-admin topics --list --bootstrap-server $(bootstrap) --command-config $CLIENT_PROPS
+			security.protocol=SASL_SSL
+			sasl.mechanism=SCRAM-SHA-512
+			sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$ADMIN_PASSWORD";
+			ssl.truststore.type=PEM
+			ssl.truststore.location=$CERT_DIR/ca.pem
+		PROPS
+		cat >"$KCAT_CONF" <<-CONF
+			# librdkafka properties for the admin user: kcat -F $KCAT_CONF -b $(bootstrap) -L
+			security.protocol=SASL_SSL
+			sasl.mechanisms=SCRAM-SHA-512
+			sasl.username=admin
+			sasl.password=$ADMIN_PASSWORD
+			ssl.ca.location=$CERT_DIR/ca.pem
+		CONF
+	)
+	ensure_admin
+	KAFKA_OPTS="-Djava.security.auth.login.config=$JAAS_FILE" "$KAFKA_ADMIN" configs --zookeeper "$ZK_ADDR$ZK_CHROOT" \
+		--entity-type users --entity-name admin --alter \
+		--add-config "SCRAM-SHA-512=[iterations=8192,password=$ADMIN_PASSWORD],SCRAM-SHA-256=[iterations=8192,password=$ADMIN_PASSWORD]" >/dev/null ||
+		die "cannot write the admin user's SCRAM credentials into ZooKeeper"
+	say "security: SCRAM user admin in ZooKeeper $ZK_ADDR$ZK_CHROOT/config/users/admin"
+}
+
+# secure_props: the security keys of a SECURITY=sasl_ssl broker.
+secure_props() {
+	# shellcheck source=/dev/null
+	. "$SECRETS"
+	local jaas="org.apache.kafka.common.security.scram.ScramLoginModule required username=\"admin\" password=\"$ADMIN_PASSWORD\";"
+	printf '%s\n' \
+		"listener.security.protocol.map=SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT" \
+		"inter.broker.listener.name=SASL_SSL" \
+		"sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512" \
+		"sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256" \
+		"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=$jaas" \
+		"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=$jaas" \
+		"ssl.keystore.type=PEM" \
+		"ssl.keystore.location=$CERT_DIR/broker-keystore.pem" \
+		"ssl.truststore.type=PEM" \
+		"ssl.truststore.location=$CERT_DIR/ca.pem" \
+		"authorizer.class.name=kafka.security.authorizer.AclAuthorizer" \
+		"super.users=User:admin${PLAINTEXT_BASE_PORT:+;User:ANONYMOUS}" \
+		"allow.everyone.if.no.acl.found=false" \
+		"zookeeper.set.acl=true"
+}
+
 # write_props ID: CLUSTER_DIR/broker-ID/server.properties is config/server.properties
 # with the per-broker keys (and BROKER_OVERRIDES) replaced.
 write_props() {
@@ -384,10 +500,15 @@ write_props() {
 	props=$(broker_props "$id")
 	rf=$((BROKERS < 3 ? BROKERS : 3))
 	((rf > 0)) || rf=1
+	local listeners=PLAINTEXT://127.0.0.1:$port
+	if secure; then
+		listeners=SASL_SSL://127.0.0.1:$port
+		[[ -z $PLAINTEXT_BASE_PORT ]] || listeners+=,PLAINTEXT://127.0.0.1:$((PLAINTEXT_BASE_PORT + id))
+	fi
 	local -a over=(
 		"broker.id=$id"
-		"listeners=PLAINTEXT://127.0.0.1:$port"
-		"advertised.listeners=PLAINTEXT://127.0.0.1:$port"
+		"listeners=$listeners"
+		"advertised.listeners=$listeners"
 		"zookeeper.connect=$ZK_ADDR$ZK_CHROOT"
 		"log.dirs=$dir/data"
 		"http.listener=127.0.0.1:$(broker_http_port "$id")"
@@ -396,6 +517,9 @@ write_props() {
 		"transaction.state.log.replication.factor=$rf"
 		"transaction.state.log.min.isr=$((rf < 2 ? rf : 2))"
 	)
+	if secure; then
+		mapfile -t -O "${#over[@]}" over < <(secure_props)
+	fi
 	for kv in $BROKER_OVERRIDES; do
 		[[ $kv =~ ^[a-z0-9._-]+=.*$ ]] || die "BROKER_OVERRIDES: want key=value, got '$kv'"
 		over+=("$kv")
@@ -442,7 +566,9 @@ launch_broker() {
 			owner=$(zk_owner "$ZK_CHROOT/brokers/ids/$id")
 		done
 	fi
-	setsid "$BROKER_BIN" "$(broker_props "$id")" >>"$(broker_log "$id")" 2>&1 </dev/null 9>&- &
+	local kafka_opts=${KAFKA_OPTS:-}
+	secure && kafka_opts="${kafka_opts:+$kafka_opts }-Djava.security.auth.login.config=$JAAS_FILE"
+	KAFKA_OPTS=$kafka_opts setsid "$BROKER_BIN" "$(broker_props "$id")" >>"$(broker_log "$id")" 2>&1 </dev/null 9>&- &
 	pid=$!
 	printf '%s\n' "$pid" >"$(broker_pidfile "$id")"
 	say "broker $id: starting on 127.0.0.1:$(broker_port "$id") (pid $pid, log $(broker_log "$id"))" >&2
@@ -460,7 +586,7 @@ broker_ready() {
 	timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1"' _ "$port" 2>/dev/null || return 1
 	if command -v kcat >/dev/null 2>&1; then
 		# -L without -t lists all topics, so it creates none.
-		timeout 10 kcat -L -b "127.0.0.1:$port" -m 5 -q >/dev/null 2>&1 || return 1
+		timeout 10 kcat "${KCAT_SEC[@]+"${KCAT_SEC[@]}"}" -L -b "127.0.0.1:$port" -m 5 -q >/dev/null 2>&1 || return 1
 	fi
 }
 
@@ -513,8 +639,8 @@ lock() {
 }
 
 save_settings() {
-	printf 'BROKERS=%s\nBASE_PORT=%s\nHTTP_BASE_PORT=%s\nZK_PORT=%s\nZK_CHROOT=%s\n' \
-		"$BROKERS" "$BASE_PORT" "$HTTP_BASE_PORT" "$ZK_PORT" "$ZK_CHROOT" >"$ENV_FILE"
+	printf 'BROKERS=%s\nBASE_PORT=%s\nHTTP_BASE_PORT=%s\nZK_PORT=%s\nZK_CHROOT=%s\nSECURITY=%s\nPLAINTEXT_BASE_PORT=%s\n' \
+		"$BROKERS" "$BASE_PORT" "$HTTP_BASE_PORT" "$ZK_PORT" "$ZK_CHROOT" "$SECURITY" "$PLAINTEXT_BASE_PORT" >"$ENV_FILE"
 }
 
 # ---------------------------------------------------------------------------
@@ -527,6 +653,7 @@ cmd_up() {
 	save_settings
 	((BROKERS == 0)) || ensure_binary
 	zk_up
+	((BROKERS == 0)) || secure_setup
 	local -a entries=()
 	for ((id = 0; id < BROKERS; id++)); do
 		entry=$(launch_broker "$id")
@@ -540,6 +667,16 @@ cmd_up() {
 	fi
 	bs=$(bootstrap)
 	say ""
+	if secure; then
+		say "bootstrap: $bs (SASL_SSL, SCRAM-SHA-512; admin's password in $SECRETS)"
+		say "  kcat -F $KCAT_CONF -b $bs -L"
+		say "  bin/kafka-admin topics --create --topic demo --partitions 3 --replication-factor $((BROKERS < 3 ? BROKERS : 3)) --bootstrap-server $bs --command-config $CLIENT_PROPS"
+		say "  bin/kafka-admin configs --entity-type users --entity-name alice --alter --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-secret]' --bootstrap-server $bs --command-config $CLIENT_PROPS"
+		say "  bin/kafka-admin acls --add --allow-principal User:alice --producer --consumer --topic demo --group demo --bootstrap-server $bs --command-config $CLIENT_PROPS"
+		say "  http://127.0.0.1:$(broker_http_port 0)/  # broker 0's replicas (also /metrics, /v1/partitions)"
+		say "  scripts/cluster.sh status | logs 0 | down"
+		return 0
+	fi
 	say "bootstrap: $bs"
 	say "  kcat -b $bs -L                        # metadata"
 	say "  kcat -b $bs -t demo -P                # produce: one record per line, Ctrl-D to end"
@@ -752,7 +889,7 @@ cmd_decommission() {
 		jq -cn --arg t "$topics" '{version: 1, topics: [$t | split("\n")[] | select(. != "") | {topic: .}]}' >"$dir.topics.json"
 		# --generate's first section is the current assignment of every topic;
 		# its proposal is not used, so racks must not make it fail.
-		out=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --generate --disable-rack-aware \
+		out=$("$KAFKA_ADMIN" reassign-partitions "${ADMIN_SEC[@]+"${ADMIN_SEC[@]}"}" --bootstrap-server "$bs" --generate --disable-rack-aware \
 			--topics-to-move-json-file "$dir.topics.json" --broker-list "$remaining") ||
 			die "kafka-admin --generate failed"
 		current=$(sed -n '2p' <<<"$out")
@@ -767,7 +904,7 @@ cmd_decommission() {
 		say "broker $id: moving $(jq '.partitions | length' <<<"$plan") partition(s) onto brokers $remaining (plan $dir.json)"
 		local -a throttle=()
 		[[ -z $THROTTLE ]] || throttle=(--throttle "$THROTTLE")
-		"$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --execute \
+		"$KAFKA_ADMIN" reassign-partitions "${ADMIN_SEC[@]+"${ADMIN_SEC[@]}"}" --bootstrap-server "$bs" --execute \
 			--reassignment-json-file "$dir.json" "${throttle[@]+"${throttle[@]}"}" | tee "$dir.execute.log" ||
 			die "kafka-admin --execute failed; see above"
 		sed -n '3p' "$dir.execute.log" >"$dir.rollback.json"
@@ -775,7 +912,7 @@ cmd_decommission() {
 		# clears the throttles (only needed when THROTTLE set them).
 		deadline=$((SECONDS + MOVE_TIMEOUT))
 		while :; do
-			verify=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --verify \
+			verify=$("$KAFKA_ADMIN" reassign-partitions "${ADMIN_SEC[@]+"${ADMIN_SEC[@]}"}" --bootstrap-server "$bs" --verify \
 				--reassignment-json-file "$dir.json" --preserve-throttles) ||
 				die "kafka-admin --verify failed: $verify"
 			if ! grep -q 'is still in progress' <<<"$verify"; then break; fi
@@ -783,7 +920,7 @@ cmd_decommission() {
 			sleep 1
 		done
 		if [[ -n $THROTTLE ]]; then
-			verify=$("$KAFKA_ADMIN" reassign-partitions --bootstrap-server "$bs" --verify --reassignment-json-file "$dir.json") ||
+			verify=$("$KAFKA_ADMIN" reassign-partitions "${ADMIN_SEC[@]+"${ADMIN_SEC[@]}"}" --bootstrap-server "$bs" --verify --reassignment-json-file "$dir.json") ||
 				die "kafka-admin --verify (clearing the throttles) failed: $verify"
 		fi
 		say "$verify"

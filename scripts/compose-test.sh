@@ -27,6 +27,11 @@
 # happened (the images are kept). It prints one `ok`/`FAIL` line per step, the
 # way go test prints packages, which scripts/test.sh counts.
 #
+# KAFKAZK_SECURE=1 (make compose-test-secure) runs every step on the secured
+# variant (docker-compose.secure.yml: SASL_SSL + SCRAM-SHA-512 for clients, TLS
+# between brokers, ZooKeeper digest auth), the clients configured through
+# docker/lib.sh's KCAT_SEC and KAFKAZK_CLIENT_CONFIG, the demo itself unchanged.
+#
 # Environment (defaults in brackets), besides docker/lib.sh's:
 #   VARIANTS [kill pause partition zk-kill]  the faults to test
 #   COMPOSE_PROJECT_NAME [kafkazk-test]
@@ -116,18 +121,25 @@ smoke() {
 	topic=smoke-$(date +%s)
 	"$PY" - "$BOOTSTRAP" "$topic" <<-'PY' || return 1
 		import sys
+		import os
 		from confluent_kafka.admin import AdminClient, NewTopic
-		a = AdminClient({"bootstrap.servers": sys.argv[1]})
+		conf = {"bootstrap.servers": sys.argv[1]}
+		if os.environ.get("KAFKAZK_CLIENT_CONFIG"):  # the secured variant (KAFKAZK_SECURE=1)
+		    for line in open(os.environ["KAFKAZK_CLIENT_CONFIG"]):
+		        line = line.strip()
+		        if line and line[0] not in "#!" and "=" in line:
+		            conf[line.split("=", 1)[0].strip()] = line.split("=", 1)[1].strip()
+		a = AdminClient(conf)
 		a.create_topics([NewTopic(sys.argv[2], 1, 1)], operation_timeout=30)[sys.argv[2]].result(60)
 	PY
 	seq 1 100 | sed 's/^/smoke-/' |
-		timeout 60 kcat -P -b "127.0.0.1:$KAFKAZK_PORT_1" -t "$topic" -X acks=all -X message.timeout.ms=30000 ||
+		timeout 60 kcat "${KCAT_SEC[@]+"${KCAT_SEC[@]}"}" -P -b "127.0.0.1:$KAFKAZK_PORT_1" -t "$topic" -X acks=all -X message.timeout.ms=30000 ||
 		{
 			say "smoke: kcat -P failed"
 			return 1
 		}
 	# -c rather than -e: the count is known, and -e waits for an end-of-partition.
-	n=$(timeout 60 kcat -C -b "127.0.0.1:$KAFKAZK_PORT_2" -t "$topic" -o beginning -c 100 -q 2>/dev/null |
+	n=$(timeout 60 kcat "${KCAT_SEC[@]+"${KCAT_SEC[@]}"}" -C -b "127.0.0.1:$KAFKAZK_PORT_2" -t "$topic" -o beginning -c 100 -q 2>/dev/null |
 		grep -c '^smoke-' || true)
 	say "smoke: topic $topic: produced 100 through 127.0.0.1:$KAFKAZK_PORT_1, read $n back through 127.0.0.1:$KAFKAZK_PORT_2"
 	((n == 100))

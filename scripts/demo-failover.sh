@@ -55,8 +55,8 @@ hints() {
 	cat <<-HINTS
 
 		The cluster is still up. To look at it:
-		  kcat -b 127.0.0.1:$KAFKAZK_PORT_1 -L                      # brokers, leaders, replicas, ISRs
-		  kcat -b 127.0.0.1:$KAFKAZK_PORT_1 -t ${TOPIC:-TOPIC} -C -c 10    # records
+		  kcat ${KCAT_SEC[*]+${KCAT_SEC[*]} }-b 127.0.0.1:$KAFKAZK_PORT_1 -L                      # brokers, leaders, replicas, ISRs
+		  kcat ${KCAT_SEC[*]+${KCAT_SEC[*]} }-b 127.0.0.1:$KAFKAZK_PORT_1 -t ${TOPIC:-TOPIC} -C -c 10    # records
 		  ${COMPOSE_CMD[*]} -p $COMPOSE_PROJECT_NAME exec zookeeper zkCli.sh get /brokers/topics/${TOPIC:-TOPIC}/partitions/0/state
 		  /usr/share/zookeeper/bin/zkCli.sh -server $ZK_HOST ls /brokers/ids
 		  ${COMPOSE_CMD[*]} -p $COMPOSE_PROJECT_NAME logs -f broker-1
@@ -73,7 +73,7 @@ cmd_status() {
 			"$(ZOOKEEPER_HOST_PORT=${ZK_PORTS[$i]} zk_4lw srvr | grep -E '^Mode:' || echo 'no answer')"
 	done
 	printf 'registered brokers: %s\n' "$(registered)"
-	kcat -L -b "$BOOTSTRAP" -m 5 2>&1 || true
+	kcat "${KCAT_SEC[@]+"${KCAT_SEC[@]}"}" -L -b "$BOOTSTRAP" -m 5 2>&1 || true
 }
 
 demo() {

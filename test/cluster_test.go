@@ -237,12 +237,15 @@ func (c *Cluster) shutdown() {
 // Broker is one broker process handle. Its server.properties is rewritten
 // from Props at every Start, so tests may change Props between runs.
 type Broker struct {
-	c         *Cluster
-	id        int32
-	addr      string
-	Dir       string // everything of this broker: properties, log, data
-	DataDir   string // log.dirs
-	Props     map[string]string
+	c       *Cluster
+	id      int32
+	addr    string
+	Dir     string // everything of this broker: properties, log, data
+	DataDir string // log.dirs
+	Props   map[string]string
+	// Env are extra environment entries of the process (KEY=value), e.g.
+	// KAFKA_OPTS naming a JAAS file.
+	Env       []string
 	propsPath string
 	logPath   string
 
@@ -328,7 +331,7 @@ func (b *Broker) StartProcess() error {
 	if os.Getenv("BROKER_TEST_LOG") == "debug" {
 		level = "debug"
 	}
-	cmd.Env = append(os.Environ(), "BROKER_LOG_LEVEL="+level)
+	cmd.Env = append(append(os.Environ(), "BROKER_LOG_LEVEL="+level), b.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()

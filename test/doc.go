@@ -50,6 +50,30 @@
 // librdkafka (confluent-kafka-python's transactional producer, kcat and
 // python read_committed consumers).
 //
+// Security tests (TestSecure..., issue 14) run clusters from
+// newSecureCluster: beside the harness's PLAINTEXT listener (readiness, as
+// User:ANONYMOUS, which holds no ACL) each broker listens on SASL_SSL
+// (SCRAM-SHA-512/256 and PLAIN; the inter-broker listener, as User:admin),
+// SASL_PLAINTEXT (PLAIN users from the listener's PlainLoginModule) and SSL
+// with ssl.client.auth=required (the client certificate's CN as principal
+// through ssl.principal.mapping.rules), with the AclAuthorizer
+// (super.users=User:admin, allow.everyone.if.no.acl.found=false) and
+// zookeeper.set.acl=true with digest credentials from a JAAS file named in
+// KAFKA_OPTS (Broker.Env). Each test makes its own CA and certificates with
+// crypto/x509 in its temporary directory (genCerts), and writes the super
+// user's SCRAM credentials into /config/users/admin before any broker runs,
+// as kafka-configs.sh --zookeeper does; other users are created with
+// AlterUserScramCredentials (kadm.AlterUserSCRAMs) as that super user. An
+// RFC 5802 client written from the RFC (scramClient) serves sarama's SCRAM
+// hook, the raw-socket SASL exchanges (wrong passwords, tampered nonces) and
+// the golden check of the credential znodes. The hostile-input rows run a
+// second time over an authenticated SASL_SSL connection
+// (TestHostileInputSASLSSL), with the TLS and SASL rows against the
+// unauthenticated one; row 27 (a client's follower fetch) runs on a secured
+// two-broker cluster with the follower paused, so that the HW could only
+// move by the forged fetch, and a super user's forged fetch as the control
+// that does move it.
+//
 // Bugs found by this layer (reproduce with the go test command given):
 //
 //   - Fetch v11 answers a partition with no records at the fetch offset

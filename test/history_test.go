@@ -224,9 +224,16 @@ func analyzeHistoryOffsets(acked, read []Rec, allowExtra, dense bool) CheckResul
 // checks that no record at or above the fetch's high watermark is returned.
 func readAll(t *testing.T, seeds []string, topic string, timeout time.Duration) []Rec {
 	t.Helper()
+	return readAllWith(t, []kgo.Opt{kgo.SeedBrokers(seeds...)}, topic, timeout)
+}
+
+// readAllWith is readAll with the clients' connection options (seeds and
+// security) given.
+func readAllWith(t *testing.T, connOpts []kgo.Opt, topic string, timeout time.Duration) []Rec {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	admCl, err := kgo.NewClient(connOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,9 +253,9 @@ func readAll(t *testing.T, seeds []string, topic string, timeout time.Duration) 
 		want[o.Partition] = o.Offset
 		offsets[o.Partition] = kgo.NewOffset().At(0)
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...),
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), connOpts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxWait(500*time.Millisecond))
+		kgo.FetchMaxWait(500*time.Millisecond))...)
 	if err != nil {
 		t.Fatal(err)
 	}

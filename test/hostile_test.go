@@ -4,13 +4,17 @@ package test
 // over a raw socket to a running broker. For every row the broker must
 // answer with the stated error or close that connection only; afterwards
 // the process is alive, its log has no "panic", and a fresh connection is
-// still served. Rows that need a TLS or SASL listener or an authorizer,
-// which this broker does not have, are skipped as not applicable; rows
-// whose bound is not implemented are skipped as known gaps (issue 6).
+// still served. TestHostileInput runs the rows on a PLAINTEXT listener,
+// TestHostileInputSASLSSL on a SASL_SSL one (issue 14): there every row's
+// connection is TLS, authenticated with SCRAM-SHA-512 as the super user,
+// and the rows about TLS and SASL (04, 14-18) attack the unauthenticated
+// connection. Rows whose bound is not implemented are skipped as known
+// gaps (issue 6).
 
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,12 +22,15 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -156,6 +163,20 @@ func knownGap(t *testing.T, reason string) {
 type hostileBroker struct {
 	c *Cluster
 	b *Broker
+	// sc and dial are set on a secured broker: dial opens an
+	// authenticated SASL_SSL connection.
+	sc   *secureCluster
+	dial func(t *testing.T) *rawConn
+}
+
+// conn is a fresh connection of the kind the rows use: plain TCP to the
+// PLAINTEXT listener, or h.dial's.
+func (h *hostileBroker) conn(t *testing.T) *rawConn {
+	t.Helper()
+	if h.dial != nil {
+		return h.dial(t)
+	}
+	return dialRaw(t, h.b.Addr())
 }
 
 // alive checks what every row must leave behind: the process runs, its
@@ -168,7 +189,7 @@ func (h *hostileBroker) alive(t *testing.T) {
 	if h.b.LogContains("panic") {
 		t.Fatalf("broker log mentions a panic:\n%s", grepLines(h.b.Log(), "panic", 5))
 	}
-	rc := dialRaw(t, h.b.Addr())
+	rc := h.conn(t)
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.SetVersion(0)
 	resp := rc.roundTrip(req).(*kmsg.ApiVersionsResponse)
@@ -205,7 +226,7 @@ func produceReq(acks int16, records []byte) *kmsg.ProduceRequest {
 
 func (h *hostileBroker) produceCode(t *testing.T, acks int16, records []byte) int16 {
 	t.Helper()
-	resp := dialRaw(t, h.b.Addr()).roundTrip(produceReq(acks, records)).(*kmsg.ProduceResponse)
+	resp := h.conn(t).roundTrip(produceReq(acks, records)).(*kmsg.ProduceResponse)
 	return resp.Topics[0].Partitions[0].ErrorCode
 }
 
@@ -282,8 +303,28 @@ func TestHostileInput(t *testing.T) {
 		"auto.create.topics.enable":        "false",
 	})
 	createTopic(t, c, hostileTopic, 1, 1, nil, nil)
-	h := &hostileBroker{c: c, b: c.Brokers[0]}
-	addr := h.b.Addr()
+	hostileRows(t, &hostileBroker{c: c, b: c.Brokers[0]})
+}
+
+// TestHostileInputSASLSSL runs the rows on a SASL_SSL listener (issue 14).
+func TestHostileInputSASLSSL(t *testing.T) {
+	sc := newSecureCluster(t, 1, map[string]string{
+		"default.replication.factor": "1",
+		"message.max.bytes":          "200000",
+		"auto.create.topics.enable":  "false",
+	})
+	sc.createTopic(t, hostileTopic, 1, 1, nil)
+	hostileRows(t, &hostileBroker{c: sc.Cluster, b: sc.Brokers[0], sc: sc, dial: func(t *testing.T) *rawConn {
+		return sc.dialAuthenticated(t, 1, adminUser, adminPass)
+	}})
+}
+
+// hostileRows runs every row against h.
+func hostileRows(t *testing.T, h *hostileBroker) {
+	secure := h.sc != nil
+	// preAuth is a TLS connection to the SASL_SSL listener that has not
+	// authenticated.
+	preAuth := func(t *testing.T) *rawConn { return h.sc.dialTLS(t, h.sc.addr(1, lnSASLSSL), false) }
 	row := func(name string, fn func(t *testing.T)) {
 		t.Run(name, func(t *testing.T) {
 			fn(t)
@@ -296,49 +337,63 @@ func TestHostileInput(t *testing.T) {
 	metaHeader := func(version int16) []byte { return header(3, version, 1, "hostile", version >= 9) }
 
 	row("01-negative-size", func(t *testing.T) {
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		rc.write([]byte{0xff, 0xff, 0xff, 0xff})
 		rc.expectClosed(5 * time.Second)
 	})
 	row("02-size-above-limit", func(t *testing.T) {
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		rc.write([]byte{0x7f, 0xff, 0xff, 0xff, 0, 18, 0, 0})
 		rc.expectClosed(5 * time.Second)
 	})
-	row("03-tls-client-hello", func(t *testing.T) {
-		rc := dialRaw(t, addr)
-		rc.write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03})
-		rc.expectClosed(5 * time.Second)
-		eventually(t, 5*time.Second, func() error {
-			if !h.b.LogContains("TLS") {
-				return fmt.Errorf("no log line names the likely TLS mismatch")
+	if secure {
+		na("03-tls-client-hello", "a TLS listener expects the ClientHello; see 04 for the opposite mismatch")
+	} else {
+		row03(t, h, row)
+	}
+	if !secure {
+		na("04-plaintext-to-tls", "the PLAINTEXT listener: TestHostileInputSASLSSL runs it")
+	} else {
+		row("04-plaintext-to-tls", func(t *testing.T) {
+			// A Kafka frame in the clear to the TLS listener: the
+			// handshake fails and the connection closes (an alert
+			// record may come first).
+			rc := dialRaw(t, h.sc.addr(1, lnSASLSSL))
+			req := kmsg.NewPtrApiVersionsRequest()
+			req.SetVersion(0)
+			rc.write(reqFrame(req, 1))
+			_ = rc.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			b, err := io.ReadAll(rc.nc)
+			if err != nil && !isReset(err) {
+				t.Fatalf("plaintext to TLS: %v (read %x)", err, b)
 			}
-			return nil
+			if len(b) > 0 && b[0] != 0x15 {
+				t.Errorf("plaintext to TLS answered %x, want a closed connection or a TLS alert", b)
+			}
 		})
-	})
-	na("04-plaintext-to-tls", "the broker has no SSL listener")
+	}
 	row("05-slowloris", func(t *testing.T) {
 		t.Skip("covered by TestHostileIdleConnections, which runs its own broker with a short connections.max.idle.ms")
 	})
 	row("06-short-frame", func(t *testing.T) {
 		for n := 1; n <= 7; n++ {
-			rc := dialRaw(t, addr)
+			rc := h.conn(t)
 			rc.write(frame(bytes.Repeat([]byte{0}, n)))
 			rc.expectClosed(5 * time.Second)
 		}
 	})
 	row("07-unknown-api-key", func(t *testing.T) {
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		rc.write(frame(header(0x7fff, 0, 1, "hostile", false)))
 		rc.expectClosed(5 * time.Second)
 	})
 	row("08-unsupported-version", func(t *testing.T) {
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		rc.write(frame(header(0, 99, 1, "hostile", false)))
 		rc.expectClosed(5 * time.Second)
 	})
 	row("09-apiversions-too-new", func(t *testing.T) {
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		rc.write(frame(append(header(18, 99, 7, "hostile", true), 0, 0, 0)))
 		b, err := rc.readFrame(5 * time.Second)
 		if err != nil {
@@ -354,7 +409,7 @@ func TestHostileInput(t *testing.T) {
 		}
 	})
 	row("10-body-cut-short", func(t *testing.T) {
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		b := metaHeader(1)
 		b = binary.BigEndian.AppendUint32(b, 1)  // one topic
 		b = binary.BigEndian.AppendUint16(b, 10) // name of 10 bytes
@@ -363,12 +418,12 @@ func TestHostileInput(t *testing.T) {
 		rc.expectClosed(5 * time.Second)
 	})
 	row("11-huge-array-count", func(t *testing.T) {
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		b := binary.BigEndian.AppendUint32(metaHeader(1), 0x7fffffff)
 		rc.write(frame(append(b, 0, 1, 'x', 0)))
 		rc.expectClosed(5 * time.Second)
 		// Produce: topics array of 2^31-1.
-		rc = dialRaw(t, addr)
+		rc = h.conn(t)
 		p := header(0, 7, 1, "hostile", false)
 		p = append(p, 0xff, 0xff)                  // transactional id null
 		p = append(p, 0xff, 0xff)                  // acks -1
@@ -379,14 +434,14 @@ func TestHostileInput(t *testing.T) {
 	})
 	row("12-bad-string-length", func(t *testing.T) {
 		for _, l := range []uint16{0xfffb /* -5 */, 1000} {
-			rc := dialRaw(t, addr)
+			rc := h.conn(t)
 			b := binary.BigEndian.AppendUint32(metaHeader(1), 1)
 			b = binary.BigEndian.AppendUint16(b, l)
 			rc.write(frame(append(b, "abcde"...)))
 			rc.expectClosed(5 * time.Second)
 		}
 		// A client id longer than the frame.
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		b := binary.BigEndian.AppendUint16(nil, 18)
 		b = binary.BigEndian.AppendUint16(b, 0)
 		b = binary.BigEndian.AppendUint32(b, 1)
@@ -396,21 +451,32 @@ func TestHostileInput(t *testing.T) {
 	})
 	row("13-long-varint-and-tag-size", func(t *testing.T) {
 		// Metadata v9 (flexible): a compact array length of 6 varint bytes.
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		rc.write(frame(append(metaHeader(9), 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0, 0, 0)))
 		rc.expectClosed(5 * time.Second)
 		// A header tag whose size exceeds what remains.
-		rc = dialRaw(t, addr)
+		rc = h.conn(t)
 		b := header(3, 9, 1, "hostile", false)
 		b = append(b, 1, 0, 0xff, 0xff, 0xff, 0xff, 0x07) // one tag, id 0, size 2^31-1
 		rc.write(frame(append(b, 0, 0, 0, 0)))
 		rc.expectClosed(5 * time.Second)
 	})
-	na("14-non-sasl-before-auth", "the broker has no SASL listener")
+	if secure {
+		row("14-non-sasl-before-auth", func(t *testing.T) {
+			// Before authentication only ApiVersions and the SASL
+			// requests are served; a Metadata closes the connection.
+			rc := preAuth(t)
+			rc.write(reqFrame(kmsg.NewPtrMetadataRequest(), 1))
+			rc.expectClosed(5 * time.Second)
+		})
+	} else {
+		na("14-non-sasl-before-auth", "the PLAINTEXT listener: TestHostileInputSASLSSL runs it")
+	}
 	row("15-sasl-unknown-mechanism", func(t *testing.T) {
-		// No SASL: SaslHandshake is not an API this broker serves, so
-		// the connection closes (Kafka would answer 33 and close).
-		rc := dialRaw(t, addr)
+		// On a PLAINTEXT listener, or after authentication, Kafka answers
+		// SaslHandshake with ILLEGAL_SASL_STATE (34); an unknown
+		// mechanism before authentication gets 33 and the close.
+		rc := h.conn(t)
 		req := kmsg.NewPtrSASLHandshakeRequest()
 		req.SetVersion(1)
 		req.Mechanism = "NOPE"
@@ -419,14 +485,67 @@ func TestHostileInput(t *testing.T) {
 		if err == nil {
 			resp := kmsg.NewPtrSASLHandshakeResponse()
 			resp.SetVersion(1)
-			if derr := resp.ReadFrom(b[4:]); derr != nil || resp.ErrorCode != kerr.UnsupportedSaslMechanism.Code {
-				t.Errorf("SaslHandshake answered with %x (decode %v), want 33 or a closed connection", b, derr)
+			if derr := resp.ReadFrom(b[4:]); derr != nil || (resp.ErrorCode != kerr.UnsupportedSaslMechanism.Code && resp.ErrorCode != kerr.IllegalSaslState.Code) {
+				t.Errorf("SaslHandshake answered with %x (decode %v), want 33, 34 or a closed connection", b, derr)
 			}
 		}
+		if secure {
+			rc := preAuth(t)
+			resp := rc.roundTrip(req).(*kmsg.SASLHandshakeResponse)
+			expectCode(t, "SaslHandshake NOPE before authentication", resp.ErrorCode, kerr.UnsupportedSaslMechanism.Code)
+			if !slices.Contains(resp.SupportedMechanisms, "SCRAM-SHA-512") {
+				t.Errorf("supported mechanisms %v lack SCRAM-SHA-512", resp.SupportedMechanisms)
+			}
+			rc.expectClosed(5 * time.Second)
+		}
 	})
-	na("16-sasl-token-too-large", "the broker has no SASL listener")
-	na("17-sasl-plain-bad", "the broker has no SASL listener")
-	na("18-scram-bad-nonce", "the broker has no SASL listener")
+	if !secure {
+		na("16-sasl-token-too-large", "the PLAINTEXT listener: TestHostileInputSASLSSL runs it")
+		na("17-sasl-plain-bad", "the PLAINTEXT listener: TestHostileInputSASLSSL runs it")
+		na("18-scram-bad-nonce", "the PLAINTEXT listener: TestHostileInputSASLSSL runs it")
+	} else {
+		row("16-sasl-token-too-large", func(t *testing.T) {
+			// A SaslAuthenticate of 1 MiB, above
+			// sasl.server.max.receive.size (512 KiB), is not read.
+			rc := preAuth(t)
+			rc.saslHandshake("SCRAM-SHA-512")
+			req := kmsg.NewPtrSASLAuthenticateRequest()
+			req.SetVersion(1)
+			req.SASLAuthBytes = bytes.Repeat([]byte("n"), 1<<20)
+			_ = rc.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			_, _ = rc.nc.Write(reqFrame(req, 1)) // may fail once the broker closes
+			rc.expectClosed(10 * time.Second)
+		})
+		row("17-sasl-plain-bad", func(t *testing.T) {
+			for what, token := range map[string]string{
+				"no password":                      "\x00" + adminUser,
+				"empty user":                       "\x00\x00" + adminPass,
+				"authzid differs (CVE-2017-12610)": "alice\x00" + adminUser + "\x00" + adminPass,
+				"no separators":                    adminUser + adminPass,
+				"wrong password":                   "\x00" + adminUser + "\x00nope",
+			} {
+				rc := preAuth(t)
+				rc.saslHandshake("PLAIN")
+				resp := rc.saslAuthenticate([]byte(token))
+				expectCode(t, "PLAIN "+what, resp.ErrorCode, kerr.SaslAuthenticationFailed.Code)
+				rc.expectClosed(5 * time.Second)
+			}
+		})
+		row("18-scram-bad-nonce", func(t *testing.T) {
+			// CVE-2024-56128: the client-final nonce must equal the
+			// server's exactly, not merely start with the client's.
+			for what, tamper := range map[string]func(string) string{
+				"client nonce only":    func(n string) string { return n[:24] },
+				"server nonce + extra": func(n string) string { return n + "x" },
+				"one byte changed":     func(n string) string { return n[:len(n)-1] + string(rune('A'+(n[len(n)-1]+1)%26)) },
+			} {
+				rc := preAuth(t)
+				resp := rc.scramExchange(&scramClient{mech: "SCRAM-SHA-512", tamperNonce: tamper}, adminUser, adminPass)
+				expectCode(t, "SCRAM final nonce "+what, resp.ErrorCode, kerr.SaslAuthenticationFailed.Code)
+				rc.expectClosed(5 * time.Second)
+			}
+		})
+	}
 	row("19-invalid-acks", func(t *testing.T) {
 		for _, acks := range []int16{2, -5} {
 			expectCode(t, fmt.Sprintf("acks=%d", acks), h.produceCode(t, acks, batch([][]byte{[]byte("x")}, 0, nil, true)), kerr.InvalidRequiredAcks.Code)
@@ -503,7 +622,7 @@ func TestHostileInput(t *testing.T) {
 		b := batch([][]byte{[]byte("x")}, 0x08, nil, true)
 		expectCode(t, "LogAppendTime set by the client", h.produceCode(t, -1, b), kerr.InvalidTimestamp.Code)
 	})
-	na("27-follower-fetch-from-client", "TestHostileFollowerFetchFromClient")
+	na("27-follower-fetch-from-client", "TestHostileFollowerFetchFromClient runs it on a secured two-broker cluster")
 	na("28-controller-request-from-client", "TestHostileLeaderAndIsrFromClient")
 	row("29-fetch-huge-or-negative-max-bytes", func(t *testing.T) {
 		for _, mb := range []int32{0x7fffffff, -1} {
@@ -516,7 +635,7 @@ func TestHostileInput(t *testing.T) {
 			rp.Partition, rp.PartitionMaxBytes, rp.FetchOffset, rp.CurrentLeaderEpoch = 0, mb, 0, -1
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
-			rc := dialRaw(t, addr)
+			rc := h.conn(t)
 			rc.write(reqFrame(req, 42))
 			if b, err := rc.readFrame(10 * time.Second); err == nil {
 				t.Logf("max_bytes %d: answered with %d bytes", mb, len(b))
@@ -536,7 +655,7 @@ func TestHostileInput(t *testing.T) {
 			rp.Partition, rp.PartitionMaxBytes, rp.FetchOffset, rp.CurrentLeaderEpoch = 0, 1<<20, off, -1
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
-			resp := dialRaw(t, addr).roundTrip(req).(*kmsg.FetchResponse)
+			resp := h.conn(t).roundTrip(req).(*kmsg.FetchResponse)
 			expectCode(t, fmt.Sprintf("fetch at %d", off), resp.Topics[0].Partitions[0].ErrorCode, kerr.OffsetOutOfRange.Code)
 		}
 	})
@@ -564,14 +683,14 @@ func TestHostileInput(t *testing.T) {
 			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = tc.name, tc.parts, tc.rf
 			req.Topics = append(req.Topics, rt)
 			start := time.Now()
-			resp := dialRaw(t, addr).roundTrip(req).(*kmsg.CreateTopicsResponse)
+			resp := h.conn(t).roundTrip(req).(*kmsg.CreateTopicsResponse)
 			what := fmt.Sprintf("topic %.20q partitions %d rf %d (%s)", tc.name, tc.parts, tc.rf, time.Since(start).Round(time.Millisecond))
 			expectCode(t, what, resp.Topics[0].ErrorCode, tc.want)
 		}
 	})
 	row("32-pipelined-without-reading", func(t *testing.T) {
 		before := h.rss(t)
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		one := reqFrame(kmsg.NewPtrMetadataRequest(), 1)
 		done := make(chan error, 1)
 		go func() {
@@ -602,7 +721,7 @@ func TestHostileInput(t *testing.T) {
 		cfg.Name, cfg.Value = "sasl.jaas.config", kmsg.StringPtr("com.sun.security.auth.module.JndiLoginModule required;")
 		rr.Configs = append(rr.Configs, cfg)
 		req.Resources = append(req.Resources, rr)
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		rc.write(reqFrame(req, 1))
 		if b, err := rc.readFrame(5 * time.Second); err == nil {
 			resp := kmsg.NewPtrAlterConfigsResponse()
@@ -612,7 +731,7 @@ func TestHostileInput(t *testing.T) {
 		}
 	})
 	row("34-correlation-and-client-ids", func(t *testing.T) {
-		rc := dialRaw(t, addr)
+		rc := h.conn(t)
 		for _, corr := range []int32{-1, -1, 0x7fffffff, 7, 7} {
 			req := kmsg.NewPtrApiVersionsRequest()
 			req.SetVersion(0)
@@ -625,7 +744,7 @@ func TestHostileInput(t *testing.T) {
 				t.Errorf("correlation id %d echoed as %d", corr, got)
 			}
 		}
-		rc = dialRaw(t, addr)
+		rc = h.conn(t)
 		req := kmsg.NewPtrMetadataRequest()
 		req.SetVersion(1)
 		rc.write(frame(req.AppendTo(header(3, 1, 9, strings.Repeat("c", 32767), false))))
@@ -726,29 +845,95 @@ func TestHostileRequestBytesBudget(t *testing.T) {
 	h.alive(t)
 }
 
-// TestHostileFollowerFetchFromClient (row 27): without an authorizer Kafka
-// serves a Fetch that claims a replica id; the broker should at least
-// refuse it from a client (CLUSTER_AUTHORIZATION_FAILED, 31) or serve it
-// only on an inter-broker listener.
+// TestHostileFollowerFetchFromClient (row 27, CVE-2018-1288): a Fetch
+// claiming replica id 2 from a client principal (alice, who may Read the
+// topic) answers CLUSTER_AUTHORIZATION_FAILED and the high watermark does
+// not move. Broker 2, the real follower, is paused (SIGSTOP) so that the
+// leader's HW waits for it; the session and lag timeouts are long enough
+// that it stays in the ISR meanwhile. As a control the same forged fetch
+// from the super user (who holds ClusterAction) does move the HW, so the
+// check could fail.
 func TestHostileFollowerFetchFromClient(t *testing.T) {
-	knownGap(t, "no authorizer and no separate inter-broker listener: a client's follower Fetch (replica_id >= 0) is not refused with CLUSTER_AUTHORIZATION_FAILED")
-	h := oneBroker(t, nil)
-	req := kmsg.NewPtrFetchRequest()
-	req.SetVersion(11)
-	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = 2, 10, 1<<20
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = hostileTopic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 1<<20, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp := dialRaw(t, h.b.Addr()).roundTrip(req).(*kmsg.FetchResponse)
+	sc := newSecureCluster(t, 2, map[string]string{
+		"zookeeper.session.timeout.ms": "30000",
+		"replica.lag.time.max.ms":      "60000",
+	})
+	sc.createUser(t, aliceUser, alicePass)
+	sc.createTopic(t, hostileTopic, 1, 2, [][]int32{{1, 2}})
+	sc.allow(t, kadm.NewACLs().Allow("User:"+aliceUser).Topics(hostileTopic).Operations(kadm.OpRead, kadm.OpDescribe))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin := sc.client(t, lnSASLSSL, adminUser, adminPass)
+	if err := admin.ProduceSync(ctx, &kgo.Record{Topic: hostileTopic, Value: []byte("replicated")}).FirstErr(); err != nil {
+		t.Fatalf("acks=all produce: %v", err)
+	}
+	hw := func() int64 {
+		t.Helper()
+		rc := sc.dialAuthenticated(t, 1, adminUser, adminPass)
+		resp := rc.roundTrip(fetchReq(-1, 0)).(*kmsg.FetchResponse)
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			t.Fatalf("consumer fetch as admin: %v", kerr.ErrorForCode(p.ErrorCode))
+		}
+		return p.HighWatermark
+	}
+	eventually(t, 10*time.Second, func() error {
+		if got := hw(); got != 1 {
+			return fmt.Errorf("HW %d, want 1", got)
+		}
+		return nil
+	})
+	follower := sc.Broker(2)
+	follower.Pause()
+	defer follower.Resume()
+	acks1 := sc.client(t, lnSASLSSL, adminUser, adminPass, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	for i := range 5 {
+		if err := acks1.ProduceSync(ctx, &kgo.Record{Topic: hostileTopic, Value: []byte(fmt.Sprint("leader-only-", i))}).FirstErr(); err != nil {
+			t.Fatalf("acks=1 produce: %v", err)
+		}
+	}
+	if got := hw(); got != 1 {
+		t.Fatalf("HW %d with the follower paused, want 1", got)
+	}
+	// The attack: alice claims to be replica 2 at the leader's end offset.
+	rc := sc.dialAuthenticated(t, 1, aliceUser, alicePass)
+	resp := rc.roundTrip(fetchReq(2, 6)).(*kmsg.FetchResponse)
 	code := resp.ErrorCode
 	if code == 0 && len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 {
 		code = resp.Topics[0].Partitions[0].ErrorCode
 	}
-	expectCode(t, "follower fetch with replica_id 2 from a client", code, kerr.ClusterAuthorizationFailed.Code)
-	h.alive(t)
+	expectCode(t, "follower fetch with replica_id 2 from User:alice", code, kerr.ClusterAuthorizationFailed.Code)
+	if got := hw(); got != 1 {
+		t.Errorf("HW moved to %d after a client's forged follower fetch, want 1", got)
+	}
+	// Control: the super user's forged fetch is a follower fetch, and it
+	// advances the HW to 6.
+	rc = sc.dialAuthenticated(t, 1, adminUser, adminPass)
+	resp = rc.roundTrip(fetchReq(2, 6)).(*kmsg.FetchResponse)
+	if resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("follower fetch as the super user: %d/%d", resp.ErrorCode, resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if got := hw(); got != 6 {
+			return fmt.Errorf("HW %d after the super user's follower fetch at 6, want 6 (the control)", got)
+		}
+		return nil
+	})
+}
+
+// fetchReq is a Fetch v11 of the hostile topic's partition 0 at offset
+// with replicaID (-1 for a consumer).
+func fetchReq(replicaID int32, offset int64) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(11)
+	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes = replicaID, 10, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = hostileTopic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.PartitionMaxBytes, rp.FetchOffset, rp.CurrentLeaderEpoch = 0, 1<<20, offset, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }
 
 // TestHostileLeaderAndIsrFromClient (row 28): a LeaderAndIsr from a plain
@@ -783,4 +968,20 @@ func TestHostileLeaderAndIsrFromClient(t *testing.T) {
 	}
 	expectCode(t, "produce after the forged LeaderAndIsr", h.produceCode(t, -1, batch([][]byte{[]byte("x")}, 0, nil, true)), 0)
 	h.alive(t)
+}
+
+// row03 (plaintext listener): a TLS ClientHello is refused with a log line
+// naming the likely mismatch.
+func row03(t *testing.T, h *hostileBroker, row func(string, func(*testing.T))) {
+	row("03-tls-client-hello", func(t *testing.T) {
+		rc := h.conn(t)
+		rc.write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03})
+		rc.expectClosed(5 * time.Second)
+		eventually(t, 5*time.Second, func() error {
+			if !h.b.LogContains("TLS") {
+				return fmt.Errorf("no log line names the likely TLS mismatch")
+			}
+			return nil
+		})
+	})
 }

@@ -14,11 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-const configsAbout = `Describe or alter the configs of a topic, a broker, the cluster-wide broker default, or a broker's loggers (kafka-configs.sh).
+const configsAbout = `Describe or alter the configs of a topic, a broker, the cluster-wide broker default, a broker's loggers, or a user's SCRAM credentials (kafka-configs.sh).
 
-  --entity-type topics|brokers|broker-loggers  --entity-name NAME | --entity-default (brokers)
+  --entity-type topics|brokers|broker-loggers|users  --entity-name NAME | --entity-default (brokers)
   --describe [--all]
-  --alter --add-config k1=v1,k2=[v1,v2] | --delete-config k1,k2`
+  --alter --add-config k1=v1,k2=[v1,v2] | --delete-config k1,k2
+  users: --alter --add-config 'SCRAM-SHA-512=[iterations=8192,password=P]' | --delete-config SCRAM-SHA-512
+         (AlterUserScramCredentials; with --zookeeper HOST:PORT[/chroot] instead of --bootstrap-server the
+         credential znode is written directly, as for the first user of a cluster)`
 
 // The entity types served, as kafka-configs.sh names them.
 const (
@@ -50,6 +53,7 @@ func cmdConfigs(ctx context.Context, args []string, out io.Writer) error {
 	addConfig := f.String("add-config", "", "Key Value pairs of configs to add. Square brackets can be used to group values which contain commas: 'k1=v1,k2=[v1,v2,v2],k3=v3'.")
 	var deleteConfig stringsFlag
 	f.Var(&deleteConfig, "delete-config", "config keys to remove 'k1,k2'")
+	zookeeper := f.String("zookeeper", "", "With --entity-type users --alter: write the SCRAM credentials to ZooKeeper HOST:PORT[/chroot] directly, as kafka-configs.sh --zookeeper (digest auth from the Client section of the JAAS file in KAFKA_OPTS).")
 	if err := f.parse(args); err != nil {
 		return err
 	}
@@ -57,11 +61,29 @@ func cmdConfigs(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if ca.entityType == entityUsers {
+		if _, _, err := parseScramConfigs(ca.add, ca.del); err != nil {
+			return err
+		}
+		if f.set["zookeeper"] {
+			return alterUsersInZooKeeper(ctx, out, *zookeeper, ca)
+		}
+		keys := []int16{50}
+		if !ca.describe {
+			keys = []int16{51}
+		}
+		return withAdmin(ctx, f.target(), keys, func(ctx context.Context, a *admin) error {
+			if ca.describe {
+				return a.describeUsers(ctx, out, ca)
+			}
+			return a.alterUsers(ctx, out, ca)
+		})
+	}
 	keys := []int16{32}
 	if !ca.describe {
 		keys = append(keys, 44)
 	}
-	return withAdmin(ctx, f.bootstrap, keys, func(ctx context.Context, a *admin) error {
+	return withAdmin(ctx, f.target(), keys, func(ctx context.Context, a *admin) error {
 		if ca.describe {
 			return a.describeConfigs(ctx, out, ca)
 		}
@@ -76,33 +98,42 @@ func checkConfigArgs(f *flags, entityType, entityName, addConfig string, deleteC
 		return configArgs{}, err
 	}
 	ca := configArgs{entityType: entityType, name: entityName, hasName: f.set["entity-name"], isDefault: f.set["entity-default"], describe: action == "describe", all: f.set["all"]}
-	if f.bootstrap == "" {
-		return ca, usageErrorf("One of the required --bootstrap-server arguments must be specified")
+	zkMode := f.set["zookeeper"]
+	switch {
+	case zkMode && f.bootstrap != "":
+		return ca, usageErrorf("Only one of --bootstrap-server or --zookeeper must be specified")
+	case zkMode && (entityType != entityUsers || ca.describe):
+		return ca, usageErrorf("--zookeeper is supported only with --entity-type users --alter (the first SCRAM credentials of a cluster)")
+	case !zkMode && f.bootstrap == "":
+		return ca, usageErrorf("One of the required --bootstrap-server or --zookeeper arguments must be specified")
 	}
 	if ca.describe {
 		if err := f.permit(action, "all", "entity-type", "entity-name", "entity-default"); err != nil {
 			return ca, err
 		}
-	} else if err := f.permit(action, "entity-type", "entity-name", "entity-default", "add-config", "delete-config"); err != nil {
+	} else if err := f.permit(action, "entity-type", "entity-name", "entity-default", "add-config", "delete-config", "zookeeper"); err != nil {
 		return ca, err
 	}
 	switch entityType {
-	case entityTopics, entityBrokers, entityBrokerLoggers:
+	case entityTopics, entityBrokers, entityBrokerLoggers, entityUsers:
 	case "":
 		return ca, usageErrorf("At least one entity type must be specified")
 	default:
-		return ca, usageErrorf("Invalid entity type %s, the entity type must be one of %s, %s, %s with a --bootstrap-server argument",
-			entityType, entityTopics, entityBrokers, entityBrokerLoggers)
+		return ca, usageErrorf("Invalid entity type %s, the entity type must be one of %s, %s, %s, %s with a --bootstrap-server argument",
+			entityType, entityTopics, entityBrokers, entityBrokerLoggers, entityUsers)
+	}
+	if entityType == entityUsers && ca.isDefault {
+		return ca, usageErrorf("--entity-default is not supported for users (no user quotas)")
 	}
 	if ca.hasName && ca.isDefault {
 		return ca, usageErrorf("Only one of --entity-name and --entity-default may be given for one --entity-type")
 	}
-	if ca.hasName && entityType != entityTopics {
+	if ca.hasName && entityType != entityTopics && entityType != entityUsers {
 		if _, err := strconv.ParseInt(entityName, 10, 32); err != nil {
 			return ca, usageErrorf("The entity name for %s must be a valid integer broker id, but it is: %s", entityType, entityName)
 		}
 	}
-	if ca.hasName && entityType == entityTopics && entityName == "" {
+	if ca.hasName && (entityType == entityTopics || entityType == entityUsers) && entityName == "" {
 		return ca, usageErrorf("An entity name must be specified with --%s of %s", action, entityType)
 	}
 	if ca.describe {

@@ -41,7 +41,7 @@ func TestConfigsArgumentValidation(t *testing.T) {
 	}{
 		{[]string{"--entity-type", "topics"}, "Command must include exactly one action: --describe, --alter"},
 		{[]string{"--describe"}, "At least one entity type must be specified"},
-		{[]string{"--describe", "--entity-type", "users"}, "Invalid entity type users, the entity type must be one of topics, brokers, broker-loggers"},
+		{[]string{"--describe", "--entity-type", "clients"}, "Invalid entity type clients, the entity type must be one of topics, brokers, broker-loggers, users"},
 		{[]string{"--describe", "--entity-type", "brokers", "--entity-name", "b1"}, "The entity name for brokers must be a valid integer broker id, but it is: b1"},
 		{[]string{"--describe", "--entity-type", "topics", "--entity-default"}, "--entity-default must not be specified with --describe of topics"},
 		{[]string{"--describe", "--entity-type", "broker-loggers"}, "An entity name must be specified with --describe of broker-loggers"},

@@ -15,9 +15,45 @@
 //	                                  --partition P --start-offset O (or --producer-id,
 //	                                  --producer-epoch, --coordinator-epoch), find-hanging
 //	                                  --topic T [--partition P] | --broker-id B
+//	kafka-admin acls                  kafka-acls.sh: --add / --remove / --list with --topic,
+//	                                  --group, --cluster, --transactional-id,
+//	                                  --resource-pattern-type, --allow-principal,
+//	                                  --deny-principal, --allow-host, --deny-host, --operation,
+//	                                  --producer, --consumer, --principal (list)
+//	kafka-admin topics                kafka-topics.sh: --create, --list, --describe, --delete
+//	kafka-admin configs --entity-type users
+//	                                  kafka-configs.sh for SCRAM users: --alter --add-config
+//	                                  'SCRAM-SHA-512=[iterations=8192,password=P]',
+//	                                  --delete-config SCRAM-SHA-512, --describe
 //
 // Every subcommand takes --bootstrap-server host:port[,host:port] and prints
-// its usage with --help. The JSON files read and written (topics to move,
+// its usage with --help. --command-config FILE reads Kafka client properties
+// (Java properties syntax, backslash continuations included) so the tool
+// talks to a secured cluster: security.protocol PLAINTEXT, SSL,
+// SASL_PLAINTEXT or SASL_SSL; sasl.mechanism PLAIN, SCRAM-SHA-256 or
+// SCRAM-SHA-512 with username and password from sasl.jaas.config; the ssl.*
+// keys as the broker reads them (security.TLSSettingsFromConfig: PEM or
+// PKCS12 truststore and keystore for mTLS,
+// ssl.endpoint.identification.algorithm). GSSAPI, OAUTHBEARER and JKS stores
+// are refused with an error naming the key.
+//
+// Users: configs --entity-type users sends AlterUserScramCredentials (51)
+// (kadm salts the password and runs PBKDF2 on the client, as Kafka's Admin
+// client does) and DescribeUserScramCredentials (50). With --zookeeper
+// HOST:PORT[/chroot] instead of --bootstrap-server, --alter writes
+// /config/users/<user> and the /config/changes notification directly, as
+// kafka-configs.sh --zookeeper does: that is how the first SCRAM user (the
+// brokers' inter-broker principal) exists before a broker runs. ZooKeeper
+// digest credentials come from the Client section of the JAAS file named by
+// -Djava.security.auth.login.config= in KAFKA_OPTS, as for Kafka's tools;
+// with them the znodes get digest ACLs (the credential znode no world
+// access), without them world ACLs (zookeeper.set.acl=false).
+//
+// ACLs: CreateAcls (30), DeleteAcls (31) and DescribeAcls (29), printed as
+// kafka-acls.sh prints them ("Current ACLs for resource
+// `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`: ...");
+// operations are checked per resource type as AclCommand does; --list
+// without a resource lists every ACL (pattern ANY). The JSON files read and written (topics to move,
 // reassignment plans, election lists) are byte-for-byte Kafka's formats, so
 // a plan made by one tool runs with the other.
 //
@@ -47,6 +83,6 @@
 // Exit status: 0 on success, 1 when the cluster refused or failed a request
 // (the message names Kafka's error, e.g. UNKNOWN_TOPIC_OR_PARTITION), 2 for
 // bad arguments. Replica moves between log directories (non-"any" log_dirs,
-// --replica-alter-log-dirs-throttle) and --command-config are not supported:
-// the broker keeps one log directory per replica and speaks PLAINTEXT only.
+// --replica-alter-log-dirs-throttle) are not supported: the broker keeps one
+// log directory per replica.
 package main

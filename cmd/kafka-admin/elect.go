@@ -34,7 +34,7 @@ func cmdLeaderElection(ctx context.Context, args []string, out io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return withAdmin(ctx, f.bootstrap, []int16{43}, func(ctx context.Context, a *admin) error {
+	return withAdmin(ctx, f.target(), []int16{43}, func(ctx context.Context, a *admin) error {
 		return a.electLeaders(ctx, out, how, tps)
 	})
 }

@@ -53,7 +53,7 @@ func cmdConsumerGroups(ctx context.Context, args []string, out io.Writer) error 
 	if err != nil {
 		return err
 	}
-	return withAdmin(ctx, f.bootstrap, []int16{47}, func(ctx context.Context, a *admin) error {
+	return withAdmin(ctx, f.target(), []int16{47}, func(ctx context.Context, a *admin) error {
 		return a.deleteOffsets(ctx, out, *group, topics, named, whole)
 	})
 }

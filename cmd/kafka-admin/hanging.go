@@ -50,7 +50,7 @@ partitions, older than --max-transaction-timeout, that their coordinator does no
 	if f.set["broker-id"] {
 		broker = int32(*brokerID)
 	}
-	return withAdmin(ctx, f.bootstrap, []int16{keyDescribeProducers, keyListTransactions, keyDescribeTransactions}, func(ctx context.Context, a *admin) error {
+	return withAdmin(ctx, f.target(), []int16{keyDescribeProducers, keyListTransactions, keyDescribeTransactions}, func(ctx context.Context, a *admin) error {
 		var tps []cluster.TopicPartition
 		if f.set["partition"] {
 			tps = []cluster.TopicPartition{{Topic: *topic, Partition: int32(*partition)}}

@@ -27,6 +27,12 @@ Subcommands:
   configs               describe or alter topic, broker and broker-logger configs
   consumer-groups       delete a group's committed offsets (--delete-offsets)
   transactions          list, describe and abort transactions; describe a partition's producers
+  acls                  add, remove and list ACLs
+  topics                create, delete, describe and list topics
+
+Every subcommand takes --command-config FILE with Kafka client properties
+(security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location,
+...) to talk to a secured cluster. SCRAM users: configs --entity-type users.
 
 Run "kafka-admin SUBCOMMAND --help" for a subcommand's flags.
 `
@@ -45,6 +51,8 @@ var subcommands = map[string]subcommand{
 	"configs":             cmdConfigs,
 	"consumer-groups":     cmdConsumerGroups,
 	"transactions":        cmdTransactions,
+	"acls":                cmdACLs,
+	"topics":              cmdTopics,
 }
 
 // run is main without the process: it returns the exit status, 0 on
@@ -93,13 +101,28 @@ type flags struct {
 	name      string
 	about     string
 	bootstrap string
-	set       map[string]bool
+	// commandConfig is --command-config: a file of Kafka client
+	// properties (security.protocol, sasl.*, ssl.*).
+	commandConfig string
+	set           map[string]bool
+}
+
+// target is where and how to connect: the bootstrap servers and the
+// client properties of --command-config.
+type target struct {
+	bootstrap     string
+	commandConfig string
+}
+
+func (f *flags) target() target {
+	return target{bootstrap: f.bootstrap, commandConfig: f.commandConfig}
 }
 
 func newFlags(name, about string) *flags {
 	f := &flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), name: name, about: about}
 	f.SetOutput(io.Discard)
 	f.StringVar(&f.bootstrap, "bootstrap-server", "", "REQUIRED: the broker(s) to connect to, host:port[,host:port...]")
+	f.StringVar(&f.commandConfig, "command-config", "", "Property file of Kafka client configs (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...) for a secured cluster.")
 	return f
 }
 
@@ -148,7 +171,7 @@ func (f *flags) action(actions ...string) (string, error) {
 func (f *flags) permit(action string, allowed ...string) error {
 	var bad []string
 	for name := range f.set {
-		if name != action && name != "bootstrap-server" && !slices.Contains(allowed, name) {
+		if name != action && name != "bootstrap-server" && name != "command-config" && !slices.Contains(allowed, name) {
 			bad = append(bad, name)
 		}
 	}
@@ -187,7 +210,8 @@ type admin struct {
 // requestTimeout bounds each subcommand's conversation with the cluster.
 const requestTimeout = 60 * time.Second
 
-func connect(bootstrap string) (*admin, error) {
+func connect(tg target) (*admin, error) {
+	bootstrap := tg.bootstrap
 	if bootstrap == "" {
 		return nil, usageErrorf("Missing required argument: --bootstrap-server")
 	}
@@ -197,12 +221,16 @@ func connect(bootstrap string) (*admin, error) {
 			seeds = append(seeds, s)
 		}
 	}
-	kcl, err := kgo.NewClient(
+	secOpts, err := commandConfigOpts(tg.commandConfig)
+	if err != nil {
+		return nil, err
+	}
+	kcl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(seeds...),
 		kgo.ClientID("kafka-admin"),
-		kgo.RetryTimeout(15*time.Second),
-		kgo.DialTimeout(5*time.Second),
-	)
+		kgo.RetryTimeout(15 * time.Second),
+		kgo.DialTimeout(5 * time.Second),
+	}, secOpts...)...)
 	if err != nil {
 		return nil, usageErrorf("--bootstrap-server %q: %v", bootstrap, err)
 	}
@@ -223,8 +251,8 @@ func (a *admin) close() { a.kcl.Close() }
 
 // withAdmin connects, checks that the cluster serves the API keys the
 // action needs, runs fn under requestTimeout, and closes.
-func withAdmin(ctx context.Context, bootstrap string, keys []int16, fn func(context.Context, *admin) error) error {
-	a, err := connect(bootstrap)
+func withAdmin(ctx context.Context, tg target, keys []int16, fn func(context.Context, *admin) error) error {
+	a, err := connect(tg)
 	if err != nil {
 		return err
 	}

@@ -137,7 +137,7 @@ func cmdReassign(ctx context.Context, args []string, out io.Writer) error {
 	if action == "execute" && *throttle >= 0 || (action == "verify" || action == "cancel") && !preserve {
 		keys = append(keys, 44)
 	}
-	return withAdmin(ctx, f.bootstrap, keys, func(ctx context.Context, a *admin) error {
+	return withAdmin(ctx, f.target(), keys, func(ctx context.Context, a *admin) error {
 		if f.set["timeout"] {
 			var cancel context.CancelFunc
 			ctx, cancel = a.withDeadline(ctx, time.Duration(*timeout)*time.Millisecond)

@@ -194,7 +194,7 @@ func TestReassignArgumentValidation(t *testing.T) {
 // own code path, so plans in tests can start from what is there.
 func currentOf(t *testing.T, fc *fakeCluster) assignment {
 	t.Helper()
-	a, err := connect(fc.bootstrap)
+	a, err := connect(target{bootstrap: fc.bootstrap})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func cmdTxnList(ctx context.Context, args []string, out io.Writer) error {
 	if err := f.parse(args); err != nil {
 		return err
 	}
-	return withAdmin(ctx, f.bootstrap, []int16{keyListTransactions}, func(ctx context.Context, a *admin) error {
+	return withAdmin(ctx, f.target(), []int16{keyListTransactions}, func(ctx context.Context, a *admin) error {
 		rows, err := a.listTransactions(ctx, *duration)
 		if err != nil {
 			return fmt.Errorf("Failed to list transactions: %w", err)
@@ -273,7 +273,7 @@ func cmdTxnDescribe(ctx context.Context, args []string, out io.Writer) error {
 	if err := f.require("transactional-id"); err != nil {
 		return err
 	}
-	return withAdmin(ctx, f.bootstrap, []int16{keyDescribeTransactions}, func(ctx context.Context, a *admin) error {
+	return withAdmin(ctx, f.target(), []int16{keyDescribeTransactions}, func(ctx context.Context, a *admin) error {
 		described, err := a.adm.DescribeTransactions(ctx, *id)
 		d, ok := described[*id]
 		switch {
@@ -329,7 +329,7 @@ func cmdTxnDescribeProducers(ctx context.Context, args []string, out io.Writer) 
 	if err := checkPartitionFlags(f, *partition); err != nil {
 		return err
 	}
-	return withAdmin(ctx, f.bootstrap, []int16{keyDescribeProducers}, func(ctx context.Context, a *admin) error {
+	return withAdmin(ctx, f.target(), []int16{keyDescribeProducers}, func(ctx context.Context, a *admin) error {
 		where := "leader"
 		broker := int32(-1)
 		if f.set["broker-id"] {
@@ -450,7 +450,7 @@ required; the tool finds its producer with DescribeProducers. Otherwise give --p
 	if f.set["start-offset"] {
 		keys = append(keys, keyDescribeProducers)
 	}
-	return withAdmin(ctx, f.bootstrap, keys, func(ctx context.Context, a *admin) error {
+	return withAdmin(ctx, f.target(), keys, func(ctx context.Context, a *admin) error {
 		if f.set["start-offset"] {
 			producers, err := a.describeProducers(ctx, spec.topic, spec.partition, -1)
 			if err != nil {

@@ -19,6 +19,12 @@
 // WITHOUT,WITH prints the with/without ratio of two saved reports (make
 // bench-compact).
 //
+// With --secure-brokers (the same cluster's SASL_SSL listener) and
+// --secure-config (Kafka client properties, as kafka-admin --command-config)
+// every scenario also runs over the secured listener, alternating with the
+// plaintext one of --brokers, and the ratio column is secured/plaintext
+// (make bench-secure, issue 14).
+//
 // It prints a Markdown table on stdout after one JSON line per scenario;
 // progress goes to stderr.
 package main
@@ -51,13 +57,17 @@ func main() {
 
 // config is what the flags say beyond kbench.Options.
 type config struct {
-	brokers      []string
-	compare      bool
-	onlyKfake    bool
-	kfakeBrokers int
-	kfakeSegment int64
-	cpuprofile   string
-	compact      kbench.CompactOptions
+	brokers []string
+	// secureBrokers and secureConfig: the same cluster's secured listener
+	// (--secure-brokers, --secure-config), measured beside --brokers.
+	secureBrokers []string
+	secureConfig  string
+	compare       bool
+	onlyKfake     bool
+	kfakeBrokers  int
+	kfakeSegment  int64
+	cpuprofile    string
+	compact       kbench.CompactOptions
 	// besideReport is WITHOUT,WITH: two kbench reports to compare.
 	besideReport []string
 }
@@ -70,6 +80,8 @@ func parseArgs(args []string, stderr io.Writer) (kbench.Options, config, error) 
 	fs := flag.NewFlagSet("kbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	brokers := fs.String("brokers", "", "bootstrap list host:port,... of the cluster to measure")
+	secureBrokers := fs.String("secure-brokers", "", "bootstrap list of the same cluster's SASL_SSL (or SSL, SASL_PLAINTEXT) listener: every scenario also runs there, alternating with --brokers, and the table gives secured/plaintext")
+	fs.StringVar(&c.secureConfig, "secure-config", "", "with --secure-brokers: Kafka client properties (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...), as kafka-admin --command-config")
 	fs.BoolVar(&c.compare, "compare-kfake", false, "also run every scenario against an in-process kfake cluster, alternating, and print ratios")
 	fs.BoolVar(&c.onlyKfake, "kfake", false, "run against an in-process kfake cluster only (no --brokers)")
 	fs.IntVar(&c.kfakeBrokers, "kfake-brokers", 3, "brokers in the kfake cluster")
@@ -114,6 +126,17 @@ func parseArgs(args []string, stderr io.Writer) (kbench.Options, config, error) 
 		return o, c, nil
 	}
 	c.brokers = splitList(*brokers)
+	c.secureBrokers = splitList(*secureBrokers)
+	switch {
+	case len(c.secureBrokers) > 0 && c.secureConfig == "":
+		return o, c, errors.New("--secure-brokers needs --secure-config (the listener's client properties)")
+	case len(c.secureBrokers) == 0 && c.secureConfig != "":
+		return o, c, errors.New("--secure-config without --secure-brokers")
+	case len(c.secureBrokers) > 0 && len(c.brokers) == 0:
+		return o, c, errors.New("--secure-brokers runs beside --brokers (the plaintext listener of the same cluster)")
+	case len(c.secureBrokers) > 0 && (c.compare || c.onlyKfake):
+		return o, c, errors.New("--secure-brokers and --compare-kfake: the table compares two targets; run them separately")
+	}
 	c.compact.MetricsURLs, c.compact.LogDirs = splitList(*metricsURLs), splitList(*logDirs)
 	o.MaxRunBytes, o.ConsumeBytes = *maxMiB<<20, *consumeMiB<<20
 	o.Kinds = splitList(*kinds)
@@ -184,8 +207,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			t.Close()
 		}
 	}()
+	if len(c.secureBrokers) > 0 {
+		// First, so the ratio column is secured/plaintext.
+		conn, err := kbench.ClientConfigOpts(c.secureConfig)
+		if err != nil {
+			return fmt.Errorf("--secure-config %s: %w", c.secureConfig, err)
+		}
+		t, err := kbench.NewTarget(ctx, "secured", c.secureBrokers, conn...)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, t)
+	}
 	if len(c.brokers) > 0 {
-		t, err := kbench.NewTarget(ctx, "cluster", c.brokers)
+		name := "cluster"
+		if len(c.secureBrokers) > 0 {
+			name = "plaintext"
+		}
+		t, err := kbench.NewTarget(ctx, name, c.brokers)
 		if err != nil {
 			return err
 		}

@@ -123,14 +123,13 @@ func StartCompactWriter(ctx context.Context, t *Target, o CompactOptions) (*Comp
 		Topic: topic, Target: t.Name, RatePerSec: o.Rate, Keys: o.Keys, SegmentSize: o.SegmentBytes,
 	}}
 	w.report.MetricsBefore = scrapeAll(ctx, o.MetricsURLs)
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(t.Bootstrap...),
+	cl, err := kgo.NewClient(t.seeds(
 		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent (kgo's default)
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.MaxBufferedRecords(o.Rate*2+100),
 		kgo.RecordDeliveryTimeout(60*time.Second),
-	)
+	)...)
 	if err != nil {
 		return nil, err
 	}

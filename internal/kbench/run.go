@@ -322,6 +322,7 @@ func producerOpts(t *Target, topic string, s Scenario) []kgo.Opt {
 		kgo.MaxBufferedBytes(32 << 20),
 		kgo.RecordDeliveryTimeout(60 * time.Second),
 	}
+	opts = append(opts, t.Conn...)
 	if s.Acks == "all" {
 		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
 	} else {
@@ -474,9 +475,9 @@ func e2eRun(ctx context.Context, t *Target, topic string, s Scenario, d time.Dur
 	for p, o := range ends {
 		from[p] = kgo.NewOffset().At(o)
 	}
-	cons, err := kgo.NewClient(kgo.SeedBrokers(t.Bootstrap...),
+	cons, err := kgo.NewClient(t.seeds(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
-		kgo.FetchMaxWait(500*time.Millisecond))
+		kgo.FetchMaxWait(500*time.Millisecond))...)
 	if err != nil {
 		return Run{}, err
 	}
@@ -585,10 +586,10 @@ func consumeRun(ctx context.Context, t *Target, topic string, s Scenario) (Run, 
 		want += o
 		from[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(t.Bootstrap...),
+	cl, err := kgo.NewClient(t.seeds(
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
 		kgo.FetchMaxBytes(int32(s.FetchMaxBytes)),
-		kgo.FetchMaxPartitionBytes(int32(s.PartFetchMax)))
+		kgo.FetchMaxPartitionBytes(int32(s.PartFetchMax)))...)
 	if err != nil {
 		return Run{}, err
 	}

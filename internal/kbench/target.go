@@ -19,18 +19,23 @@ type Target struct {
 	Bootstrap []string
 	// RF is min(3, brokers); MinInsync is min(2, RF).
 	RF, MinInsync int
+	// Conn are the connection options every client of this target gets
+	// beside the seeds: TLS and SASL for a secured listener (ClientOpts).
+	Conn []kgo.Opt
 
 	cl  *kgo.Client
 	adm *kadm.Client
 }
 
-// NewTarget connects to a cluster and counts its brokers.
-func NewTarget(ctx context.Context, name string, bootstrap []string) (*Target, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap...))
+// NewTarget connects to a cluster and counts its brokers; conn are the
+// connection options of every client (nil: PLAINTEXT).
+func NewTarget(ctx context.Context, name string, bootstrap []string, conn ...kgo.Opt) (*Target, error) {
+	t := &Target{Name: name, Bootstrap: bootstrap, Conn: conn}
+	cl, err := kgo.NewClient(t.seeds()...)
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Name: name, Bootstrap: bootstrap, cl: cl, adm: kadm.NewClient(cl)}
+	t.cl, t.adm = cl, kadm.NewClient(cl)
 	var md kadm.Metadata
 	for attempt := 0; ; attempt++ {
 		md, err = t.adm.BrokerMetadata(ctx)
@@ -46,6 +51,13 @@ func NewTarget(ctx context.Context, name string, bootstrap []string) (*Target, e
 	t.RF = min(3, len(md.Brokers))
 	t.MinInsync = min(2, t.RF)
 	return t, nil
+}
+
+// seeds are the options every client of t starts from: the bootstrap list
+// and the connection options, then extra.
+func (t *Target) seeds(extra ...kgo.Opt) []kgo.Opt {
+	out := append([]kgo.Opt{kgo.SeedBrokers(t.Bootstrap...)}, t.Conn...)
+	return append(out, extra...)
 }
 
 // Close closes the admin client.
