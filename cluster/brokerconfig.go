@@ -114,7 +114,7 @@ var brokerKeyTable = func() []BrokerKey {
 		bk("broker.rack", TypeString, "", "Rack of the broker, used in rack-aware replication assignment.", noDefault),
 		bk("listeners", TypeString, "PLAINTEXT://:9092", "Listener list: comma-separated URIs the broker listens on, with listener names."),
 		bk("advertised.listeners", TypeString, "", "Listeners published in ZooKeeper for clients to use, if different from listeners.", noDefault),
-		bk("listener.security.protocol.map", TypeString, "PLAINTEXT:PLAINTEXT", "Map between listener names and security protocols."),
+		bk("listener.security.protocol.map", TypeString, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL", "Map between listener names and security protocols."),
 		bk("inter.broker.listener.name", TypeString, "", "Name of the listener used between brokers.", noDefault),
 		bk("zookeeper.connect", TypeString, "", "ZooKeeper connection string host:port[,host:port][/chroot].", noDefault),
 		bk("zookeeper.session.timeout.ms", TypeInt, "18000", "ZooKeeper session timeout."),

@@ -98,7 +98,7 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"no broker id", "zookeeper.connect=x:1\n", nil, "broker.id"},
 		{"no zookeeper", "broker.id=1\n", nil, "zookeeper.connect"},
 		{"bad listener", minimal + "listeners=127.0.0.1:9092\n", nil, "listeners"},
-		{"unmapped listener", minimal + "listeners=SSL://:9093\n", nil, "listeners"},
+		{"unmapped listener", minimal + "listeners=EXTERNAL://:9093\n", nil, "listeners"},
 		{"unknown protocol", minimal + "listener.security.protocol.map=PLAINTEXT:KERBEROS\n", nil, "listener.security.protocol.map"},
 		{"bad override", minimal, []string{"--override", "replica.lag.time.max.ms=-5"}, "replica.lag.time.max.ms"},
 		{"unknown override", minimal, []string{"--override", "foo.bar=1"}, "foo.bar"},

@@ -330,3 +330,13 @@ func TestAdvertisedEndpointsCarryTheSecurityProtocol(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultProtocolMapNamesEveryProtocol: as in Kafka, a listener named
+// after its security protocol needs no listener.security.protocol.map.
+func TestDefaultProtocolMapNamesEveryProtocol(t *testing.T) {
+	for _, proto := range []string{"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"} {
+		if got := keyDefaults["listener.security.protocol.map"]; !strings.Contains(","+got+",", ","+proto+":"+proto+",") {
+			t.Errorf("default listener.security.protocol.map %q lacks %s:%s", got, proto, proto)
+		}
+	}
+}
