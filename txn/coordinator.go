@@ -79,6 +79,10 @@ type Coordinator struct {
 	onLoaded func(p int32)
 	// ticker makes the background loop's tickers; tests replace it.
 	ticker func(d time.Duration) (<-chan time.Time, func())
+	// completionWait bounds how long AddPartitions waits for a pending
+	// transition or a prepared transaction's completion before answering
+	// ErrConcurrentTransactions (completionWait; tests change it).
+	completionWait time.Duration
 
 	// mu guards everything below and every txnMeta. It is held across
 	// Log.Append (so records of a transactional id are in the log in the
@@ -111,6 +115,8 @@ func New(cfg Config) *Coordinator {
 		ticker:     newTicker,
 		markers:    newCounter(),
 		parts:      make(map[int32]*partState),
+
+		completionWait: completionWait,
 	}
 }
 

@@ -69,7 +69,16 @@
 // AddOffsets (partition group.PartitionFor(group,
 // offsets.topic.num.partitions) of __consumer_offsets) and
 // VerifyPartitions need the current producer id (else
-// ErrInvalidProducerIDMapping) and epoch (else ErrProducerFenced). EndTxn
+// ErrInvalidProducerIDMapping) and epoch (else ErrProducerFenced).
+// AddPartitions and AddOffsets that find a transition pending or the
+// previous transaction still completing (PrepareCommit/PrepareAbort)
+// wait for it, up to completionWait (100 ms) and the request's context,
+// and are then decided afresh; ErrConcurrentTransactions only if it has
+// not ended by then. Kafka answers at once and the producer retries after
+// its backoff (20 ms), which every back-to-back transaction paid: EndTxn
+// is answered at PrepareCommit, the next AddPartitionsToTxn follows within
+// a millisecond, and the markers plus CompleteCommit take about one. The
+// outcome is a retry's; only when it is answered differs. EndTxn
 // persists PrepareCommit/PrepareAbort, answers, and a background fan-out
 // writes the markers, retrying every partition that failed with backoff
 // (100 ms doubling to 5 s) until written, dropping only partitions whose

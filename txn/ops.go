@@ -163,46 +163,101 @@ func perPartition(tps []cluster.TopicPartition, err error) map[cluster.TopicPart
 // handleAddPartitionsToTransaction): the partitions join the producer's
 // transaction, which becomes Ongoing, once that is persisted. The error,
 // if any, applies to every partition and is also in the map.
+//
+// While the producer's previous transaction completes (PrepareCommit or
+// PrepareAbort: its markers and CompleteCommit/CompleteAbort are being
+// written) or another transition of the id is being written, Kafka
+// answers CONCURRENT_TRANSACTIONS at once and the producer retries after
+// its backoff (20 ms in kgo and the Java producer). A producer that
+// begins its next transaction right after EndTxn always gets there first,
+// since EndTxn is answered at PrepareCommit: every back-to-back
+// transaction would wait the client's backoff, however fast the markers
+// are. So the request waits here, up to completionWait and the request's
+// context, for that transition to end, and is then decided as the retry
+// would be; ErrConcurrentTransactions after the wait as before. The
+// outcome is the one a retry gets; only the time it is answered differs.
 func (c *Coordinator) AddPartitions(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, tps []cluster.TopicPartition) (map[cluster.TopicPartition]error, error) {
-	err := c.addPartitions(transactionalID, producerID, producerEpoch, tps)
+	err := c.addPartitions(ctx, transactionalID, producerID, producerEpoch, tps)
 	return perPartition(tps, err), err
 }
 
-func (c *Coordinator) addPartitions(id string, producerID int64, producerEpoch int16, tps []cluster.TopicPartition) error {
+// completionWait is how long AddPartitions waits for a pending transition
+// to end before it answers ErrConcurrentTransactions: well above a
+// completion's few milliseconds of marker and state replication, short
+// enough that a completion stuck on an unavailable partition leader
+// still answers a retriable error well within the request timeout. (Kafka
+// 4.0 does the same for KIP-890 part 2's implicit add on produce,
+// KAFKA-18654: it retries CONCURRENT_TRANSACTIONS on the broker, bounded
+// by add.partitions.to.txn.retry.backoff.max.ms, rather than making the
+// producer retry.)
+const completionWait = 100 * time.Millisecond
+
+func (c *Coordinator) addPartitions(ctx context.Context, id string, producerID int64, producerEpoch int16, tps []cluster.TopicPartition) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	p, ps, m, err := c.lookupLocked(id)
-	switch {
-	case err != nil:
-		return err
-	case m == nil:
-		return fmt.Errorf("%w: %q unknown", ErrInvalidProducerIDMapping, id)
-	case m.producerID != producerID:
-		return fmt.Errorf("%w: %q has producer id %d, not %d", ErrInvalidProducerIDMapping, id, m.producerID, producerID)
-	case m.producerEpoch != producerEpoch:
-		return fmt.Errorf("%w: %q is at epoch %d, not %d", ErrProducerFenced, id, m.producerEpoch, producerEpoch)
-	case m.hasPending:
-		return fmt.Errorf("%w: %q is writing %s", ErrConcurrentTransactions, id, m.pending)
-	case m.state == statePrepareCommit || m.state == statePrepareAbort:
-		return fmt.Errorf("%w: %q is in %s", ErrConcurrentTransactions, id, m.state)
-	}
-	if m.state == stateOngoing {
-		all := true
-		for _, tp := range tps {
-			if _, ok := m.partitions[tp]; !ok {
-				all = false
-				break
+	var timeout <-chan time.Time
+	for {
+		p, ps, m, err := c.lookupLocked(id)
+		switch {
+		case err != nil:
+			return err
+		case m == nil:
+			return fmt.Errorf("%w: %q unknown", ErrInvalidProducerIDMapping, id)
+		case m.producerID != producerID:
+			return fmt.Errorf("%w: %q has producer id %d, not %d", ErrInvalidProducerIDMapping, id, m.producerID, producerID)
+		case m.producerEpoch != producerEpoch:
+			return fmt.Errorf("%w: %q is at epoch %d, not %d", ErrProducerFenced, id, m.producerEpoch, producerEpoch)
+		case m.hasPending || m.state == statePrepareCommit || m.state == statePrepareAbort:
+			if timeout == nil && c.completionWait > 0 {
+				t := time.NewTimer(c.completionWait)
+				defer t.Stop()
+				timeout = t.C
+			}
+			if timeout != nil && c.awaitSettledLocked(ctx, ps, m, timeout) {
+				continue
+			}
+			if m.hasPending {
+				return fmt.Errorf("%w: %q is writing %s", ErrConcurrentTransactions, id, m.pending)
+			}
+			return fmt.Errorf("%w: %q is in %s", ErrConcurrentTransactions, id, m.state)
+		}
+		if m.state == stateOngoing {
+			all := true
+			for _, tp := range tps {
+				if _, ok := m.partitions[tp]; !ok {
+					all = false
+					break
+				}
+			}
+			if all {
+				return nil
 			}
 		}
-		if all {
-			return nil
+		t, err := m.prepareAddPartitions(tps, c.nowMs())
+		if err != nil {
+			return err
 		}
+		return c.persistLocked(p, ps, m, t)
 	}
-	t, err := m.prepareAddPartitions(tps, c.nowMs())
-	if err != nil {
-		return err
+}
+
+// awaitSettledLocked waits, without c.mu, until m's pending transition
+// ends or ps is unloaded (true: decide again), or until ctx ends or
+// timeout fires (false). Caller holds c.mu; it is held again on return.
+func (c *Coordinator) awaitSettledLocked(ctx context.Context, ps *partState, m *txnMeta, timeout <-chan time.Time) bool {
+	settled := m.settledCh()
+	c.mu.Unlock()
+	defer c.mu.Lock()
+	select {
+	case <-settled:
+		return true
+	case <-ps.ctx.Done():
+		return true
+	case <-ctx.Done():
+		return false
+	case <-timeout:
+		return false
 	}
-	return c.persistLocked(p, ps, m, t)
 }
 
 // VerifyPartitions is AddPartitionsToTxn v4 VerifyOnly (KIP-890 part 1,
@@ -243,7 +298,7 @@ func (c *Coordinator) VerifyPartitions(ctx context.Context, transactionalID stri
 // joins the transaction, as AddPartitions.
 func (c *Coordinator) AddOffsets(ctx context.Context, transactionalID string, producerID int64, producerEpoch int16, groupID string) error {
 	tp := cluster.TopicPartition{Topic: offsetsTopic, Partition: PartitionFor(groupID, c.cfg.OffsetsTopicPartitions)}
-	return c.addPartitions(transactionalID, producerID, producerEpoch, []cluster.TopicPartition{tp})
+	return c.addPartitions(ctx, transactionalID, producerID, producerEpoch, []cluster.TopicPartition{tp})
 }
 
 // EndTxn answers EndTxn (Kafka's handleEndTransaction): PrepareCommit or

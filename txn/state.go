@@ -116,6 +116,9 @@ type txnMeta struct {
 	// failedEpochFence: an epoch fence was attempted (the in-memory epoch
 	// bumped) but its write failed, so the next fence must not bump again.
 	failedEpochFence bool
+	// settled, while requests wait for the pending transition to end
+	// (awaitSettledLocked), is closed by the next clearPending.
+	settled chan struct{}
 }
 
 func newMeta(id string, producerID int64, timeoutMs int32, nowMs int64) *txnMeta {
@@ -149,7 +152,23 @@ func sortTPs(tps []cluster.TopicPartition) []cluster.TopicPartition {
 	return tps
 }
 
-func (m *txnMeta) clearPending() { m.hasPending = false }
+// clearPending ends the pending transition (written or not) and wakes
+// the requests waiting for it.
+func (m *txnMeta) clearPending() {
+	m.hasPending = false
+	if m.settled != nil {
+		close(m.settled)
+		m.settled = nil
+	}
+}
+
+// settledCh is closed by the next clearPending.
+func (m *txnMeta) settledCh() <-chan struct{} {
+	if m.settled == nil {
+		m.settled = make(chan struct{})
+	}
+	return m.settled
+}
 
 // prepareTransition checks that to is legal from the current state and no
 // transition is pending, and marks it pending (Kafka's
