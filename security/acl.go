@@ -457,6 +457,14 @@ func dedupACEs(acls []ACE) []ACE {
 
 // DecodeResourceACLs reads an ACL znode. Empty data is no ACLs, as in
 // Kafka; version must be 1; names are read as Kafka's SecurityUtils does.
+// Entries decode one by one as Kafka's AclEntry.fromBytes: an operation or
+// permission type this broker does not know (a newer Kafka may write one)
+// becomes OpUnknown / PermissionUnknown, which the authorizer matches with
+// nothing (neither allows nor denies, as Kafka's UNKNOWN), and every other
+// entry is kept; the host is taken as written. What fails the whole znode
+// (the caller then fails closed): JSON that does not parse, a version
+// other than 1, no acls array, or an entry whose principal does not parse
+// (Kafka throws there too: nobody can tell whom it names).
 func DecodeResourceACLs(data []byte) ([]ACE, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || string(data) == "null" {
@@ -483,19 +491,21 @@ func DecodeResourceACLs(data []byte) ([]ACE, error) {
 		}
 		perm, err := ParsePermissionType(a.PermissionType)
 		if err != nil || perm == PermissionAny {
-			return nil, fmt.Errorf("ACL znode entry %d: permission type %q: %w", i, a.PermissionType, ErrInvalidACL)
+			perm = PermissionUnknown
 		}
 		op, err := ParseOperation(a.Operation)
-		if err != nil || op == OpAny || op == OpUnknown {
-			return nil, fmt.Errorf("ACL znode entry %d: operation %q: %w", i, a.Operation, ErrInvalidACL)
-		}
-		if a.Host == "" {
-			return nil, fmt.Errorf("ACL znode entry %d: no host: %w", i, ErrInvalidACL)
+		if err != nil || op == OpAny {
+			op = OpUnknown
 		}
 		out = append(out, ACE{p.String(), a.Host, op, perm})
 	}
 	return dedupACEs(out), nil
 }
+
+// DenyAllACE is the entry a broker puts on a resource pattern whose znode
+// it cannot read or parse, until it can: every operation denied to every
+// principal from every host (super users still pass).
+var DenyAllACE = ACE{Principal: WildcardPrincipal, Host: WildcardHost, Operation: OpAll, Permission: PermissionDeny}
 
 // EncodeACLChange renders an ACL change notification: for a literal
 // pattern the /kafka-acl-changes/acl_changes_ payload "<TYPE>:<name>"

@@ -59,11 +59,6 @@ func TestDecodeKafkaACLZnode(t *testing.T) {
 		`{"acls":[]}`,
 		`{"version":1}`,
 		`{"version":1,"acls":[{"principal":"alice","permissionType":"Allow","operation":"Read","host":"*"}]}`,
-		`{"version":1,"acls":[{"principal":"User:a","permissionType":"Maybe","operation":"Read","host":"*"}]}`,
-		`{"version":1,"acls":[{"principal":"User:a","permissionType":"Any","operation":"Read","host":"*"}]}`,
-		`{"version":1,"acls":[{"principal":"User:a","permissionType":"Allow","operation":"Fly","host":"*"}]}`,
-		`{"version":1,"acls":[{"principal":"User:a","permissionType":"Allow","operation":"Any","host":"*"}]}`,
-		`{"version":1,"acls":[{"principal":"User:a","permissionType":"Allow","operation":"Read"}]}`,
 		`[]`, `{`,
 	} {
 		if _, err := DecodeResourceACLs([]byte(bad)); !errors.Is(err, ErrInvalidACL) {
@@ -72,6 +67,55 @@ func TestDecodeKafkaACLZnode(t *testing.T) {
 	}
 	if acls, err := DecodeResourceACLs(nil); err != nil || len(acls) != 0 {
 		t.Fatalf("empty znode: %v %v", acls, err)
+	}
+}
+
+// An entry this broker cannot fully decode (an operation or permission a
+// newer Kafka may write) becomes Unknown and the rest of the znode stays,
+// Deny entries included, as Kafka's AclEntry.fromBytes.
+func TestDecodeResourceACLsPerEntry(t *testing.T) {
+	in := `{"version":1,"acls":[` +
+		`{"principal":"User:bob","permissionType":"Deny","operation":"Read","host":"*"},` +
+		`{"principal":"User:a","permissionType":"Maybe","operation":"Read","host":"*"},` +
+		`{"principal":"User:a","permissionType":"Any","operation":"Write","host":"*"},` +
+		`{"principal":"User:a","permissionType":"Allow","operation":"Fly","host":"*"},` +
+		`{"principal":"User:*","permissionType":"Deny","operation":"Any","host":"*"},` +
+		`{"principal":"User:a","permissionType":"Allow","operation":"Describe"}]}`
+	got, err := DecodeResourceACLs([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[ACE]bool{
+		{"User:bob", "*", OpRead, PermissionDeny}:   true,
+		{"User:a", "*", OpRead, PermissionUnknown}:  true,
+		{"User:a", "*", OpWrite, PermissionUnknown}: true,
+		{"User:a", "*", OpUnknown, PermissionAllow}: true,
+		{"User:*", "*", OpUnknown, PermissionDeny}:  true,
+		{"User:a", "", OpDescribe, PermissionAllow}: true,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %d entries", got, len(want))
+	}
+	for _, e := range got {
+		if !want[e] {
+			t.Errorf("unexpected entry %+v", e)
+		}
+	}
+	// Unknown entries match nothing: only bob's Deny and nothing else
+	// decides; the Unknown-permission Read and the Unknown-operation Allow
+	// allow nobody, the Unknown-operation Deny denies nobody.
+	a := NewAuthorizer(AuthorizerConfig{})
+	a.SetResourceACLs(ResourcePattern{ResourceTopic, "t", PatternLiteral}, append(got, ACE{"User:c", "*", OpAll, PermissionAllow}), 0)
+	for _, op := range []Operation{OpRead, OpWrite, OpAlter, OpDescribe, OpDelete} {
+		if a.Authorize(User("a"), "10.0.0.1", op, ResourceTopic, "t") {
+			t.Errorf("User:a allowed %v by an Unknown entry", op)
+		}
+		if !a.Authorize(User("c"), "10.0.0.1", op, ResourceTopic, "t") {
+			t.Errorf("User:c's All Allow refused %v: an Unknown-operation Deny matched", op)
+		}
+	}
+	if a.Authorize(User("bob"), "10.0.0.1", OpRead, ResourceTopic, "t") {
+		t.Error("bob's Deny lost")
 	}
 }
 

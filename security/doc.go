@@ -110,7 +110,11 @@
 // SanitizeEntityName (Kafka's Sanitizer). ACL znodes
 // ({"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
 // "operation":"Read","host":"*"}]}) by EncodeResourceACLs and
-// DecodeResourceACLs; their path segments are ResourceType.String()
+// DecodeResourceACLs (entry by entry, as Kafka's AclEntry.fromBytes: an
+// operation or permission type it does not know decodes as OpUnknown /
+// PermissionUnknown, which the Authorizer matches with nothing, and the
+// other entries stay; a znode that does not parse at all is an error, and
+// zkcoord then denies its pattern with DenyAllACE); their path segments are ResourceType.String()
 // ("Topic": /kafka-acl/Topic/<name>) and PatternType.StoreName()
 // ("prefixed": /kafka-acl-extended/prefixed/Topic/<name>). Change
 // notifications by EncodeACLChange: "TOPIC:<name>" for /kafka-acl-changes

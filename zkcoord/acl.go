@@ -52,7 +52,12 @@ var aclPatternTypes = []security.PatternType{security.PatternLiteral, security.P
 type aclState struct {
 	authz *security.Authorizer // nil until WatchACLs
 	seen  map[string]int64     // by change store: the last notification processed
-	full  bool                 // a full reload is owed (new session, failed load)
+	full  bool                 // a full reload is owed (new session, failed load, missed notification)
+	// loaded: the first full load succeeded. Before it a resource znode
+	// that cannot be read or parsed fails the load (WatchACLs fails, as
+	// Kafka's start-up); after it the resource is denied to everyone
+	// until it reads (failClosed).
+	loaded bool
 }
 
 // WatchACLs loads every ACL znode (/kafka-acl/<Type>/<name> and
@@ -76,11 +81,25 @@ func (s *Session) WatchACLs(ctx context.Context, a *security.Authorizer) error {
 			return err
 		}
 		if err := s.syncACLs(); err != nil {
+			if !zkRetryable(err) {
+				// A znode that will not read as it is: refuse to start
+				// rather than authorize without its ACLs.
+				s.acl = aclState{}
+				return fmt.Errorf("zkcoord: WatchACLs: %w", err)
+			}
 			s.markDirty("load ACLs", err)
 			return err
 		}
 		return nil
 	})
+}
+
+// zkRetryable reports whether a failed ZooKeeper read may succeed when
+// tried again as it is: the outcome is unknown (connection lost, no
+// server) or the session was lost. Anything else (NOAUTH, a payload that
+// does not parse) fails the same way again.
+func zkRetryable(err error) bool {
+	return outcomeUnknown(err) || zkSessionLost(err) || zkConnectionLost(err)
 }
 
 // syncACLs does what the ACL watch owes: the full load if one is pending,
@@ -108,6 +127,7 @@ func (s *Session) syncACLs() error {
 			return err
 		}
 		s.acl.full = false
+		s.acl.loaded = true
 	}
 	var first error
 	for _, st := range aclChangeStores {
@@ -172,9 +192,12 @@ func concreteResourceType(rt security.ResourceType) bool {
 }
 
 // refreshACLResource reads one resource znode into the authorizer; a
-// missing znode removes the resource. A payload that does not decode is
-// logged at Error and leaves the cache as it was, as Kafka's failed
-// notification does. Caller is the session goroutine.
+// missing znode removes the resource. A read that may succeed when retried
+// (zkRetryable) returns its error. A znode that cannot be read otherwise
+// (NOAUTH) or parsed at all fails closed: before the first full load it is
+// an error (WatchACLs fails), after it the pattern gets
+// security.DenyAllACE in place of its ACLs until a later read succeeds,
+// logged at Error. Caller is the session goroutine.
 func (s *Session) refreshACLResource(p security.ResourcePattern) error {
 	path := aclResourcePath(p)
 	data, stat, err := s.zk.Get(path)
@@ -183,23 +206,45 @@ func (s *Session) refreshACLResource(p security.ResourcePattern) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read ACLs: get %s: %w", path, err)
+		err = fmt.Errorf("read ACLs: get %s: %w", path, err)
+		if zkRetryable(err) {
+			return err
+		}
+		return s.failClosed(p, err)
 	}
 	acls, err := security.DecodeResourceACLs(data)
 	if err != nil {
-		s.log.Error().Err(err).Str("zk_path", path).Msg("ignoring ACL znode")
-		return nil
+		return s.failClosed(p, fmt.Errorf("read ACLs: %s: %w", path, err))
 	}
 	s.acl.authz.SetResourceACLs(p, acls, stat.Version)
 	s.log.Debug().Str("zk_path", path).Int("acls", len(acls)).Int32("zk_version", stat.Version).Msg("read ACLs")
 	return nil
 }
 
+// failClosed handles a resource znode that cannot be read or parsed (err):
+// before the first full load it returns err; after it, it denies the
+// pattern to everyone (security.DenyAllACE, version -1 so the next read
+// replaces it) and logs at Error. Caller is the session goroutine.
+func (s *Session) failClosed(p security.ResourcePattern, err error) error {
+	if !s.acl.loaded {
+		return err
+	}
+	s.acl.authz.SetResourceACLs(p, []security.ACE{security.DenyAllACE}, -1)
+	s.log.Error().Err(err).Str("zk_path", aclResourcePath(p)).
+		Msg("ACL znode cannot be read: denying every operation on it to everyone until it reads")
+	return nil
+}
+
 // refreshACLChanges processes the notifications of one change store newer
 // than the last processed, in sequence order, then purges the expired
-// ones. A notification that vanished (purged) or does not decode is
-// skipped (logged); a failed read stops here and is retried, from the same
-// notification, by the next fire or resync. Caller is the session goroutine.
+// ones. A notification that does not decode is skipped (logged at Error,
+// as Kafka). One that vanished before it was read (purged by a broker
+// whose clock runs ahead) or cannot be read (NOAUTH) names a change this
+// broker would miss, so it owes a full reload, done here. A read that may
+// succeed when retried (zkRetryable) stops here and is retried, from the
+// same notification, by the next fire or resync. A resource that cannot
+// be read fails closed (refreshACLResource). Caller is the session
+// goroutine.
 func (s *Session) refreshACLChanges(store string) error {
 	if s.acl.authz == nil {
 		return nil
@@ -214,12 +259,19 @@ func (s *Session) refreshACLChanges(store string) error {
 	}
 	for _, n := range sortedNotifications(kids, aclChangeNamePrefix, s.acl.seen[store]) {
 		p := aclChangeNodePath(store, n.name)
+		if s.beforeNotificationRead != nil {
+			s.beforeNotificationRead(p)
+		}
 		data, _, err := s.zk.Get(p)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
-			s.log.Warn().Str("zk_path", p).Msg("ACL change notification vanished before it was read")
-		case err != nil:
+			s.log.Warn().Str("zk_path", p).Msg("ACL change notification vanished before it was read: reloading every ACL")
+			s.acl.full = true
+		case err != nil && zkRetryable(err):
 			return fmt.Errorf("read ACL change: get %s: %w", p, err)
+		case err != nil:
+			s.log.Error().Err(err).Str("zk_path", p).Msg("ACL change notification cannot be read: reloading every ACL")
+			s.acl.full = true
 		default:
 			rp, derr := decode(data)
 			if derr != nil {
@@ -231,8 +283,14 @@ func (s *Session) refreshACLChanges(store string) error {
 			}
 		}
 		s.acl.seen[store] = n.seq
+		if s.acl.full {
+			break
+		}
 	}
 	s.purgeNotifications(store, aclChangeNamePrefix, kids)
+	if s.acl.full {
+		return s.syncACLs()
+	}
 	return nil
 }
 
@@ -302,7 +360,7 @@ func (st *ACLStore) CreateACLs(ctx context.Context, bindings []security.ACLBindi
 		for _, i := range idx {
 			add = append(add, bindings[i].Entry)
 		}
-		err := st.update(ctx, p, func(cur []security.ACE) []security.ACE { return security.AddACLs(cur, add) })
+		err := st.update(ctx, p, func(cur []security.ACE) []security.ACE { return security.AddACLs(cur, add) }, nil)
 		if err != nil {
 			err = fmt.Errorf("create ACLs for %s: %w", p, err)
 		}
@@ -341,12 +399,19 @@ func (st *ACLStore) DeleteACLs(ctx context.Context, filters []security.ACLBindin
 		if len(idx) == 0 {
 			continue
 		}
-		var removed [][]security.ACLBinding
+		// removed is what the last attempt's change removed; pending what
+		// an attempt whose write had an unknown outcome removed. When that
+		// write landed, the retry finds nothing left to remove, yet those
+		// bindings are what this call deleted.
+		var removed, pending [][]security.ACLBinding
 		err := st.update(ctx, p, func(cur []security.ACE) []security.ACE {
 			remaining, del := security.RemoveMatching(p, cur, fs)
 			removed = del
 			return remaining
-		})
+		}, func() { pending = removed })
+		if pending != nil && noBindings(removed) {
+			removed = pending
+		}
 		for j, i := range idx {
 			if err != nil {
 				if errs[i] == nil {
@@ -360,6 +425,15 @@ func (st *ACLStore) DeleteACLs(ctx context.Context, filters []security.ACLBindin
 		}
 	}
 	return deleted, errs
+}
+
+func noBindings(bs [][]security.ACLBinding) bool {
+	for _, b := range bs {
+		if len(b) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // candidates lists the resource patterns DeleteACLs visits: every resource
@@ -414,45 +488,101 @@ func anyFilterCovers(filters []security.ACLBindingFilter, pt security.PatternTyp
 }
 
 // update applies change to one resource's ACLs conditionally on the znode
-// version, then notifies and refreshes this broker's cache.
-func (st *ACLStore) update(ctx context.Context, p security.ResourcePattern, change func([]security.ACE) []security.ACE) error {
+// version (onUncertain, if set, runs after each write whose outcome is
+// unknown), re-reads this broker's cache (as AclAuthorizer updates its
+// cache after a write; also on the error path), then creates the change
+// notification. It notifies whenever the resource may have been written,
+// and also when there was nothing to change: that repairs a notification
+// an earlier call lost (a client retrying a request whose answer it did
+// not get finds nothing to change), and a duplicate is harmless. The
+// notification create is retried until it succeeds while its outcome is
+// unknown, bounded only by the session closing: once the resource write
+// landed, a lost notification would leave the old ACLs live on every
+// other broker.
+func (st *ACLStore) update(ctx context.Context, p security.ResourcePattern, change func([]security.ACE) []security.ACE, onUncertain func()) error {
 	if err := checkACLResourceName(p.Name); err != nil {
 		return err
 	}
-	notify, err := updateResourceACLs(ctx, st.z, p, change)
+	written, err := updateResourceACLs(ctx, st.z, p, change, onUncertain)
+	st.refreshOwnCache(ctx, p)
+	if err != nil && !written {
+		return err
+	}
+	payload, _ := security.EncodeACLChange(p)
+	seqPrefix := aclChangeNodePath(aclChangeStorePath(p.PatternType), aclChangeNamePrefix)
+	if nerr := createNotification(st.z, st.done(), seqPrefix, payload); nerr != nil {
+		return errors.Join(err, fmt.Errorf("ACLs of %s written but not announced: %w", p, nerr))
+	}
 	if err != nil {
 		return err
 	}
-	if !notify {
-		return nil
-	}
-	payload, _ := security.EncodeACLChange(p)
-	store := aclChangeStorePath(p.PatternType)
-	seqPrefix := aclChangeNodePath(store, aclChangeNamePrefix)
-	_, err = st.z.Create(seqPrefix, payload, zk.FlagSequence)
-	if errors.Is(err, zk.ErrNoNode) { // no WatchACLs made the store yet
-		if err = createParents(st.z, seqPrefix); err == nil {
-			_, err = st.z.Create(seqPrefix, payload, zk.FlagSequence)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("create %s: %w", seqPrefix, err)
-	}
 	if st.s != nil {
 		st.s.log.Info().Str("zk_path", aclResourcePath(p)).Msg("changed ACLs")
-		// This broker's cache sees its own write at once, as AclAuthorizer
-		// updates its cache after a write; the notification tells the others.
-		if err := st.s.do(ctx, func() error {
-			if st.s.acl.authz == nil {
-				return nil
-			}
-			return st.s.refreshACLResource(p)
-		}); err != nil {
-			st.s.log.Warn().Err(err).Str("zk_path", aclResourcePath(p)).
-				Msg("re-reading ACLs after writing them; the notification will")
-		}
 	}
 	return nil
+}
+
+// done is the session's closing channel; nil (never) without a session.
+func (st *ACLStore) done() <-chan struct{} {
+	if st.s == nil {
+		return nil
+	}
+	return st.s.done
+}
+
+// refreshOwnCache re-reads p into this broker's authorizer, if WatchACLs
+// made one, even when ctx is cancelled (the write may have landed).
+func (st *ACLStore) refreshOwnCache(ctx context.Context, p security.ResourcePattern) {
+	if st.s == nil {
+		return
+	}
+	if err := st.s.do(context.WithoutCancel(ctx), func() error {
+		if st.s.acl.authz == nil {
+			return nil
+		}
+		return st.s.refreshACLResource(p)
+	}); err != nil {
+		st.s.log.Warn().Err(err).Str("zk_path", aclResourcePath(p)).
+			Msg("re-reading ACLs after writing them; the notification will")
+	}
+}
+
+// notificationRetryBackoff is the pause between tries of a notification
+// create whose outcome is unknown (Kafka's retry backoff: 100 ms).
+const notificationRetryBackoff = 100 * time.Millisecond
+
+// createNotification creates a sequential change notification at prefix,
+// making the missing parents (a store no watch has made yet). A create
+// whose outcome is unknown (connection lost, no server, session expired)
+// is tried again until it succeeds or the session closes (done, or the
+// client's ErrClosing): a duplicate notification only makes the brokers
+// re-read once more, a lost one leaves them on stale ACLs or credentials.
+func createNotification(z aclZK, done <-chan struct{}, prefix string, payload []byte) error {
+	madeParents := false
+	for {
+		_, err := z.Create(prefix, payload, zk.FlagSequence)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, zk.ErrNoNode) && !madeParents:
+			madeParents = true
+			if perr := createParents(z, prefix); perr != nil && !zkRetryable(perr) {
+				return perr
+			}
+			continue
+		case errors.Is(err, zk.ErrClosing):
+			return fmt.Errorf("create %s: %w", prefix, err)
+		case !zkRetryable(err):
+			return fmt.Errorf("create %s: %w", prefix, err)
+		}
+		t := time.NewTimer(notificationRetryBackoff + randBackoff())
+		select {
+		case <-t.C:
+		case <-done:
+			t.Stop()
+			return fmt.Errorf("create %s: %w", prefix, ErrClosed)
+		}
+	}
 }
 
 // checkACLResourceName refuses a name ZooKeeper cannot hold as one path
@@ -468,11 +598,11 @@ func checkACLResourceName(name string) error {
 // updateResourceACLs is AclAuthorizer.updateResourceAcls: read the
 // resource znode, compute its new ACLs, and write them conditionally on
 // the version read (create if absent, delete if none remain), re-reading
-// and retrying when another writer got there first. It reports whether a
-// notification is owed: the ACLs changed, or a write whose answer was lost
-// may have changed them (the retry then sees no difference, but other
-// brokers still need to hear of it).
-func updateResourceACLs(ctx context.Context, z aclZK, p security.ResourcePattern, change func([]security.ACE) []security.ACE) (notify bool, err error) {
+// and retrying when another writer got there first. written reports
+// whether the znode may have been written: a write succeeded, or one
+// whose answer was lost may have landed (onUncertain, if set, runs right
+// after such a write; the retry then sees no difference).
+func updateResourceACLs(ctx context.Context, z aclZK, p security.ResourcePattern, change func([]security.ACE) []security.ACE, onUncertain func()) (written bool, err error) {
 	path := aclResourcePath(p)
 	uncertain := false
 	for attempt := 0; attempt < aclMaxUpdateRetries; attempt++ {
@@ -525,6 +655,9 @@ func updateResourceACLs(ctx context.Context, z aclZK, p security.ResourcePattern
 			continue // another writer won: re-read
 		case outcomeUnknown(err):
 			uncertain = true
+			if onUncertain != nil {
+				onUncertain()
+			}
 			continue
 		default:
 			return uncertain, fmt.Errorf("write %s: %w", path, err)

@@ -168,11 +168,37 @@
 // (security.AddACLs, security.RemoveMatching), write it back conditionally
 // on the version read (create if absent, delete with its last ACL), re-read
 // and retry (10 times, with a random pause up to 50 ms) when another writer
-// won, then create the change notification. A write whose answer was lost
-// is re-read like a lost race, and its notification is written even if the
-// re-read finds nothing left to change. DeleteACLs visits the resource
-// znodes in ZooKeeper, not the cache, so a change this broker has not yet
-// heard of is not missed.
+// won, then re-read the resource into this broker's cache (also when the
+// write failed) and create the change notification. A write whose answer
+// was lost is re-read like a lost race (DeleteACLs then reports what that
+// write removed). The notification is created whenever the resource may
+// have been written, and also when a call finds nothing to change: a
+// client retrying a request whose notification was lost then repairs it;
+// a duplicate only makes the brokers read once more. Its create is retried
+// while its outcome is unknown (lost connection, no server, expired
+// session) until it succeeds or the session closes: once the resource
+// write landed, a lost notification would leave the old ACLs (a deleted
+// Allow) live on every other broker. DeleteACLs visits the resource znodes
+// in ZooKeeper, not the cache, so a change this broker has not yet heard
+// of is not missed; it notifies every resource it visited.
+//
+// Reading fails closed. Entries decode one by one, as Kafka's
+// AclEntry.fromBytes (security.DecodeResourceACLs): an operation or
+// permission type this broker does not know becomes Unknown and matches
+// nothing (an Unknown-operation Deny denies nothing, as Kafka's UNKNOWN:
+// it was written for an operation this broker never checks), the other
+// entries, Deny included, stay. A resource znode that cannot be read
+// (NOAUTH) or parsed at all (bad JSON, another version, a principal that
+// does not parse) fails WatchACLs at start-up, as Kafka's start-up fails;
+// later its pattern gets security.DenyAllACE (every operation denied to
+// User:* from every host; super users still pass, DescribeAcls shows it)
+// until a read succeeds, logged at Error. Only a read that may succeed as
+// it is (zkRetryable: outcome unknown, connection or session lost) stops
+// the notification loop to be retried from that notification; anything
+// else is logged and the loop moves on, so one bad notification never
+// blocks later ones. A notification gone before it is read (purged by a
+// broker whose clock runs ahead) or unreadable hides which resource
+// changed, so the broker reloads every ACL.
 //
 // SCRAM (scram.go): WatchScramCredentials loads /config/users into a
 // security.ScramCredentialCache and follows the users/<user> notifications
@@ -181,8 +207,14 @@
 // is ZkAdminManager's Describe/AlterUserScramCredentials: Kafka's per-user
 // refusals (security's sentinels), stored_key and server_key computed from
 // the client's salt and salted password, one conditional write per user,
-// then the notification. A user znode whose credentials do not parse
-// removes that user's credentials from the cache (fail closed).
+// then the notification, created and retried as the ACL one (also when a
+// deletion finds the credential already gone: the call fails with
+// CredentialNotFound, as Kafka, but repairs a lost notification). After a
+// write whose outcome is unknown the next attempt accepts a znode already
+// as this call would write it, or the credential already deleted. A user
+// znode whose credentials do not parse, or that cannot be read (NOAUTH),
+// removes that user's credentials from the cache (fail closed); a
+// vanished or unreadable /config/changes notification reloads every user.
 //
 // Both watches read everything again after a new session: notifications
 // purged while the session was away would otherwise be missed (Kafka's
@@ -199,9 +231,24 @@
 // world READ, except Kafka's sensitive paths (ZkData.SensitiveRootPaths:
 // /config/users, /config/brokers, /delegation_token/tokens), which get no
 // world access, and /consumers, which stays open as Kafka leaves it.
-// Znodes that already exist keep their ACLs: like Kafka, changing them is
-// the job of a migration tool (ZkSecurityMigrator), which this broker does
-// not have.
+// Znodes that already exist keep their ACLs: turning set.acl on over an
+// existing cluster leaves every znode made before it world-writable. Kafka
+// needs zookeeper-security-migration (ZkSecurityMigrator) for that; this
+// broker has no such tool, so secure those znodes with it (or zkCli
+// setAcl) before relying on set.acl.
+//
+// The scheme differs from Kafka's. Kafka authenticates to ZooKeeper with
+// SASL (the JAAS Client section, e.g. DigestLoginModule) and, with set.acl,
+// writes sasl:<user> ALL; this broker authenticates with the digest scheme
+// (AddAuth) from the same Client credentials and writes
+// digest:<user>:<hash>. ZooKeeper treats the two as different identities:
+// with zookeeper.set.acl on, a znode made by Kafka's own tools or brokers
+// (kafka-configs, kafka-acls with a ZooKeeper connection) is not writable
+// by this broker, nor ours by them, and the sensitive ones (no world READ:
+// /config/users) are not even readable across the two. This broker then
+// fails closed on what it cannot read (ACLs denied, credentials dropped,
+// both logged at Error); mixing the two kinds of client on one secured
+// ZooKeeper is not supported.
 //
 // # Concurrency contract
 //

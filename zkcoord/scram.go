@@ -124,18 +124,31 @@ func (s *Session) syncScramCredentials() error {
 // processUserConfigChanges handles the /config/changes notifications newer
 // than the last processed, in sequence order: users/<user> re-reads the
 // user. Other entity paths (topics, brokers, clients, quotas) are not this
-// watch's. Caller is the session goroutine.
+// watch's. A notification that vanished before it was read or cannot be
+// read (NOAUTH) hides which user changed, so every user is read again; a
+// read that may succeed when retried (zkRetryable) stops here and is
+// retried from that notification. Caller is the session goroutine.
 func (s *Session) processUserConfigChanges(kids []string) error {
 	if s.scram.cache == nil || s.scram.full {
 		return nil
 	}
 	for _, n := range sortedNotifications(kids, configChangeNamePrefix, s.scram.seen) {
 		p := configChangeNotificationPath(n.name)
+		if s.beforeNotificationRead != nil {
+			s.beforeNotificationRead(p)
+		}
 		data, _, err := s.zk.Get(p)
 		switch {
 		case errors.Is(err, zk.ErrNoNode):
-		case err != nil:
+			// Purged before this broker read it (a broker whose clock
+			// runs ahead): whatever user it named, read them all again.
+			s.log.Warn().Str("zk_path", p).Msg("config change notification vanished before it was read: reloading every SCRAM credential")
+			s.scram.full = true
+		case err != nil && zkRetryable(err):
 			return fmt.Errorf("read config change: get %s: %w", p, err)
+		case err != nil:
+			s.log.Error().Err(err).Str("zk_path", p).Msg("config change notification cannot be read: reloading every SCRAM credential")
+			s.scram.full = true
 		default:
 			entity, derr := security.DecodeConfigChange(data)
 			if derr != nil {
@@ -149,6 +162,9 @@ func (s *Session) processUserConfigChanges(kids []string) error {
 			}
 		}
 		s.scram.seen = n.seq
+		if s.scram.full {
+			return s.syncScramCredentials()
+		}
 	}
 	return nil
 }
@@ -164,7 +180,10 @@ func userEntity(entityPath string) (string, bool) {
 }
 
 // refreshUser reads /config/users/<sanitized> into the cache and returns
-// the user's name. Caller is the session goroutine.
+// the user's name. A read that may succeed when retried (zkRetryable)
+// returns its error; one that cannot (NOAUTH) drops the user's cached
+// credentials (logged at Error): fail closed, the user cannot log in until
+// the znode reads. Caller is the session goroutine.
 func (s *Session) refreshUser(sanitized string) (string, error) {
 	user, err := security.DesanitizeEntityName(sanitized)
 	if err != nil {
@@ -178,7 +197,13 @@ func (s *Session) refreshUser(sanitized string) (string, error) {
 		return user, nil
 	}
 	if err != nil {
-		return user, fmt.Errorf("read SCRAM credentials: get %s: %w", p, err)
+		err = fmt.Errorf("read SCRAM credentials: get %s: %w", p, err)
+		if zkRetryable(err) {
+			return user, err
+		}
+		s.log.Error().Err(err).Str("zk_path", p).Msg("user config cannot be read: removing the user's SCRAM credentials")
+		s.scram.cache.SetUser(user, nil)
+		return user, nil
 	}
 	creds, err := security.DecodeUserScramCredentials(data)
 	if err != nil {
@@ -338,16 +363,44 @@ func (st *ScramStore) AlterScramUsers(ctx context.Context, upserts []ScramUpsert
 }
 
 // alterUser writes one user's credential changes conditionally on the
-// znode version, retrying when another writer changed it, then notifies
-// and refreshes this broker's cache.
+// znode version, retrying when another writer changed it, re-reads this
+// broker's cache (also on the error path), then creates the
+// /config/changes notification. After a write whose outcome is unknown the
+// retry accepts what it reads: a deletion finding the credential gone, or
+// a znode already as this call would write it, is this call's write. A
+// deletion of a credential that is not there still notifies before it
+// fails with ErrCredentialNotFound: that repairs an earlier call whose
+// notification was lost (the client retries, finds it gone), and a
+// duplicate is harmless. The notification create is retried while its
+// outcome is unknown, bounded only by the session closing
+// (createNotification).
 func (st *ScramStore) alterUser(ctx context.Context, user string, set map[security.ScramMechanism]security.ScramCredential, del []security.ScramMechanism) error {
 	su := security.SanitizeEntityName(user)
 	p := configUserPath(su)
-	written := false
-	for attempt := 0; attempt < aclMaxUpdateRetries && !written; attempt++ {
+	written, err := st.writeUser(ctx, user, p, set, del)
+	st.refreshOwnCache(ctx, su, p)
+	if err != nil && !written && !errors.Is(err, security.ErrCredentialNotFound) {
+		return err
+	}
+	if nerr := createNotification(st.z, st.done(), configChangeSequencePrefix, security.EncodeConfigChange(userEntityPrefix+su)); nerr != nil {
+		return errors.Join(err, fmt.Errorf("alter SCRAM credentials of %s: written but not announced: %w", user, nerr))
+	}
+	if err != nil {
+		return err
+	}
+	st.log.Info().Str("zk_path", p).Int("upserted", len(set)).Int("deleted", len(del)).Msg("changed SCRAM credentials")
+	return nil
+}
+
+// writeUser is alterUser's conditional write; written reports whether the
+// znode may have been written (also when the error says the retries ran
+// out after a write whose outcome is unknown).
+func (st *ScramStore) writeUser(ctx context.Context, user, p string, set map[security.ScramMechanism]security.ScramCredential, del []security.ScramMechanism) (written bool, err error) {
+	uncertain := false
+	for attempt := 0; attempt < aclMaxUpdateRetries; attempt++ {
 		if attempt > 0 {
 			if err := sleepCtx(ctx, randBackoff()); err != nil {
-				return err
+				return uncertain, err
 			}
 		}
 		cfg, version, err := readEntityConfig(st.z, p)
@@ -355,11 +408,15 @@ func (st *ScramStore) alterUser(ctx context.Context, user string, set map[securi
 			if outcomeUnknown(err) {
 				continue
 			}
-			return fmt.Errorf("alter SCRAM credentials of %s: %w", user, err)
+			return uncertain, fmt.Errorf("alter SCRAM credentials of %s: %w", user, err)
 		}
+		before := security.EncodeEntityConfig(cfg)
 		for _, m := range del {
 			if _, ok := cfg[m.Name()]; !ok {
-				return fmt.Errorf("attempt to delete a %s credential of %s that does not exist: %w", m, user, security.ErrCredentialNotFound)
+				if uncertain {
+					continue // our lost-answer write deleted it
+				}
+				return false, fmt.Errorf("attempt to delete a %s credential of %s that does not exist: %w", m, user, security.ErrCredentialNotFound)
 			}
 			cfg = security.DeleteScramCredential(cfg, m)
 		}
@@ -367,11 +424,14 @@ func (st *ScramStore) alterUser(ctx context.Context, user string, set map[securi
 			cfg = security.SetScramCredential(cfg, m, set[m])
 		}
 		data := security.EncodeEntityConfig(cfg)
+		if uncertain && version >= 0 && string(before) == string(data) {
+			return true, nil // our lost-answer write landed
+		}
 		if version < 0 {
 			_, err = st.z.Create(p, data, 0)
 			if errors.Is(err, zk.ErrNoNode) {
 				if perr := createParents(st.z, p); perr != nil {
-					return fmt.Errorf("alter SCRAM credentials of %s: %w", user, perr)
+					return uncertain, fmt.Errorf("alter SCRAM credentials of %s: %w", user, perr)
 				}
 				continue
 			}
@@ -380,37 +440,45 @@ func (st *ScramStore) alterUser(ctx context.Context, user string, set map[securi
 		}
 		switch {
 		case err == nil:
-			written = true
+			return true, nil
 		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNodeExists), errors.Is(err, zk.ErrNoNode):
 		case outcomeUnknown(err):
-			// Unknown outcome: the re-read tells (a deletion then finds
-			// nothing to delete, so accept a re-read that shows our write).
+			// Unknown outcome: read it back; when that read fails too,
+			// the next attempt's read decides (uncertain).
+			uncertain = true
 			if landed, _ := scramWriteLanded(st.z, p, data); landed {
-				written = true
+				return true, nil
 			}
 		default:
-			return fmt.Errorf("alter SCRAM credentials of %s: write %s: %w", user, p, err)
+			return uncertain, fmt.Errorf("alter SCRAM credentials of %s: write %s: %w", user, p, err)
 		}
 	}
-	if !written {
-		return fmt.Errorf("alter SCRAM credentials of %s: %w after %d attempts", user, ErrConcurrentModification, aclMaxUpdateRetries)
+	return uncertain, fmt.Errorf("alter SCRAM credentials of %s: %w after %d attempts", user, ErrConcurrentModification, aclMaxUpdateRetries)
+}
+
+// done is the session's closing channel; nil (never) without a session.
+func (st *ScramStore) done() <-chan struct{} {
+	if st.s == nil {
+		return nil
 	}
-	if _, err := st.z.Create(configChangeSequencePrefix, security.EncodeConfigChange(userEntityPrefix+su), zk.FlagSequence); err != nil {
-		return fmt.Errorf("alter SCRAM credentials of %s: create %s: %w", user, configChangeSequencePrefix, err)
+	return st.s.done
+}
+
+// refreshOwnCache re-reads the user into this broker's credential cache,
+// if WatchScramCredentials made one, even when ctx is cancelled.
+func (st *ScramStore) refreshOwnCache(ctx context.Context, su, p string) {
+	if st.s == nil {
+		return
 	}
-	if st.s != nil {
-		st.s.log.Info().Str("zk_path", p).Int("upserted", len(set)).Int("deleted", len(del)).Msg("changed SCRAM credentials")
-		if err := st.s.do(ctx, func() error {
-			if st.s.scram.cache == nil {
-				return nil
-			}
-			_, err := st.s.refreshUser(su)
-			return err
-		}); err != nil {
-			st.s.log.Warn().Err(err).Str("zk_path", p).Msg("re-reading SCRAM credentials after writing them; the notification will")
+	if err := st.s.do(context.WithoutCancel(ctx), func() error {
+		if st.s.scram.cache == nil {
+			return nil
 		}
+		_, err := st.s.refreshUser(su)
+		return err
+	}); err != nil {
+		st.log.Warn().Err(err).Str("zk_path", p).Msg("re-reading SCRAM credentials after writing them; the notification will")
 	}
-	return nil
 }
 
 // scramWriteLanded reads p back after a write of unknown outcome.

@@ -155,6 +155,9 @@ type Session struct {
 	changed       bool       // the cache changed in this iteration
 	acl           aclState   // the ACL watch (acl.go)
 	scram         scramState // the SCRAM credential watch (scram.go)
+	// beforeNotificationRead, set by tests only, runs before an ACL or
+	// SCRAM change notification is read (to make one vanish).
+	beforeNotificationRead func(path string)
 
 	isr isrPropagation // NotifyIsrChange batching; its own lock
 
