@@ -80,7 +80,8 @@
 // (PrincipalFromTLS) the client certificate's subject as Java's
 // X500Principal.getName() writes it (DistinguishedName, RFC 2253) mapped by
 // ssl.principal.mapping.rules (PrincipalMapper, Kafka's SslPrincipalMapper
-// with RE2 patterns), and User:ANONYMOUS without a certificate.
+// with RE2 patterns), and User:ANONYMOUS without a certificate; a
+// certificate the handshake did not verify is ErrUnverifiedCertificate.
 //
 // # ACLs and the authorizer
 //

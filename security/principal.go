@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/asn1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -39,14 +40,24 @@ func ParseKafkaPrincipal(s string) (KafkaPrincipal, error) {
 	return KafkaPrincipal{t, n}, nil
 }
 
+// ErrUnverifiedCertificate is returned by PrincipalFromTLS for a client
+// certificate that the TLS handshake did not verify.
+var ErrUnverifiedCertificate = errors.New("security: client certificate not verified")
+
 // PrincipalFromTLS is Kafka's principal for a TLS connection: the peer
 // certificate's subject in RFC 2253 form mapped by ssl.principal.mapping.rules
 // (mapper nil means DEFAULT), or User:ANONYMOUS when the client sent no
 // certificate. An error (no rule applies) fails the connection's
-// authentication, as in Kafka.
+// authentication, as in Kafka. A certificate is used only when it was
+// verified (cs.VerifiedChains non-empty): a connection whose config asked
+// for a certificate without verifying it (tls.RequestClientCert) gets
+// ErrUnverifiedCertificate rather than the name the client chose.
 func PrincipalFromTLS(cs tls.ConnectionState, mapper *PrincipalMapper) (KafkaPrincipal, error) {
 	if len(cs.PeerCertificates) == 0 {
 		return Anonymous, nil
+	}
+	if len(cs.VerifiedChains) == 0 {
+		return KafkaPrincipal{}, ErrUnverifiedCertificate
 	}
 	dn := DistinguishedName(cs.PeerCertificates[0])
 	if mapper == nil {

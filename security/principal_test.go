@@ -204,15 +204,22 @@ func TestPrincipalFromTLS(t *testing.T) {
 	if p, err := PrincipalFromTLS(tls.ConnectionState{}, nil); err != nil || p != Anonymous || p.String() != "User:ANONYMOUS" {
 		t.Fatalf("no certificate: %v %v", p, err)
 	}
-	if p, _ := PrincipalFromTLS(tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}, nil); p.String() != "User:CN=Duke,OU=ServiceUsers,O=Org" {
+	verified := func(c *x509.Certificate) tls.ConnectionState {
+		return tls.ConnectionState{PeerCertificates: []*x509.Certificate{c}, VerifiedChains: [][]*x509.Certificate{{c}}}
+	}
+	// A certificate nobody verified names no one.
+	if _, err := PrincipalFromTLS(tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}, nil); !errors.Is(err, ErrUnverifiedCertificate) {
+		t.Fatalf("unverified certificate: %v, want ErrUnverifiedCertificate", err)
+	}
+	if p, _ := PrincipalFromTLS(verified(cert), nil); p.String() != "User:CN=Duke,OU=ServiceUsers,O=Org" {
 		t.Fatalf("default: %v", p)
 	}
 	pm, _ := ParsePrincipalMappingRules("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L")
-	if p, err := PrincipalFromTLS(tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}, pm); err != nil || p != User("duke") {
+	if p, err := PrincipalFromTLS(verified(cert), pm); err != nil || p != User("duke") {
 		t.Fatalf("mapped: %v %v", p, err)
 	}
 	other := selfSigned(t, pkix.Name{CommonName: "x"})
-	if _, err := PrincipalFromTLS(tls.ConnectionState{PeerCertificates: []*x509.Certificate{other}}, pm); !errors.Is(err, ErrNoMatchingRule) {
+	if _, err := PrincipalFromTLS(verified(other), pm); !errors.Is(err, ErrNoMatchingRule) {
 		t.Fatalf("unmapped: %v", err)
 	}
 }
