@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,6 +51,60 @@ type saslConn struct {
 	// expiry is when the session ends (connections.max.reauth.ms); zero
 	// for none.
 	expiry time.Time
+	// versions is how far the one ApiVersions allowed before SaslHandshake
+	// has gone.
+	versions saslVersions
+}
+
+// saslVersions: Kafka's SaslServerAuthenticator serves one ApiVersions
+// before SaslHandshake (HANDSHAKE_OR_VERSIONS_REQUEST), staying in that
+// state after one at an unsupported version so the client can retry with
+// ours. Here that retry is allowed once, so that an unauthenticated
+// client cannot keep a connection (and its idle timer) alive forever.
+type saslVersions uint8
+
+const (
+	saslVersionsNone  saslVersions = iota
+	saslVersionsRetry              // one answered UNSUPPORTED_VERSION
+	saslVersionsDone               // served: SaslHandshake must follow
+)
+
+// preAuth reports whether c is on a SASL listener and not (yet, or while
+// re-) authenticated: frames are then bounded by
+// sasl.server.max.receive.size and only saslAllows keys are decoded.
+func (c *conn) preAuth() bool {
+	return c.sec.usesSASL() && (!c.authenticated || c.sasl.reauthing)
+}
+
+// saslAllows reports whether the current SASL stage serves key, as
+// SaslServerAuthenticator: ApiVersions (once, not while re-authenticating)
+// and SaslHandshake at the handshake stage, SaslAuthenticate after it.
+func (c *conn) saslAllows(key int16) bool {
+	switch c.sasl.stage {
+	case saslStageHandshake:
+		return key == saslHandshakeKey ||
+			key == apiVersionsKey && !c.sasl.reauthing && c.sasl.versions != saslVersionsDone
+	case saslStageAuthenticate:
+		return key == saslAuthenticateKey
+	}
+	return false
+}
+
+// gateSASLKey refuses, from the api key of its header alone and before
+// its body is decoded, a frame the connection's SASL stage does not allow
+// before authentication (Kafka raises IllegalSaslState prior to parsing,
+// CVE-2022-34917: decoding a refused Produce allocates ~90 times its
+// size). The refusal fails the authentication and closes the connection.
+func (c *conn) gateSASLKey(frame []byte) (out outFrame, refused bool) {
+	if !c.preAuth() {
+		return outFrame{}, false
+	}
+	key := int16(binary.BigEndian.Uint16(frame))
+	if c.saslAllows(key) {
+		return outFrame{}, false
+	}
+	return c.authFailed(nil, 0, "unexpected request during SASL authentication",
+		kerr.IllegalSaslState, key), true
 }
 
 // gateSASL decides what becomes of a parsed request on a SASL listener
@@ -90,16 +145,23 @@ func (c *conn) gateSASL(req *request) (out outFrame, handled bool) {
 		}
 		return outFrame{}, false
 	}
-	switch {
-	case c.sasl.stage == saslStageHandshake && req.key == apiVersionsKey && !c.sasl.reauthing:
+	if !c.saslAllows(req.key) {
+		return c.authFailed(nil, 0, "unexpected request during SASL authentication",
+			kerr.IllegalSaslState, req.key), true
+	}
+	switch req.key {
+	case apiVersionsKey:
+		if req.kreq == nil && c.sasl.versions == saslVersionsNone {
+			c.sasl.versions = saslVersionsRetry // above our range: one retry
+		} else {
+			c.sasl.versions = saslVersionsDone
+		}
 		return outFrame{}, false
-	case c.sasl.stage == saslStageHandshake && req.key == saslHandshakeKey:
+	case saslHandshakeKey:
 		return c.handleSASLHandshake(req), true
-	case c.sasl.stage == saslStageAuthenticate && req.key == saslAuthenticateKey:
+	default: // saslAuthenticateKey
 		return c.handleSASLAuthenticate(req), true
 	}
-	return c.authFailed(nil, 0, "unexpected request during SASL authentication",
-		kerr.IllegalSaslState, req.key), true
 }
 
 // mayReauthenticate is KafkaChannel.maybeBeginServerReauthentication's

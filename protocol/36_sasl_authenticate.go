@@ -117,6 +117,9 @@ func (c *conn) authFailed(resp kmsg.Response, correlationID int32, reason string
 		Str("error_code", code.Message).Bool("reauthentication", c.sasl.reauthing).Str("reason", reason).
 		Msg("closing connection: failed authentication")
 	c.sasl.server = nil
+	// The frame is done with (resp aliases none of it): its
+	// queued.max.request.bytes share must not wait out the delay.
+	c.frame.release(false)
 	if d := c.s.cfg.FailedAuthDelay; d > 0 {
 		t := time.NewTimer(d)
 		select {

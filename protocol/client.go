@@ -849,14 +849,24 @@ func (c *BrokerClient) authenticateLocked(ctx context.Context, bc *brokerConn, m
 			return fail(err)
 		}
 		if done {
-			if ar.SessionLifetimeMillis > 0 {
-				life := time.Duration(ar.SessionLifetimeMillis) * time.Millisecond
-				bc.renewAt = time.Now().Add(time.Duration(float64(life) * reauthMargin))
-			}
+			bc.renewAt = sessionRenewAt(time.Now(), ar.SessionLifetimeMillis)
 			return nil
 		}
 		msg = next
 	}
+}
+
+// sessionRenewAt is when a SASL session of lifetimeMillis that began at
+// now is to be renewed: reauthMargin of the way through it, or the zero
+// time (never) for a session without a lifetime, so that a re-auth that
+// answers none stops the connection re-authenticating before every
+// request.
+func sessionRenewAt(now time.Time, lifetimeMillis int64) time.Time {
+	if lifetimeMillis <= 0 {
+		return time.Time{}
+	}
+	life := time.Duration(lifetimeMillis) * time.Millisecond
+	return now.Add(time.Duration(float64(life) * reauthMargin))
 }
 
 // exchangeLocked writes one request and reads its response. If the

@@ -210,11 +210,18 @@
 // until authenticated only ApiVersions and SaslHandshake are read, then
 // SaslAuthenticate (handshake v1) or raw size-prefixed tokens answered by
 // raw tokens (handshake v0, Kafka's original framing). Any other request
-// fails the authentication. Before authentication, and while
-// re-authenticating, a size prefix above Config.MaxReceiveBeforeAuth
-// (sasl.server.max.receive.size) closes the connection before any
-// allocation (CVE-2022-34917). A failure waits Config.FailedAuthDelay,
-// then answers (SASL_AUTHENTICATION_FAILED with a message naming only the
+// fails the authentication. Only one ApiVersions is served before
+// SaslHandshake, as in Kafka (one more after one above our range, the
+// client's retry), none while re-authenticating. Before authentication,
+// and while re-authenticating, a size prefix above
+// Config.MaxReceiveBeforeAuth (sasl.server.max.receive.size) closes the
+// connection before any allocation, and a key the stage does not allow
+// is refused from the header before its body is decoded (CVE-2022-34917;
+// kmsg allocates up to ~90 times a frame decoding it); the keys allowed
+// are decoded only with at most maxPreAuthTags tags in each tag buffer
+// (counted first, frame.go). A failure gives back the frame's
+// queued.max.request.bytes share, waits Config.FailedAuthDelay, then
+// answers (SASL_AUTHENTICATION_FAILED with a message naming only the
 // mechanism, UNSUPPORTED_SASL_MECHANISM with the enabled list,
 // ILLEGAL_SASL_STATE) where the framing allows and closes; an unexpected
 // request, a v0 token and a re-authentication with another mechanism get

@@ -23,7 +23,17 @@ var (
 	// errUnsupportedVersion: a key we serve at a version outside our range
 	// (other than ApiVersions, which is answered).
 	errUnsupportedVersion = errors.New("protocol: unsupported api version")
+	// errTooManyTags: a request read before authentication carries more
+	// tagged fields than maxPreAuthTags (kmsg allocates for every unknown
+	// tag, so their count is checked before the body is decoded).
+	errTooManyTags = errors.New("protocol: too many tagged fields before authentication")
 )
+
+// maxPreAuthTags bounds the tagged fields of each tag buffer (the
+// header's and the body's) of a request read before authentication on a
+// SASL listener. ApiVersions, SaslHandshake and SaslAuthenticate define
+// none; clients send none.
+const maxPreAuthTags = 8
 
 // minHeaderBytes is api_key(2) + api_version(2) + correlation_id(4) +
 // client_id length(2): the shortest request header v1.
@@ -113,6 +123,15 @@ func readFrameBody(r io.Reader, size int) ([]byte, error) {
 // Keys and versions outside apis are errors, except ApiVersions above its
 // range, which returns a request with a nil kreq.
 func parseRequest(frame []byte, apis []apiRange) (*request, error) {
+	return parseRequestBounded(frame, apis, false)
+}
+
+// parseRequestBounded is parseRequest; with preAuth, the request must be
+// one of the keys served before authentication (ApiVersions,
+// SaslHandshake, SaslAuthenticate), and a tag buffer of its header or
+// body with more than maxPreAuthTags tags is refused (errTooManyTags)
+// before the body is decoded.
+func parseRequestBounded(frame []byte, apis []apiRange, preAuth bool) (*request, error) {
 	if len(frame) < minHeaderBytes {
 		return nil, fmt.Errorf("%w: frame of %d bytes is shorter than a header", errMalformed, len(frame))
 	}
@@ -154,6 +173,11 @@ func parseRequest(frame []byte, apis []apiRange) (*request, error) {
 	kreq.SetVersion(req.version)
 	if kreq.IsFlexible() {
 		var err error
+		if preAuth {
+			if err = checkPreAuthTags(req.key, rest); err != nil {
+				return req, err
+			}
+		}
 		if rest, err = skipTags(rest); err != nil {
 			return req, err
 		}
@@ -163,6 +187,52 @@ func parseRequest(frame []byte, apis []apiRange) (*request, error) {
 	}
 	req.kreq = kreq
 	return req, nil
+}
+
+// checkPreAuthTags walks a flexible pre-authentication request after its
+// client id without allocating: the header's tag buffer, then the body's
+// fields up to its tag buffer (ApiVersions v3+: two compact strings;
+// SaslAuthenticate v2+: compact bytes). Either tag buffer holding more
+// than maxPreAuthTags tags is errTooManyTags. A frame too short for the
+// walk is left to the decoder to refuse.
+func checkPreAuthTags(key int16, b []byte) error {
+	tagCount := func(b []byte) error {
+		n, _, err := uvarint(b)
+		if err == nil && n > maxPreAuthTags {
+			return fmt.Errorf("%w: key %d with %d tags (limit %d)", errTooManyTags, key, n, maxPreAuthTags)
+		}
+		return nil
+	}
+	if err := tagCount(b); err != nil {
+		return err
+	}
+	b, err := skipTags(b)
+	if err != nil {
+		return nil
+	}
+	var fields int
+	switch key {
+	case apiVersionsKey:
+		fields = 2
+	case saslAuthenticateKey:
+		fields = 1
+	default:
+		return fmt.Errorf("%w: key %d is not served before authentication", errUnknownKey, key)
+	}
+	for ; fields > 0; fields-- {
+		var n uint64
+		if n, b, err = uvarint(b); err != nil {
+			return nil
+		}
+		if n > 0 {
+			n-- // compact length + 1; 0 is null
+		}
+		if n > uint64(len(b)) {
+			return nil
+		}
+		b = b[n:]
+	}
+	return tagCount(b)
 }
 
 // skipTags skips a header tag buffer: an unsigned varint count, then for

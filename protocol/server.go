@@ -512,6 +512,8 @@ type conn struct {
 	// SASL listener until the exchange completes (sasl).
 	authenticated bool
 	sasl          saslConn
+	// frame is the request frame readLoop is handling (readLoop's only).
+	frame *requestFrame
 
 	// out carries encoded responses, in request order, to writeLoop. Its
 	// small capacity pushes back on a client that stops reading. Their
@@ -617,10 +619,12 @@ func (c *conn) readLoop() {
 			c.logReadError(err)
 			return
 		}
+		rf := &requestFrame{budget: c.s.budget, held: held, buf: frame}
+		c.frame = rf // a failed authentication gives it back before its delay
 		if c.sasl.stage == saslStageRaw {
 			// A raw SASL token, not a request (SaslHandshake v0).
 			resp := c.handleRawToken(frame)
-			c.s.budget.release(held)
+			rf.release(false)
 			if !c.send(resp) || resp.close {
 				return
 			}
@@ -633,7 +637,6 @@ func (c *conn) readLoop() {
 			// Handled after every earlier response is complete.
 			c.pending.Wait()
 		}
-		rf := &requestFrame{budget: c.s.budget, held: held, buf: frame}
 		resp, err := c.handleFrame(frame, rf)
 		if err != nil {
 			rf.release(false) // after a panic, trust nothing about the frame
@@ -760,7 +763,15 @@ func (c *conn) logReadError(err error) {
 // handleFrame decodes and handles one frame, returning the framed
 // response (empty for none) or an error that closes the connection.
 func (c *conn) handleFrame(frame []byte, rf *requestFrame) (out outFrame, err error) {
-	req, err := parseRequest(frame, c.s.apis)
+	// Before authentication a key the SASL stage does not allow is
+	// refused from the header alone, before its body is decoded
+	// (CVE-2022-34917: kmsg allocates arrays and tag maps many times a
+	// frame's size); the keys it allows are decoded with bounded tags.
+	preAuth := c.preAuth()
+	if out, refused := c.gateSASLKey(frame); refused {
+		return out, nil
+	}
+	req, err := parseRequestBounded(frame, c.s.apis, preAuth)
 	if err != nil {
 		ev := c.log.Warn().Err(err)
 		if req != nil {
