@@ -1,16 +1,23 @@
 package protocol
 
 import (
+	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
+	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
+
+	"github.com/kafkazk/broker/cluster"
 )
 
 // preAuthProduceFrame is a size-prefixed Produce v9 frame of about size
@@ -312,5 +319,101 @@ func TestSessionRenewAt(t *testing.T) {
 	}
 	if got, want := sessionRenewAt(now, 100_000), now.Add(85*time.Second); !got.Equal(want) {
 		t.Fatalf("lifetime 100s: renew at %v, want %v", got, want)
+	}
+}
+
+// TestBrokerClientZeroLifetimeReauthNotRepeated: a broker whose
+// re-authentication answers SessionLifetimeMs 0 (the session no longer
+// expires) is not re-authenticated again on every request. The broker is
+// a fake that answers SaslHandshake, SaslAuthenticate (with the lifetime
+// the test sets) and UpdateMetadata, counting handshakes.
+func TestBrokerClientZeroLifetimeReauthNotRepeated(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var handshakes atomic.Int32
+	var lifetimeMs atomic.Int64
+	lifetimeMs.Store(time.Hour.Milliseconds())
+	serve := func(nc net.Conn) {
+		defer nc.Close()
+		br := bufio.NewReader(nc)
+		for {
+			frame, err := readFrame(br, 1<<20)
+			if err != nil {
+				return
+			}
+			req, err := parseRequest(frame, supportedAPIs)
+			if err != nil {
+				t.Errorf("fake broker: %v", err)
+				return
+			}
+			var resp kmsg.Response
+			switch r := req.kreq.(type) {
+			case *kmsg.SASLHandshakeRequest:
+				handshakes.Add(1)
+				resp = r.ResponseKind()
+			case *kmsg.SASLAuthenticateRequest:
+				ar := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+				ar.SASLAuthBytes, ar.SessionLifetimeMillis = []byte{}, lifetimeMs.Load()
+				resp = ar
+			case *kmsg.UpdateMetadataRequest:
+				resp = r.ResponseKind()
+			default:
+				t.Errorf("fake broker: unexpected key %d", req.key)
+				return
+			}
+			if _, err := nc.Write(appendResponse(nil, req.correlationID, resp)); err != nil {
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go serve(nc)
+		}
+	}()
+	addr := ln.Addr().(*net.TCPAddr)
+	fake := cluster.Broker{ID: 1, Endpoints: []cluster.Endpoint{
+		{Listener: "PLAINTEXT", SecurityProtocol: ProtocolSASLPlaintext, Host: "127.0.0.1", Port: int32(addr.Port)}}}
+	c := NewBrokerClient(ClientConfig{
+		BrokerID:       2,
+		ListenerName:   "PLAINTEXT",
+		Resolve:        func(int32) (cluster.Broker, bool) { return fake, true },
+		RequestTimeout: 10 * time.Second,
+		Security:       ClientSecurity{SASL: kgoMechanism("PLAIN", "alice", "alice-secret")},
+		Log:            zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
+	})
+	t.Cleanup(c.Close)
+	update := func() {
+		t.Helper()
+		if err := c.UpdateMetadata(context.Background(), fake, sampleUpdateMetadata(5, 42)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	update()
+	if n := handshakes.Load(); n != 1 {
+		t.Fatalf("%d handshakes after the first request, want 1", n)
+	}
+	// The broker's sessions stop expiring; the client's reaches its
+	// renewal point.
+	lifetimeMs.Store(0)
+	for _, bc := range c.conns {
+		bc.renewAt = time.Now().Add(-time.Second)
+	}
+	update()
+	if n := handshakes.Load(); n != 2 {
+		t.Fatalf("%d handshakes after the renewal point, want 2 (one re-authentication)", n)
+	}
+	for i := 0; i < 3; i++ {
+		update()
+	}
+	if n := handshakes.Load(); n != 2 {
+		t.Fatalf("%d handshakes after three more requests, want still 2: the client re-authenticates a session without a lifetime", n)
 	}
 }
