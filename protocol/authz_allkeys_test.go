@@ -76,6 +76,37 @@ func firstBad(msgs ...string) string {
 	return ""
 }
 
+// everyCode checks that there are n codes, all want.
+func everyCode(what string, codes []int16, n int, want int16) string {
+	if len(codes) != n {
+		return fmt.Sprintf("%s: %d answers, want %d", what, len(codes), n)
+	}
+	for i, c := range codes {
+		if m := wantCode(fmt.Sprintf("%s[%d]", what, i), c, want); m != "" {
+			return m
+		}
+	}
+	return ""
+}
+
+func offsetForLeaderEpoch(replicaID int32) func(v int16) kmsg.Request {
+	return func(v int16) kmsg.Request {
+		r := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		r.Version, r.ReplicaID = v, replicaID
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = "t"
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.LeaderEpoch, rp.CurrentLeaderEpoch = 0, -1
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		return r
+	}
+}
+
+func offsetForLeaderEpochCode(_ int16, resp kmsg.Response) string {
+	return wantCode("partition", resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0].ErrorCode, topicDenied)
+}
+
 var (
 	topicDenied   = kerr.TopicAuthorizationFailed.Code
 	groupDenied   = kerr.GroupAuthorizationFailed.Code
@@ -428,23 +459,35 @@ func authzAllKeysTable() map[int16]authzRow {
 			ct := kmsg.NewCreateTopicsRequestTopic()
 			ct.Topic, ct.NumPartitions, ct.ReplicationFactor = "created", 1, 1
 			r.Topics = append(r.Topics, ct)
+			ct.Topic = "t" // exists: TOPIC_ALREADY_EXISTS would reveal it
+			r.Topics = append(r.Topics, ct)
 			return r
 		}, func(_ int16, resp kmsg.Response) string {
-			return wantCode("topic", resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode, topicDenied)
+			var codes []int16
+			for _, rt := range resp.(*kmsg.CreateTopicsResponse).Topics {
+				codes = append(codes, rt.ErrorCode)
+			}
+			return everyCode("topics", codes, 2, topicDenied)
 		})},
 		20: {reaches: true, probes: one("delete topics", func(v int16) kmsg.Request {
 			r := kmsg.NewPtrDeleteTopicsRequest()
 			r.Version, r.TimeoutMillis = v, 1000
 			if v >= 6 {
-				dt := kmsg.NewDeleteTopicsRequestTopic()
-				dt.Topic = kmsg.StringPtr("doomed")
-				r.Topics = append(r.Topics, dt)
+				for _, n := range []string{"doomed", "nope"} {
+					dt := kmsg.NewDeleteTopicsRequestTopic()
+					dt.Topic = kmsg.StringPtr(n)
+					r.Topics = append(r.Topics, dt)
+				}
 			} else {
-				r.TopicNames = []string{"doomed"}
+				r.TopicNames = []string{"doomed", "nope"} // nope: UNKNOWN_TOPIC_OR_PARTITION would tell
 			}
 			return r
 		}, func(_ int16, resp kmsg.Response) string {
-			return wantCode("topic", resp.(*kmsg.DeleteTopicsResponse).Topics[0].ErrorCode, topicDenied)
+			var codes []int16
+			for _, rt := range resp.(*kmsg.DeleteTopicsResponse).Topics {
+				codes = append(codes, rt.ErrorCode)
+			}
+			return everyCode("topics", codes, 2, topicDenied)
 		})},
 		21: {reaches: true, probes: one("delete records", func(v int16) kmsg.Request {
 			r := kmsg.NewPtrDeleteRecordsRequest()
@@ -462,19 +505,10 @@ func authzAllKeysTable() map[int16]authzRow {
 			{name: "idempotent", req: initPID(nil), refused: topLevel(clusterDenied)},
 			{name: "transactional", req: initPID(kmsg.StringPtr("tx")), refused: topLevel(txnIDDenied)},
 		}},
-		23: {reaches: true, probes: one("offset for leader epoch", func(v int16) kmsg.Request {
-			r := kmsg.NewPtrOffsetForLeaderEpochRequest()
-			r.Version, r.ReplicaID = v, -1
-			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-			rt.Topic = "t"
-			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
-			rp.LeaderEpoch, rp.CurrentLeaderEpoch = 0, -1
-			rt.Partitions = append(rt.Partitions, rp)
-			r.Topics = append(r.Topics, rt)
-			return r
-		}, func(_ int16, resp kmsg.Response) string {
-			return wantCode("partition", resp.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0].ErrorCode, topicDenied)
-		})},
+		23: {reaches: true, probes: []authzProbe{
+			{name: "consumer", req: offsetForLeaderEpoch(-1), refused: offsetForLeaderEpochCode},
+			{name: "follower", minV: 3, req: offsetForLeaderEpoch(2), refused: offsetForLeaderEpochCode},
+		}},
 		24: {reaches: true, probes: one("add partitions to txn", func(v int16) kmsg.Request {
 			r := kmsg.NewPtrAddPartitionsToTxnRequest()
 			r.Version = v
@@ -621,9 +655,15 @@ func authzAllKeysTable() map[int16]authzRow {
 			ct := kmsg.NewCreatePartitionsRequestTopic()
 			ct.Topic, ct.Count = "t", 3
 			r.Topics = append(r.Topics, ct)
+			ct.Topic = "nope"
+			r.Topics = append(r.Topics, ct)
 			return r
 		}, func(_ int16, resp kmsg.Response) string {
-			return wantCode("topic", resp.(*kmsg.CreatePartitionsResponse).Topics[0].ErrorCode, topicDenied)
+			var codes []int16
+			for _, rt := range resp.(*kmsg.CreatePartitionsResponse).Topics {
+				codes = append(codes, rt.ErrorCode)
+			}
+			return everyCode("topics", codes, 2, topicDenied)
 		})},
 		42: {reaches: true, probes: one("delete groups", func(v int16) kmsg.Request {
 			r := kmsg.NewPtrDeleteGroupsRequest()
@@ -632,12 +672,12 @@ func authzAllKeysTable() map[int16]authzRow {
 		}, func(_ int16, resp kmsg.Response) string {
 			return wantCode("group", resp.(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode, groupDenied)
 		})},
-		43: {reaches: true, probes: one("elect leaders", func(v int16) kmsg.Request {
+		43: {reaches: true, probes: []authzProbe{{name: "elect leaders", req: func(v int16) kmsg.Request {
 			r := kmsg.NewPtrElectLeadersRequest()
 			r.Version, r.TimeoutMillis = v, 1000
 			r.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "t", Partitions: []int32{0}}}
 			return r
-		}, func(v int16, resp kmsg.Response) string {
+		}, refused: func(v int16, resp kmsg.Response) string {
 			r := resp.(*kmsg.ElectLeadersResponse)
 			if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
 				return fmt.Sprintf("topics %+v", r.Topics)
@@ -647,7 +687,21 @@ func authzAllKeysTable() map[int16]authzRow {
 				m = firstBad(wantCode("top level", r.ErrorCode, clusterDenied), m)
 			}
 			return m
-		})},
+		}}, {name: "all partitions", minV: 1, req: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrElectLeadersRequest()
+			r.Version, r.TimeoutMillis = v, 1000
+			return r
+		}, refused: func(_ int16, resp kmsg.Response) string {
+			r := resp.(*kmsg.ElectLeadersResponse)
+			for _, rt := range r.Topics {
+				for _, p := range rt.Partitions {
+					if p.ErrorCode != clusterDenied {
+						return fmt.Sprintf("%s-%d: code %d", rt.Topic, p.Partition, p.ErrorCode)
+					}
+				}
+			}
+			return wantCode("top level", r.ErrorCode, clusterDenied)
+		}}}},
 		44: {reaches: true, probes: one("incremental alter configs", func(v int16) kmsg.Request {
 			r := kmsg.NewPtrIncrementalAlterConfigsRequest()
 			r.Version = v
