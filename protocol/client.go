@@ -3,7 +3,6 @@ package protocol
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -788,7 +787,7 @@ func (c *BrokerClient) dialLocked(ctx context.Context, bc *brokerConn, addr stri
 	sec := c.cfg.Security
 	if sec.TLS != nil {
 		host, _, _ := net.SplitHostPort(addr)
-		tc := tls.Client(nc, sec.TLS.ClientConfig(host))
+		tc := tlsClient(nc, sec.TLS.ClientConfig(host))
 		hctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout)
 		err := tc.HandshakeContext(hctx)
 		cancel()

@@ -243,6 +243,14 @@
 // request (KIP-368), and redials if the server refuses. The controller,
 // the followers and the marker writer all use it.
 //
+// TLS connections, server and client side, run over a recordConn
+// (tlsconn.go) rather than the bare socket, as Kafka's SslTransportLayer
+// keeps network buffers: writeLoop writes each response through
+// writeFrame, which corks it so that the response's 16 KiB records reach
+// the socket in writes of up to 256 KiB (tls.Conn alone makes one write
+// system call per record), and reads take up to 64 KiB of records at a
+// time. Writes outside writeFrame (handshake, alerts) go straight through.
+//
 // # Errors
 //
 // Handlers turn errors from the interfaces into codes through errorCodes

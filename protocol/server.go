@@ -371,7 +371,7 @@ func (s *Server) Serve(l net.Listener, listenerName string) error {
 			tc.SetNoDelay(true)
 		}
 		if tlsCfg != nil {
-			nc = tls.Server(nc, tlsCfg) // the handshake runs first in readLoop
+			nc = tlsServer(nc, tlsCfg) // the handshake runs first in readLoop
 		}
 		c := s.newConn(nc, listenerName)
 		c.setSecurity(sec)
@@ -874,7 +874,7 @@ func (c *conn) writeLoop() {
 			}
 		}
 		c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
-		if _, err := c.nc.Write(b); err != nil {
+		if err := writeFrame(c.nc, b); err != nil {
 			if !errors.Is(err, net.ErrClosed) {
 				c.log.Debug().Err(err).Msg("closing connection: write")
 			}

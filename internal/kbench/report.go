@@ -32,7 +32,7 @@ type Scenario struct {
 	MaxInflight   int     `json:"max_inflight_per_broker"`
 	Compression   string  `json:"compression"`
 	RatePerSec    int     `json:"rate_per_sec,omitempty"` // e2e: offered records/s
-	DurationS     float64 `json:"duration_s,omitempty"`   // produce, e2e: per run
+	DurationS     float64 `json:"duration_s,omitempty"`   // produce, e2e: per run; consume: at least
 	MaxRunBytes   int64   `json:"max_run_bytes,omitempty"`
 	FillBytes     int64   `json:"fill_bytes,omitempty"` // consume: topic size
 	FetchMaxBytes int     `json:"fetch_max_bytes,omitempty"`

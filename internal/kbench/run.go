@@ -33,10 +33,15 @@ type Options struct {
 	E2ESize     int
 	E2EDuration time.Duration
 
-	ConsumeSize   int
-	ConsumeBytes  int64 // topic size to fill and read back
-	FetchMaxBytes int
-	PartFetchMax  int
+	ConsumeSize  int
+	ConsumeBytes int64 // topic size to fill and read back
+	// ConsumeDuration: a consume run reads the topic again, each time
+	// with a fresh client, until it has read for at least this long, so
+	// that a topic read in a fraction of a second still gives a run long
+	// enough to measure.
+	ConsumeDuration time.Duration
+	FetchMaxBytes   int
+	PartFetchMax    int
 
 	TxnRecords []int // txn: records per transaction, one scenario each
 	TxnSize    int   // txn: record size in bytes
@@ -47,25 +52,26 @@ type Options struct {
 // DefaultOptions are short: a few minutes against two targets on 2 cores.
 func DefaultOptions() Options {
 	return Options{
-		Kinds:         []string{KindProduce, KindE2E, KindConsume},
-		Sizes:         []int{100, 1024},
-		Acks:          []string{"all", "1"},
-		Partitions:    6,
-		Linger:        time.Millisecond,
-		BatchMaxBytes: 1 << 20,
-		Reps:          3,
-		Warmup:        time.Second,
-		Duration:      3 * time.Second,
-		MaxRunBytes:   512 << 20,
-		E2ERate:       5000,
-		E2ESize:       1024,
-		E2EDuration:   4 * time.Second,
-		ConsumeSize:   1024,
-		ConsumeBytes:  256 << 20,
-		FetchMaxBytes: 50 << 20,
-		PartFetchMax:  10 << 20,
-		TxnRecords:    []int{10, 1000},
-		TxnSize:       1024,
+		Kinds:           []string{KindProduce, KindE2E, KindConsume},
+		Sizes:           []int{100, 1024},
+		Acks:            []string{"all", "1"},
+		Partitions:      6,
+		Linger:          time.Millisecond,
+		BatchMaxBytes:   1 << 20,
+		Reps:            3,
+		Warmup:          time.Second,
+		Duration:        3 * time.Second,
+		MaxRunBytes:     512 << 20,
+		E2ERate:         5000,
+		E2ESize:         1024,
+		E2EDuration:     4 * time.Second,
+		ConsumeSize:     1024,
+		ConsumeBytes:    256 << 20,
+		ConsumeDuration: 2 * time.Second,
+		FetchMaxBytes:   50 << 20,
+		PartFetchMax:    10 << 20,
+		TxnRecords:      []int{10, 1000},
+		TxnSize:         1024,
 	}
 }
 
@@ -105,6 +111,7 @@ func (o Options) Scenarios() []Scenario {
 		case KindConsume:
 			s := withAcks(base, "all")
 			s.Kind, s.RecordBytes, s.FillBytes = KindConsume, o.ConsumeSize, o.ConsumeBytes
+			s.DurationS = o.ConsumeDuration.Seconds()
 			s.FetchMaxBytes, s.PartFetchMax = o.FetchMaxBytes, o.PartFetchMax
 			out = append(out, s)
 		case KindTxn:
@@ -215,8 +222,8 @@ func runScenario(ctx context.Context, o Options, s Scenario, targets []*Target) 
 				fail(i, fmt.Errorf("fill: %w", err))
 			}
 		}
-		run = func(ctx context.Context, t *Target, topic string, _ time.Duration) (Run, error) {
-			return consumeRun(ctx, t, topic, s)
+		run = func(ctx context.Context, t *Target, topic string, d time.Duration) (Run, error) {
+			return consumeRuns(ctx, t, topic, s, d)
 		}
 	}
 
@@ -569,6 +576,24 @@ func e2eRun(ctx context.Context, t *Target, topic string, s Scenario, d time.Dur
 	lat := Summarise(samples)
 	r.Latency = &lat
 	return r, nil
+}
+
+// consumeRuns reads the topic with consumeRun until the reads add up to at
+// least d (one read at least), and sums them: the time counted is the
+// reading, not the clients' start-up between reads.
+func consumeRuns(ctx context.Context, t *Target, topic string, s Scenario, d time.Duration) (Run, error) {
+	var records, bytes int64
+	var seconds float64
+	for {
+		r, err := consumeRun(ctx, t, topic, s)
+		if err != nil {
+			return Run{}, err
+		}
+		records, bytes, seconds = records+r.Records, bytes+r.Bytes, seconds+r.Seconds
+		if seconds >= d.Seconds() {
+			return NewRun(records, bytes, seconds), nil
+		}
+	}
 }
 
 // consumeRun reads the topic from its start to the end offsets with a fresh

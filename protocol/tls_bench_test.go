@@ -1,0 +1,163 @@
+package protocol
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/security"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// benchTLS is a self-signed TLSContext for 127.0.0.1, usable as a
+// listener's keystore and as a client's truststore.
+func benchTLS(b testing.TB) *security.TLSContext {
+	b.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cert := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	c, err := security.NewTLSContext(security.TLSSettings{
+		KeystoreType: "PEM", KeystoreCertificateChain: cert,
+		KeystoreKey:    string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})),
+		TruststoreType: "PEM", TruststoreCertificates: cert,
+		EnabledProtocols: []string{"TLSv1.2", "TLSv1.3"},
+	}, security.TLSOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkServerConnTLS is BenchmarkServerConn over an SSL listener
+// beside a PLAINTEXT one: the cost of the TLS write and read paths for a
+// client's produce and fetch.
+func BenchmarkServerConnTLS(b *testing.B) {
+	cases := []struct {
+		name    string
+		records []byte
+		req     kmsg.Request
+	}{
+		{"produce=1KiB", nil, produceRequest(9, 1, 30000, benchTP.Topic, 0, makeBatch(1, benchValues(10, 100)...))},
+		{"produce=100KiB", nil, produceRequest(9, 1, 30000, benchTP.Topic, 0, makeBatch(1, benchValues(1000, 100)...))},
+		{"fetch=1MiB", fetchRecords(1 << 20), fetchRequest(11, 0, 1, benchTP.Topic, 0, 0)},
+	}
+	tc := benchTLS(b)
+	for _, proto := range []string{ProtocolPlaintext, ProtocolSSL} {
+		for _, c := range cases {
+			b.Run(proto+"/"+c.name, func(b *testing.B) {
+				r := &fixedReplicas{records: c.records, changed: make(chan struct{})}
+				s := benchServer(r)
+				s.cfg.Listeners = map[string]ListenerSecurity{"SSL": {Protocol: ProtocolSSL, TLS: tc}}
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					b.Fatal(err)
+				}
+				go s.Serve(l, proto)
+				defer s.Close()
+				nc, err := net.Dial("tcp", l.Addr().String())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if proto == ProtocolSSL {
+					nc = tls.Client(nc, tc.ClientConfig("127.0.0.1"))
+				}
+				defer nc.Close()
+				frame := encodeRequest(1, "bench", c.req)
+				var size [4]byte
+				resp := make([]byte, 2<<20)
+				roundTrip := func() int {
+					if _, err := nc.Write(frame); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := io.ReadFull(nc, size[:]); err != nil {
+						b.Fatal(err)
+					}
+					n := int(size[0])<<24 | int(size[1])<<16 | int(size[2])<<8 | int(size[3])
+					if _, err := io.ReadFull(nc, resp[:n]); err != nil {
+						b.Fatal(err)
+					}
+					return n
+				}
+				n := roundTrip()
+				b.SetBytes(int64(len(frame) + 4 + n))
+				b.ReportAllocs()
+				for b.Loop() {
+					roundTrip()
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkClientFetchTLS is BenchmarkClientFetch (a follower's fetch of
+// 1 MiB) over PLAINTEXT and over SSL: the inter-broker TLS path.
+func BenchmarkClientFetchTLS(b *testing.B) {
+	tc := benchTLS(b)
+	for _, proto := range []string{ProtocolPlaintext, ProtocolSSL} {
+		b.Run(proto, func(b *testing.B) {
+			r := &fixedReplicas{records: fetchRecords(1 << 20), changed: make(chan struct{})}
+			s := benchServer(r)
+			s.cfg.Listeners = map[string]ListenerSecurity{"SSL": {Protocol: ProtocolSSL, TLS: tc}}
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			go s.Serve(l, proto)
+			defer s.Close()
+			host, portStr, _ := net.SplitHostPort(l.Addr().String())
+			port, _ := strconv.Atoi(portStr)
+			broker := cluster.Broker{ID: 1, Endpoints: []cluster.Endpoint{{Listener: proto, SecurityProtocol: proto, Host: host, Port: int32(port)}}}
+			cfg := ClientConfig{BrokerID: 2, ListenerName: proto,
+				Resolve: func(int32) (cluster.Broker, bool) { return broker, true }}
+			if proto == ProtocolSSL {
+				cfg.Security.TLS = tc
+			}
+			cl := NewBrokerClient(cfg)
+			defer cl.Close()
+			req := partition.FetchRequest{ReplicaID: 2, MaxBytes: 10 << 20, MinBytes: 1, Partitions: []partition.FetchPartition{
+				{TopicPartition: benchTP, FetchOffset: 0, CurrentLeaderEpoch: -1, MaxBytes: 2 << 20}}}
+			b.SetBytes(int64(len(r.records)))
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := cl.Fetch(context.Background(), 1, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got := len(resp.Partitions[benchTP].Records); got != len(r.records) {
+					b.Fatalf("fetched %d bytes, want %d", got, len(r.records))
+				}
+				if resp.Release != nil {
+					resp.Release()
+				}
+			}
+		})
+	}
+}
