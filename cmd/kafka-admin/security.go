@@ -1,206 +1,25 @@
 package main
 
 import (
-	"bufio"
-	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl"
-	"github.com/twmb/franz-go/pkg/sasl/plain"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/kafkazk/broker/security"
+	"github.com/kafkazk/broker/internal/clientconf"
 )
 
-// readProperties reads a Java properties file as Kafka's tools do
-// (Utils.loadProps): key=value or key:value or key value, '#' and '!'
-// comments, a trailing backslash continuing the line (leading blanks of the
-// next line dropped), and \t \n \\ escapes.
-func readProperties(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return parseProperties(bufio.NewScanner(f))
-}
-
-func parseProperties(sc *bufio.Scanner) (map[string]string, error) {
-	props := map[string]string{}
-	var logical strings.Builder
-	cont := false
-	for sc.Scan() {
-		line := sc.Text()
-		if cont {
-			line = strings.TrimLeft(line, " \t\f")
-		} else {
-			line = strings.TrimLeft(line, " \t\f")
-			if line == "" || line[0] == '#' || line[0] == '!' {
-				continue
-			}
-		}
-		// An odd number of trailing backslashes continues the line.
-		n := len(line) - len(strings.TrimRight(line, `\`))
-		cont = n%2 == 1
-		if cont {
-			line = line[:len(line)-1]
-		}
-		logical.WriteString(line)
-		if cont {
-			continue
-		}
-		k, v := splitProperty(logical.String())
-		props[k] = v
-		logical.Reset()
-	}
-	if logical.Len() > 0 {
-		k, v := splitProperty(logical.String())
-		props[k] = v
-	}
-	return props, sc.Err()
-}
-
-// splitProperty splits at the first unescaped '=', ':' or blank.
-func splitProperty(line string) (string, string) {
-	for i := 0; i < len(line); i++ {
-		switch line[i] {
-		case '\\':
-			i++
-		case '=', ':', ' ', '\t':
-			key := line[:i]
-			rest := strings.TrimLeft(line[i+1:], " \t")
-			if line[i] == ' ' || line[i] == '\t' {
-				if len(rest) > 0 && (rest[0] == '=' || rest[0] == ':') {
-					rest = strings.TrimLeft(rest[1:], " \t")
-				}
-			}
-			return unescapeProperty(key), unescapeProperty(rest)
-		}
-	}
-	return unescapeProperty(line), ""
-}
-
-func unescapeProperty(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '\\' || i+1 == len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		i++
-		switch s[i] {
-		case 't':
-			b.WriteByte('\t')
-		case 'n':
-			b.WriteByte('\n')
-		case 'r':
-			b.WriteByte('\r')
-		case 'f':
-			b.WriteByte('\f')
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return b.String()
-}
-
 // commandConfigOpts turns --command-config's client properties into kgo
-// options: security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
-// sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512; Kafka's default is
-// GSSAPI, which is not supported) with username and password from
-// sasl.jaas.config's PlainLoginModule or ScramLoginModule, and the ssl.*
-// keys as the broker reads them (PEM or PKCS12 keystore and truststore,
-// ssl.endpoint.identification.algorithm). An empty path is PLAINTEXT.
+// options (clientconf.Opts). An empty path is PLAINTEXT.
 func commandConfigOpts(path string) ([]kgo.Opt, error) {
 	if path == "" {
 		return nil, nil
 	}
-	props, err := readProperties(path)
+	opts, err := clientconf.FileOpts(path, 5*time.Second)
 	if err != nil {
 		return nil, usageErrorf("--command-config: %v", err)
 	}
-	return clientSecurityOpts(props)
-}
-
-// clientSecurityOpts is commandConfigOpts for parsed properties.
-func clientSecurityOpts(props map[string]string) ([]kgo.Opt, error) {
-	proto := strings.ToUpper(strings.TrimSpace(props["security.protocol"]))
-	if proto == "" {
-		proto = "PLAINTEXT"
-	}
-	var opts []kgo.Opt
-	switch proto {
-	case "PLAINTEXT":
-		return nil, nil
-	case "SSL", "SASL_SSL":
-		tctx, err := security.NewTLSContext(security.TLSSettingsFromConfig(props, ""), security.TLSOptions{ReloadInterval: -1})
-		if err != nil {
-			return nil, usageErrorf("--command-config: %v", err)
-		}
-		dialer := &net.Dialer{Timeout: 5 * time.Second}
-		opts = append(opts, kgo.Dialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
-			host, _, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			td := &tls.Dialer{NetDialer: dialer, Config: tctx.ClientConfig(host)}
-			return td.DialContext(ctx, network, addr)
-		}))
-	case "SASL_PLAINTEXT":
-	default:
-		return nil, usageErrorf("--command-config: security.protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", props["security.protocol"])
-	}
-	if proto == "SASL_PLAINTEXT" || proto == "SASL_SSL" {
-		m, err := saslMechanism(props)
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, kgo.SASL(m))
-	}
 	return opts, nil
-}
-
-// saslMechanism is the client side of sasl.mechanism with the credentials
-// of sasl.jaas.config.
-func saslMechanism(props map[string]string) (sasl.Mechanism, error) {
-	mech := strings.ToUpper(strings.TrimSpace(props["sasl.mechanism"]))
-	if mech == "" {
-		mech = "GSSAPI"
-	}
-	jaas := props["sasl.jaas.config"]
-	if jaas == "" {
-		return nil, usageErrorf("--command-config: sasl.jaas.config is required for %s (JAAS files through java.security.auth.login.config are not read)", mech)
-	}
-	entries, err := security.ParseJAASConfig(jaas)
-	if err != nil {
-		return nil, usageErrorf("--command-config: sasl.jaas.config: %v", err)
-	}
-	if len(entries) != 1 {
-		return nil, usageErrorf("--command-config: sasl.jaas.config must hold one login module, has %d", len(entries))
-	}
-	user, pass := entries[0].Options["username"], entries[0].Options["password"]
-	if user == "" {
-		return nil, usageErrorf("--command-config: sasl.jaas.config has no username")
-	}
-	switch mech {
-	case "PLAIN":
-		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
-	case "SCRAM-SHA-256":
-		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
-	case "SCRAM-SHA-512":
-		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
-	default:
-		return nil, usageErrorf("--command-config: sasl.mechanism %s is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", mech)
-	}
 }
 
 // describeProtocol names what a target speaks, for messages.

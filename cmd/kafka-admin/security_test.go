@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -253,23 +252,6 @@ func TestUsersArgErrors(t *testing.T) {
 	code, _, errOut := runAdmin(t, "configs", "--zookeeper", "127.0.0.1:1", "--entity-type", "topics", "--entity-name", "t", "--alter", "--add-config", "a=b")
 	if code != 2 || !strings.Contains(errOut, "--zookeeper is supported only") {
 		t.Errorf("--zookeeper with topics: exit %d, %q", code, errOut)
-	}
-}
-
-func TestParseProperties(t *testing.T) {
-	in := "# comment\n! also\n  a=1\nb : 2\nc 3\nd=x\\\n   y\\\\\ne=tab\\there\nempty=\n"
-	got, err := parseProperties(bufio.NewScanner(strings.NewReader(in)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"a": "1", "b": "2", "c": "3", "d": `xy\`, "e": "tab\there", "empty": ""}
-	if len(got) != len(want) {
-		t.Errorf("got %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %q, want %q", k, got[k], v)
-		}
 	}
 }
 

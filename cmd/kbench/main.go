@@ -40,9 +40,11 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/kafkazk/broker/internal/clientconf"
 	"github.com/kafkazk/broker/internal/kbench"
 )
 
@@ -210,7 +212,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 	if len(c.secureBrokers) > 0 {
 		// First, so the ratio column is secured/plaintext.
-		conn, err := kbench.ClientConfigOpts(c.secureConfig)
+		conn, err := clientconf.FileOpts(c.secureConfig, 10*time.Second)
 		if err != nil {
 			return fmt.Errorf("--secure-config %s: %w", c.secureConfig, err)
 		}

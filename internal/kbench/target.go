@@ -20,7 +20,7 @@ type Target struct {
 	// RF is min(3, brokers); MinInsync is min(2, RF).
 	RF, MinInsync int
 	// Conn are the connection options every client of this target gets
-	// beside the seeds: TLS and SASL for a secured listener (ClientOpts).
+	// beside the seeds: TLS and SASL for a secured listener (clientconf.Opts).
 	Conn []kgo.Opt
 
 	cl  *kgo.Client
