@@ -203,56 +203,79 @@ func BenchmarkFetchFromLog(b *testing.B) {
 	}
 }
 
-// BenchmarkServerConn sends requests one at a time over loopback TCP and
-// reads each response: framing, the per-connection buffers and the writer
-// goroutine, with Replicas that do no work.
-func BenchmarkServerConn(b *testing.B) {
-	cases := []struct {
-		name    string
-		records []byte // what Read answers
-		req     kmsg.Request
-	}{
+// serverConnCases are the requests of BenchmarkServerConn and
+// BenchmarkServerConnTLS, with what Read answers.
+func serverConnCases() []serverConnCase {
+	return []serverConnCase{
 		{"produce=1KiB", nil, produceRequest(9, 1, 30000, benchTP.Topic, 0, makeBatch(1, benchValues(10, 100)...))},
 		{"produce=100KiB", nil, produceRequest(9, 1, 30000, benchTP.Topic, 0, makeBatch(1, benchValues(1000, 100)...))},
 		{"fetch=1MiB", fetchRecords(1 << 20), fetchRequest(11, 0, 1, benchTP.Topic, 0, 0)},
 	}
-	for _, tc := range cases {
+}
+
+type serverConnCase struct {
+	name    string
+	records []byte // what Read answers
+	req     kmsg.Request
+}
+
+// benchListen serves s on a loopback listener that speaks proto; the
+// server is closed when b ends.
+func benchListen(b *testing.B, s *Server, proto string) net.Listener {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go s.Serve(l, proto)
+	b.Cleanup(func() { s.Close() })
+	return l
+}
+
+// benchServerConn dials l, wraps the connection with wrap (nil: none) and
+// times round trips of req one at a time: framing, the per-connection
+// buffers and the writer goroutine.
+func benchServerConn(b *testing.B, l net.Listener, wrap func(net.Conn) net.Conn, req kmsg.Request) {
+	b.Helper()
+	nc, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if wrap != nil {
+		nc = wrap(nc)
+	}
+	defer nc.Close()
+	frame := encodeRequest(1, "bench", req)
+	var size [4]byte
+	resp := make([]byte, 0, 2<<20)
+	roundTrip := func() int {
+		if _, err := nc.Write(frame); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(nc, size[:]); err != nil {
+			b.Fatal(err)
+		}
+		n := int(size[0])<<24 | int(size[1])<<16 | int(size[2])<<8 | int(size[3])
+		if _, err := io.ReadFull(nc, resp[:n]); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	n := roundTrip()
+	b.SetBytes(int64(len(frame) + 4 + n))
+	b.ReportAllocs()
+	for b.Loop() {
+		roundTrip()
+	}
+}
+
+// BenchmarkServerConn sends requests one at a time over loopback TCP and
+// reads each response (benchServerConn), with Replicas that do no work.
+func BenchmarkServerConn(b *testing.B) {
+	for _, tc := range serverConnCases() {
 		b.Run(tc.name, func(b *testing.B) {
-			r := &fixedReplicas{records: tc.records, changed: make(chan struct{})}
-			s := benchServer(r)
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			go s.Serve(l, "PLAINTEXT")
-			defer s.Close()
-			nc, err := net.Dial("tcp", l.Addr().String())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer nc.Close()
-			frame := encodeRequest(1, "bench", tc.req)
-			var size [4]byte
-			resp := make([]byte, 0, 2<<20)
-			roundTrip := func() int {
-				if _, err := nc.Write(frame); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := io.ReadFull(nc, size[:]); err != nil {
-					b.Fatal(err)
-				}
-				n := int(size[0])<<24 | int(size[1])<<16 | int(size[2])<<8 | int(size[3])
-				if _, err := io.ReadFull(nc, resp[:n]); err != nil {
-					b.Fatal(err)
-				}
-				return n
-			}
-			n := roundTrip()
-			b.SetBytes(int64(len(frame) + 4 + n))
-			b.ReportAllocs()
-			for b.Loop() {
-				roundTrip()
-			}
+			s := benchServer(&fixedReplicas{records: tc.records, changed: make(chan struct{})})
+			benchServerConn(b, benchListen(b, s, "PLAINTEXT"), nil, tc.req)
 		})
 	}
 }
@@ -261,13 +284,7 @@ func BenchmarkServerConn(b *testing.B) {
 // partition answered with 1 MiB of batches, over loopback.
 func BenchmarkClientFetch(b *testing.B) {
 	r := &fixedReplicas{records: fetchRecords(1 << 20), changed: make(chan struct{})}
-	s := benchServer(r)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(l, "PLAINTEXT")
-	defer s.Close()
+	l := benchListen(b, benchServer(r), "PLAINTEXT")
 	host, portStr, _ := net.SplitHostPort(l.Addr().String())
 	port, _ := strconv.Atoi(portStr)
 	broker := cluster.Broker{ID: 1, Endpoints: []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: host, Port: int32(port)}}}

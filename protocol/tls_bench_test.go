@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"io"
 	"math/big"
 	"net"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/security"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // benchTLS is a self-signed TLSContext for 127.0.0.1, usable as a
@@ -60,58 +58,17 @@ func benchTLS(b testing.TB) *security.TLSContext {
 // beside a PLAINTEXT one: the cost of the TLS write and read paths for a
 // client's produce and fetch.
 func BenchmarkServerConnTLS(b *testing.B) {
-	cases := []struct {
-		name    string
-		records []byte
-		req     kmsg.Request
-	}{
-		{"produce=1KiB", nil, produceRequest(9, 1, 30000, benchTP.Topic, 0, makeBatch(1, benchValues(10, 100)...))},
-		{"produce=100KiB", nil, produceRequest(9, 1, 30000, benchTP.Topic, 0, makeBatch(1, benchValues(1000, 100)...))},
-		{"fetch=1MiB", fetchRecords(1 << 20), fetchRequest(11, 0, 1, benchTP.Topic, 0, 0)},
-	}
 	tc := benchTLS(b)
 	for _, proto := range []string{ProtocolPlaintext, ProtocolSSL} {
-		for _, c := range cases {
+		for _, c := range serverConnCases() {
 			b.Run(proto+"/"+c.name, func(b *testing.B) {
-				r := &fixedReplicas{records: c.records, changed: make(chan struct{})}
-				s := benchServer(r)
+				s := benchServer(&fixedReplicas{records: c.records, changed: make(chan struct{})})
 				s.cfg.Listeners = map[string]ListenerSecurity{"SSL": {Protocol: ProtocolSSL, TLS: tc}}
-				l, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					b.Fatal(err)
-				}
-				go s.Serve(l, proto)
-				defer s.Close()
-				nc, err := net.Dial("tcp", l.Addr().String())
-				if err != nil {
-					b.Fatal(err)
-				}
+				var wrap func(net.Conn) net.Conn
 				if proto == ProtocolSSL {
-					nc = tls.Client(nc, tc.ClientConfig("127.0.0.1"))
+					wrap = func(nc net.Conn) net.Conn { return tls.Client(nc, tc.ClientConfig("127.0.0.1")) }
 				}
-				defer nc.Close()
-				frame := encodeRequest(1, "bench", c.req)
-				var size [4]byte
-				resp := make([]byte, 2<<20)
-				roundTrip := func() int {
-					if _, err := nc.Write(frame); err != nil {
-						b.Fatal(err)
-					}
-					if _, err := io.ReadFull(nc, size[:]); err != nil {
-						b.Fatal(err)
-					}
-					n := int(size[0])<<24 | int(size[1])<<16 | int(size[2])<<8 | int(size[3])
-					if _, err := io.ReadFull(nc, resp[:n]); err != nil {
-						b.Fatal(err)
-					}
-					return n
-				}
-				n := roundTrip()
-				b.SetBytes(int64(len(frame) + 4 + n))
-				b.ReportAllocs()
-				for b.Loop() {
-					roundTrip()
-				}
+				benchServerConn(b, benchListen(b, s, proto), wrap, c.req)
 			})
 		}
 	}
@@ -126,12 +83,7 @@ func BenchmarkClientFetchTLS(b *testing.B) {
 			r := &fixedReplicas{records: fetchRecords(1 << 20), changed: make(chan struct{})}
 			s := benchServer(r)
 			s.cfg.Listeners = map[string]ListenerSecurity{"SSL": {Protocol: ProtocolSSL, TLS: tc}}
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			go s.Serve(l, proto)
-			defer s.Close()
+			l := benchListen(b, s, proto)
 			host, portStr, _ := net.SplitHostPort(l.Addr().String())
 			port, _ := strconv.Atoi(portStr)
 			broker := cluster.Broker{ID: 1, Endpoints: []cluster.Endpoint{{Listener: proto, SecurityProtocol: proto, Host: host, Port: int32(port)}}}
