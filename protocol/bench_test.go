@@ -25,6 +25,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/partition"
+	"github.com/kafkazk/broker/security"
 )
 
 var benchTP = cluster.TopicPartition{Topic: "bench", Partition: 0}
@@ -284,24 +285,35 @@ func BenchmarkServerConn(b *testing.B) {
 // partition answered with 1 MiB of batches, over loopback.
 func BenchmarkClientFetch(b *testing.B) {
 	r := &fixedReplicas{records: fetchRecords(1 << 20), changed: make(chan struct{})}
-	l := benchListen(b, benchServer(r), "PLAINTEXT")
+	benchClientFetch(b, benchListen(b, benchServer(r), ProtocolPlaintext), ProtocolPlaintext, nil, len(r.records))
+}
+
+// benchClientFetch times BrokerClient.Fetch of benchTP from the broker
+// listening on l (proto, with tc as the client's TLS if not nil), each
+// answered with size bytes of records.
+func benchClientFetch(b *testing.B, l net.Listener, proto string, tc *security.TLSContext, size int) {
+	b.Helper()
 	host, portStr, _ := net.SplitHostPort(l.Addr().String())
 	port, _ := strconv.Atoi(portStr)
-	broker := cluster.Broker{ID: 1, Endpoints: []cluster.Endpoint{{Listener: "PLAINTEXT", SecurityProtocol: "PLAINTEXT", Host: host, Port: int32(port)}}}
-	cl := NewBrokerClient(ClientConfig{BrokerID: 2, ListenerName: "PLAINTEXT",
-		Resolve: func(int32) (cluster.Broker, bool) { return broker, true }})
+	broker := cluster.Broker{ID: 1, Endpoints: []cluster.Endpoint{{Listener: proto, SecurityProtocol: proto, Host: host, Port: int32(port)}}}
+	cfg := ClientConfig{BrokerID: 2, ListenerName: proto,
+		Resolve: func(int32) (cluster.Broker, bool) { return broker, true }}
+	if tc != nil {
+		cfg.Security.TLS = tc
+	}
+	cl := NewBrokerClient(cfg)
 	defer cl.Close()
 	req := partition.FetchRequest{ReplicaID: 2, MaxBytes: 10 << 20, MinBytes: 1, Partitions: []partition.FetchPartition{
 		{TopicPartition: benchTP, FetchOffset: 0, CurrentLeaderEpoch: -1, MaxBytes: 2 << 20}}}
-	b.SetBytes(int64(len(r.records)))
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	for b.Loop() {
 		resp, err := cl.Fetch(context.Background(), 1, req)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if got := len(resp.Partitions[benchTP].Records); got != len(r.records) {
-			b.Fatalf("fetched %d bytes, want %d", got, len(r.records))
+		if got := len(resp.Partitions[benchTP].Records); got != size {
+			b.Fatalf("fetched %d bytes, want %d", got, size)
 		}
 		if resp.Release != nil {
 			resp.Release() // as the fetcher does once it has appended

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,12 +10,9 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/kafkazk/broker/cluster"
-	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/security"
 )
 
@@ -83,33 +79,11 @@ func BenchmarkClientFetchTLS(b *testing.B) {
 			r := &fixedReplicas{records: fetchRecords(1 << 20), changed: make(chan struct{})}
 			s := benchServer(r)
 			s.cfg.Listeners = map[string]ListenerSecurity{"SSL": {Protocol: ProtocolSSL, TLS: tc}}
-			l := benchListen(b, s, proto)
-			host, portStr, _ := net.SplitHostPort(l.Addr().String())
-			port, _ := strconv.Atoi(portStr)
-			broker := cluster.Broker{ID: 1, Endpoints: []cluster.Endpoint{{Listener: proto, SecurityProtocol: proto, Host: host, Port: int32(port)}}}
-			cfg := ClientConfig{BrokerID: 2, ListenerName: proto,
-				Resolve: func(int32) (cluster.Broker, bool) { return broker, true }}
+			var ctc *security.TLSContext
 			if proto == ProtocolSSL {
-				cfg.Security.TLS = tc
+				ctc = tc
 			}
-			cl := NewBrokerClient(cfg)
-			defer cl.Close()
-			req := partition.FetchRequest{ReplicaID: 2, MaxBytes: 10 << 20, MinBytes: 1, Partitions: []partition.FetchPartition{
-				{TopicPartition: benchTP, FetchOffset: 0, CurrentLeaderEpoch: -1, MaxBytes: 2 << 20}}}
-			b.SetBytes(int64(len(r.records)))
-			b.ReportAllocs()
-			for b.Loop() {
-				resp, err := cl.Fetch(context.Background(), 1, req)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if got := len(resp.Partitions[benchTP].Records); got != len(r.records) {
-					b.Fatalf("fetched %d bytes, want %d", got, len(r.records))
-				}
-				if resp.Release != nil {
-					resp.Release()
-				}
-			}
+			benchClientFetch(b, benchListen(b, s, proto), proto, ctc, len(r.records))
 		})
 	}
 }
