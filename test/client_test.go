@@ -112,10 +112,19 @@ func TestClientFranzGo(t *testing.T) {
 
 	// Default producer settings: idempotent, acks=all.
 	cl := c.Client(kgo.DefaultProduceTopic(topic))
+	acked := kgoProduce(ctx, t, cl, workload("kgo", numRecords))
+	verifyAcrossCrash(t, c, topic, acked, nil)
+}
+
+// kgoProduce produces recs with cl (to its default topic), waits for every
+// acknowledgement and returns the acknowledged records; any produce error
+// fails the test.
+func kgoProduce(ctx context.Context, t *testing.T, cl *kgo.Client, recs []Rec) []Rec {
+	t.Helper()
 	var h History
 	var mu sync.Mutex
 	var failures []error
-	for _, r := range workload("kgo", numRecords) {
+	for _, r := range recs {
 		rec := &kgo.Record{Key: r.Key, Value: r.Value}
 		for _, hd := range r.Headers {
 			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: hd.Key, Value: hd.Value})
@@ -136,7 +145,7 @@ func TestClientFranzGo(t *testing.T) {
 	if len(failures) > 0 {
 		t.Fatalf("%d produce failures, first: %v", len(failures), failures[0])
 	}
-	verifyAcrossCrash(t, c, topic, h.Acked(), nil)
+	return h.Acked()
 }
 
 func TestClientSarama(t *testing.T) {
@@ -288,7 +297,6 @@ func TestClientKcat(t *testing.T) {
 	recs := workload("kcat", numRecords)
 	var h History
 	for p := int32(0); p < numPartitions; p++ {
-		var in bytes.Buffer
 		var sent []Rec
 		for i, r := range recs {
 			if int32(i%numPartitions) != p {
@@ -297,46 +305,71 @@ func TestClientKcat(t *testing.T) {
 			r.Partition = p
 			r.Headers = []Header{{Key: "client", Value: []byte("kcat")}, {Key: "part", Value: []byte(fmt.Sprint(p))}}
 			sent = append(sent, r)
-			fmt.Fprintf(&in, "%s:%s\n", r.Key, r.Value)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cmd := exec.CommandContext(ctx, "kcat", "-P", "-b", c.Bootstrap(), "-t", topic,
-			"-p", fmt.Sprint(p), "-K:", "-H", "client=kcat", "-H", fmt.Sprintf("part=%d", p),
-			// One request in flight: the delivery reports are matched to
-			// the records by order, and a non-idempotent producer with
-			// several requests in flight may legitimately reorder a batch
-			// retried after auto-creation behind later ones.
-			"-X", "acks=all", "-X", "max.in.flight.requests.per.connection=1", "-v", "-v")
-		cmd.Stdin = &in
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		cancel()
-		if err != nil {
-			t.Fatalf("kcat -P -p %d: %v\n%s", p, err, tailLines(stderr.String(), 30))
-		}
-		noProtocolErrors(t, fmt.Sprintf("kcat -P -p %d", p), stderr.String())
-		if strings.Contains(stderr.String(), "Delivery failed") {
-			t.Fatalf("kcat -P -p %d reported failed deliveries:\n%s", p, tailLines(stderr.String(), 30))
-		}
-		drs := kcatDelivered.FindAllStringSubmatch(stderr.String(), -1)
-		if len(drs) != len(sent) {
-			t.Fatalf("kcat -P -p %d: %d delivery reports for %d records:\n%s", p, len(drs), len(sent), tailLines(stderr.String(), 30))
-		}
-		for i, dr := range drs {
-			part, _ := strconv.Atoi(dr[1])
-			off, _ := strconv.ParseInt(dr[2], 10, 64)
-			if int32(part) != p {
-				t.Fatalf("kcat -P -p %d: delivery report for partition %d", p, part)
-			}
-			r := sent[i]
-			r.Offset = off
+		for _, r := range kcatProduce(t, c.Bootstrap(), topic, p, sent, nil, nil) {
 			h.Ack(r)
 		}
 	}
 	verifyAcrossCrash(t, c, topic, h.Acked(), func(phase string) []Rec {
 		return kcatConsume(t, c.Bootstrap(), topic)
 	})
+}
+
+// kcatProduce sends sent (their keys, values and the headers of sent[0])
+// with kcat -P into partition p of topic, extra being more kcat arguments
+// (a secured listener's -X settings), and returns the records with the
+// offsets of kcat's delivery reports. hint, if not nil, explains a failed
+// run from kcat's stderr.
+func kcatProduce(t *testing.T, bootstrap, topic string, p int32, sent []Rec, extra []string, hint func(stderr string) string) []Rec {
+	t.Helper()
+	var in bytes.Buffer
+	for _, r := range sent {
+		fmt.Fprintf(&in, "%s:%s\n", r.Key, r.Value)
+	}
+	args := []string{"-P", "-b", bootstrap, "-t", topic, "-p", fmt.Sprint(p), "-K:"}
+	if len(sent) > 0 {
+		for _, hd := range sent[0].Headers {
+			args = append(args, "-H", hd.Key+"="+string(hd.Value))
+		}
+	}
+	// One request in flight: the delivery reports are matched to the
+	// records by order, and a non-idempotent producer with several requests
+	// in flight may legitimately reorder a batch retried after
+	// auto-creation behind later ones.
+	args = append(append(args, "-X", "acks=all", "-X", "max.in.flight.requests.per.connection=1", "-v", "-v"), extra...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "kcat", args...)
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		why := ""
+		if hint != nil {
+			why = hint(stderr.String())
+		}
+		t.Fatalf("kcat -P -p %d: %v\n%s%s", p, err, tailLines(stderr.String(), 30), why)
+	}
+	noProtocolErrors(t, fmt.Sprintf("kcat -P -p %d", p), stderr.String())
+	if strings.Contains(stderr.String(), "Delivery failed") {
+		t.Fatalf("kcat -P -p %d reported failed deliveries:\n%s", p, tailLines(stderr.String(), 30))
+	}
+	drs := kcatDelivered.FindAllStringSubmatch(stderr.String(), -1)
+	if len(drs) != len(sent) {
+		t.Fatalf("kcat -P -p %d: %d delivery reports for %d records:\n%s", p, len(drs), len(sent), tailLines(stderr.String(), 30))
+	}
+	var acked []Rec
+	for i, dr := range drs {
+		part, _ := strconv.Atoi(dr[1])
+		off, _ := strconv.ParseInt(dr[2], 10, 64)
+		if int32(part) != p {
+			t.Fatalf("kcat -P -p %d: delivery report for partition %d", p, part)
+		}
+		r := sent[i]
+		r.Offset = off
+		acked = append(acked, r)
+	}
+	return acked
 }
 
 // kcatConsume reads the whole topic with kcat -C -e (no consumer group);
@@ -381,19 +414,29 @@ func kcatConsume(t *testing.T, bootstrap, topic string, extra ...string) []Rec {
 	return out
 }
 
-// pythonScript is the confluent-kafka-python side of TestClientPython:
-// "produce BOOTSTRAP TOPIC FILE" sends the JSON-lines records of FILE with
-// acks=all and prints one JSON delivery report per record; "consume
-// BOOTSTRAP TOPIC PARTITIONS" assigns every partition from the beginning
-// (no subscribe; a group.id is required by the client but auto commit is
-// off) and prints every record until the high watermarks read at start.
+// pythonScript is the confluent-kafka-python side of TestClientPython and
+// TestSecureClientPython: "produce CONF TOPIC FILE" sends the JSON-lines
+// records of FILE with acks=all and prints one JSON delivery report per
+// record; "consume CONF TOPIC PARTITIONS" assigns every partition from the
+// beginning (no subscribe; a group.id is required by the client but auto
+// commit is off) and prints every record until the high watermarks read at
+// start. CONF is a JSON file of librdkafka settings (bootstrap, security,
+// client.id; pythonConf); an authentication failure ends the script.
 const pythonScript = `
-import json, sys, time
-from confluent_kafka import Producer, Consumer, TopicPartition, OFFSET_BEGINNING
+import json, os, sys, time
+from confluent_kafka import Producer, Consumer, KafkaError, TopicPartition, OFFSET_BEGINNING
 
-def produce(bootstrap, topic, path):
-    p = Producer({'bootstrap.servers': bootstrap, 'acks': 'all', 'linger.ms': 5,
-                  'client.id': 'e2e-python'})
+def fatal_auth(err):
+    # An authentication failure is final: say so and stop, instead of
+    # retrying until the flush times out.
+    if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
+        sys.stderr.write('authentication failed: %s\n' % err)
+        sys.stderr.flush()
+        os._exit(5)
+
+def produce(conf, topic, path):
+    conf.update({'acks': 'all', 'linger.ms': 5, 'error_cb': fatal_auth})
+    p = Producer(conf)
     failed = [0]
     def dr(err, msg):
         if err is not None:
@@ -420,10 +463,10 @@ def produce(bootstrap, topic, path):
     if failed[0]:
         sys.exit(3)
 
-def consume(bootstrap, topic, partitions):
-    c = Consumer({'bootstrap.servers': bootstrap, 'group.id': 'e2e-python',
-                  'enable.auto.commit': False, 'auto.offset.reset': 'earliest',
-                  'client.id': 'e2e-python'})
+def consume(conf, topic, partitions):
+    conf.update({'group.id': conf['client.id'], 'enable.auto.commit': False,
+                 'auto.offset.reset': 'earliest', 'error_cb': fatal_auth})
+    c = Consumer(conf)
     highs = {}
     for p in range(partitions):
         lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
@@ -448,10 +491,12 @@ def consume(bootstrap, topic, partitions):
         nxt[m.partition()] = m.offset() + 1
     c.close()
 
+with open(sys.argv[2]) as f:
+    conf = json.load(f)
 if sys.argv[1] == 'produce':
-    produce(sys.argv[2], sys.argv[3], sys.argv[4])
+    produce(conf, sys.argv[3], sys.argv[4])
 else:
-    consume(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    consume(conf, sys.argv[3], int(sys.argv[4]))
 `
 
 type pyRecord struct {
@@ -487,7 +532,35 @@ func TestClientPython(t *testing.T) {
 	if err := os.WriteFile(script, []byte(pythonScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	recs := workload("python", numRecords)
+	conf := pythonConf(t, dir, "plaintext", map[string]string{"bootstrap.servers": c.Bootstrap(), "client.id": "e2e-python"})
+
+	// Produce with auto-creation of the topic (num.partitions=4).
+	acked := pythonProduce(t, py, script, conf, topic, workload("python", numRecords))
+	verifyAcrossCrash(t, c, topic, acked, func(phase string) []Rec {
+		return pyRecs(runPython(t, py, script, "consume", conf, topic, strconv.Itoa(numPartitions)))
+	})
+}
+
+// pythonConf writes the librdkafka settings conf for pythonScript into dir
+// and returns the file's path.
+func pythonConf(t *testing.T, dir, name string, conf map[string]string) string {
+	t.Helper()
+	b, err := json.Marshal(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name+".json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// pythonProduce sends recs to topic with pythonScript's producer (settings
+// in the file conf, beside which the records go) and returns what the
+// delivery reports acknowledged.
+func pythonProduce(t *testing.T, py, script, conf, topic string, recs []Rec) []Rec {
+	t.Helper()
 	byKey := map[string]Rec{}
 	var in bytes.Buffer
 	enc := json.NewEncoder(&in)
@@ -499,15 +572,12 @@ func TestClientPython(t *testing.T) {
 		}
 		_ = enc.Encode(pyRecord{Key: hex.EncodeToString(r.Key), Value: hex.EncodeToString(r.Value), Headers: hdrs})
 	}
-	input := filepath.Join(dir, "records.jsonl")
+	input := strings.TrimSuffix(conf, ".json") + ".jsonl"
 	if err := os.WriteFile(input, in.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-
-	// Produce with auto-creation of the topic (num.partitions=4).
-	out := runPython(t, py, script, "produce", c.Bootstrap(), topic, input)
 	var h History
-	for _, pr := range out {
+	for _, pr := range runPython(t, py, script, "produce", conf, topic, input) {
 		r, ok := byKey[pr.Key]
 		if !ok {
 			t.Fatalf("python delivery report for unknown key %q", pr.Key)
@@ -518,20 +588,7 @@ func TestClientPython(t *testing.T) {
 		r.Partition, r.Offset = *pr.Partition, *pr.Offset
 		h.Ack(r)
 	}
-	verifyAcrossCrash(t, c, topic, h.Acked(), func(phase string) []Rec {
-		var read []Rec
-		for _, pr := range runPython(t, py, script, "consume", c.Bootstrap(), topic, strconv.Itoa(numPartitions)) {
-			r := Rec{Partition: *pr.Partition, Offset: *pr.Offset}
-			r.Key, _ = hex.DecodeString(pr.Key)
-			r.Value, _ = hex.DecodeString(pr.Value)
-			for _, hd := range pr.Headers {
-				v, _ := hex.DecodeString(hd[1])
-				r.Headers = append(r.Headers, Header{Key: hd[0], Value: v})
-			}
-			read = append(read, r)
-		}
-		return read
-	})
+	return h.Acked()
 }
 
 // runPython runs the client script and parses its JSON-lines stdout.

@@ -12,17 +12,12 @@ package test
 // tests' one.
 
 import (
-	"bytes"
 	"context"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -76,32 +71,9 @@ func TestSecureClientFranzGo(t *testing.T) {
 			cl := sc.client(t, ln, user, pass, kgo.DefaultProduceTopic(topic))
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			var h History
-			var mu sync.Mutex
-			var failures []error
-			for _, r := range workload("kgo-"+ln, secureRecords) {
-				rec := &kgo.Record{Key: r.Key, Value: r.Value}
-				for _, hd := range r.Headers {
-					rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: hd.Key, Value: hd.Value})
-				}
-				cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
-					if err != nil {
-						mu.Lock()
-						failures = append(failures, err)
-						mu.Unlock()
-						return
-					}
-					h.Ack(fromKgo(rec))
-				})
-			}
-			if err := cl.Flush(ctx); err != nil {
-				t.Fatalf("flush: %v", err)
-			}
-			if len(failures) > 0 {
-				t.Fatalf("%d produce failures, first: %v", len(failures), failures[0])
-			}
+			acked := kgoProduce(ctx, t, cl, workload("kgo-"+ln, secureRecords))
 			read := readAllWith(t, sc.kgoOpts(ln, user, pass), topic, readTimeout)
-			checkHistory(t, ln+" kgo", h.Acked(), read, false)
+			checkHistory(t, ln+" kgo", acked, read, false)
 		})
 	}
 }
@@ -269,35 +241,15 @@ func TestSecureClientKcat(t *testing.T) {
 			sc.createTopic(t, topic, 1, 1, nil)
 			user, pass := userFor(ln)
 			conf := sc.librdkafkaConf(ln, user, pass)
-			var in bytes.Buffer
 			var sent []Rec
 			for _, r := range workload("kcat", secureRecords) {
 				r.Partition = 0
 				r.Headers = []Header{{Key: "client", Value: []byte("kcat")}}
 				sent = append(sent, r)
-				fmt.Fprintf(&in, "%s:%s\n", r.Key, r.Value)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			args := append([]string{"-P", "-b", conf["bootstrap.servers"], "-t", topic, "-p", "0", "-K:", "-H", "client=kcat",
-				"-X", "acks=all", "-X", "max.in.flight.requests.per.connection=1", "-v", "-v"}, kcatArgs(conf)...)
-			cmd := exec.CommandContext(ctx, "kcat", args...)
-			cmd.Stdin = &in
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("kcat -P: %v\n%s%s", err, tailLines(stderr.String(), 30), librdkafkaNonceHint(ln, stderr.String()))
-			}
-			noProtocolErrors(t, "kcat -P", stderr.String())
-			drs := kcatDelivered.FindAllStringSubmatch(stderr.String(), -1)
-			if len(drs) != len(sent) {
-				t.Fatalf("kcat -P: %d delivery reports for %d records:\n%s", len(drs), len(sent), tailLines(stderr.String(), 30))
-			}
+			hint := func(stderr string) string { return librdkafkaNonceHint(ln, stderr) }
 			var h History
-			for i, dr := range drs {
-				off, _ := strconv.ParseInt(dr[2], 10, 64)
-				r := sent[i]
-				r.Offset = off
+			for _, r := range kcatProduce(t, conf["bootstrap.servers"], topic, 0, sent, kcatArgs(conf), hint) {
 				h.Ack(r)
 			}
 			read := kcatConsume(t, conf["bootstrap.servers"], topic, kcatArgs(conf)...)
@@ -315,86 +267,6 @@ func librdkafkaNonceHint(ln, stderr string) string {
 	return "\n(librdkafka < 2.6.1 repeats its nonce in the SCRAM client-final message; Kafka accepts a final nonce that ends with the server's: TestSecureScramLibrdkafkaFinalNonce)"
 }
 
-// securePythonScript is confluent-kafka-python's side: "produce CONF TOPIC
-// FILE" and "consume CONF TOPIC PARTITIONS", CONF a JSON file of librdkafka
-// settings (bootstrap and security), otherwise as pythonScript.
-const securePythonScript = `
-import json, os, sys, time
-from confluent_kafka import Producer, Consumer, KafkaError, TopicPartition, OFFSET_BEGINNING
-
-def fatal_auth(err):
-    # An authentication failure is final: say so and stop, instead of
-    # retrying until the flush times out.
-    if err.code() in (KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
-        sys.stderr.write('authentication failed: %s\n' % err)
-        sys.stderr.flush()
-        os._exit(5)
-
-def produce(conf, topic, path):
-    conf.update({'acks': 'all', 'linger.ms': 5, 'client.id': 'e2e-python-secure', 'error_cb': fatal_auth})
-    p = Producer(conf)
-    failed = [0]
-    def dr(err, msg):
-        if err is not None:
-            failed[0] += 1
-            print(json.dumps({'key': msg.key().hex(), 'error': str(err)}))
-            return
-        print(json.dumps({'key': msg.key().hex(), 'partition': msg.partition(), 'offset': msg.offset()}))
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            hdrs = [(h[0], bytes.fromhex(h[1])) for h in r['headers']]
-            while True:
-                try:
-                    p.produce(topic, key=bytes.fromhex(r['key']), value=bytes.fromhex(r['value']),
-                              headers=hdrs, on_delivery=dr)
-                    break
-                except BufferError:
-                    p.poll(0.1)
-            p.poll(0)
-    left = p.flush(60)
-    if left:
-        sys.stderr.write('%d messages not delivered\n' % left)
-        sys.exit(2)
-    if failed[0]:
-        sys.exit(3)
-
-def consume(conf, topic, partitions):
-    conf.update({'group.id': 'e2e-python-secure', 'enable.auto.commit': False,
-                 'auto.offset.reset': 'earliest', 'client.id': 'e2e-python-secure', 'error_cb': fatal_auth})
-    c = Consumer(conf)
-    highs = {}
-    for p in range(partitions):
-        lo, hi = c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-        highs[p] = hi
-    c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-    nxt = {p: 0 for p in highs}
-    deadline = time.time() + 80
-    while any(nxt[p] < highs[p] for p in highs):
-        if time.time() > deadline:
-            sys.stderr.write('timeout: reached %r of %r\n' % (nxt, highs))
-            sys.exit(4)
-        m = c.poll(1.0)
-        if m is None:
-            continue
-        if m.error():
-            sys.stderr.write('consume error: %s\n' % m.error())
-            continue
-        hdrs = [[k, (v or b'').hex()] for k, v in (m.headers() or [])]
-        print(json.dumps({'partition': m.partition(), 'offset': m.offset(),
-                          'key': (m.key() or b'').hex(), 'value': (m.value() or b'').hex(),
-                          'headers': hdrs}))
-        nxt[m.partition()] = m.offset() + 1
-    c.close()
-
-with open(sys.argv[2]) as f:
-    conf = json.load(f)
-if sys.argv[1] == 'produce':
-    produce(conf, sys.argv[3], sys.argv[4])
-else:
-    consume(conf, sys.argv[3], int(sys.argv[4]))
-`
-
 func TestSecureClientPython(t *testing.T) {
 	py, err := pythonWithConfluentKafka()
 	if err != nil {
@@ -403,7 +275,7 @@ func TestSecureClientPython(t *testing.T) {
 	sc := clientSecureCluster(t)
 	dir := t.TempDir()
 	script := filepath.Join(dir, "client.py")
-	if err := os.WriteFile(script, []byte(securePythonScript), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(pythonScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, ln := range secureListeners {
@@ -411,51 +283,12 @@ func TestSecureClientPython(t *testing.T) {
 			topic := secureTopic("python", ln)
 			sc.createTopic(t, topic, securePartitions, 1, nil)
 			user, pass := userFor(ln)
-			confPath := filepath.Join(dir, ln+".json")
-			conf, _ := json.Marshal(sc.librdkafkaConf(ln, user, pass))
-			if err := os.WriteFile(confPath, conf, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			recs := workload("python-"+ln, secureRecords)
-			byKey := map[string]Rec{}
-			var in bytes.Buffer
-			enc := json.NewEncoder(&in)
-			for _, r := range recs {
-				byKey[hex.EncodeToString(r.Key)] = r
-				var hdrs [][]string
-				for _, hd := range r.Headers {
-					hdrs = append(hdrs, []string{hd.Key, hex.EncodeToString(hd.Value)})
-				}
-				_ = enc.Encode(pyRecord{Key: hex.EncodeToString(r.Key), Value: hex.EncodeToString(r.Value), Headers: hdrs})
-			}
-			input := filepath.Join(dir, ln+".jsonl")
-			if err := os.WriteFile(input, in.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var h History
-			for _, pr := range runPython(t, py, script, "produce", confPath, topic, input) {
-				r, ok := byKey[pr.Key]
-				if !ok {
-					t.Fatalf("python delivery report for unknown key %q", pr.Key)
-				}
-				if pr.Error != "" || pr.Partition == nil || pr.Offset == nil {
-					t.Fatalf("python delivery failed for %q: %s", r.Key, pr.Error)
-				}
-				r.Partition, r.Offset = *pr.Partition, *pr.Offset
-				h.Ack(r)
-			}
-			var read []Rec
-			for _, pr := range runPython(t, py, script, "consume", confPath, topic, strconv.Itoa(securePartitions)) {
-				r := Rec{Partition: *pr.Partition, Offset: *pr.Offset}
-				r.Key, _ = hex.DecodeString(pr.Key)
-				r.Value, _ = hex.DecodeString(pr.Value)
-				for _, hd := range pr.Headers {
-					v, _ := hex.DecodeString(hd[1])
-					r.Headers = append(r.Headers, Header{Key: hd[0], Value: v})
-				}
-				read = append(read, r)
-			}
-			checkHistory(t, ln+" python", h.Acked(), read, false)
+			lconf := sc.librdkafkaConf(ln, user, pass)
+			lconf["client.id"] = "e2e-python-secure"
+			conf := pythonConf(t, dir, ln, lconf)
+			acked := pythonProduce(t, py, script, conf, topic, workload("python-"+ln, secureRecords))
+			read := pyRecs(runPython(t, py, script, "consume", conf, topic, strconv.Itoa(securePartitions)))
+			checkHistory(t, ln+" python", acked, read, false)
 		})
 	}
 }
