@@ -168,11 +168,19 @@ func TestClientSarama(t *testing.T) {
 	}
 	_ = admin.Close()
 
-	p, err := sarama.NewAsyncProducer(c.Seeds(), cfg)
+	acked := saramaProduce(t, c.Seeds(), cfg, topic, workload("sarama", numRecords))
+	verifyAcrossCrash(t, c, topic, acked, nil)
+}
+
+// saramaProduce sends recs to topic with a sarama async producer of cfg
+// (which must return successes and errors) and returns the acknowledged
+// records; any produce error fails the test.
+func saramaProduce(t *testing.T, seeds []string, cfg *sarama.Config, topic string, recs []Rec) []Rec {
+	t.Helper()
+	p, err := sarama.NewAsyncProducer(seeds, cfg)
 	if err != nil {
 		t.Fatalf("sarama producer: %v", err)
 	}
-	recs := workload("sarama", numRecords)
 	var h History
 	var failures []error
 	done := make(chan struct{})
@@ -207,7 +215,7 @@ func TestClientSarama(t *testing.T) {
 	if len(failures) > 0 {
 		t.Fatalf("%d produce failures, first: %v", len(failures), failures[0])
 	}
-	verifyAcrossCrash(t, c, topic, h.Acked(), nil)
+	return h.Acked()
 }
 
 func TestClientKafkaGo(t *testing.T) {

@@ -89,46 +89,8 @@ func TestSecureClientSarama(t *testing.T) {
 			cfg.Producer.RequiredAcks = sarama.WaitForAll
 			cfg.Producer.Return.Successes, cfg.Producer.Return.Errors = true, true
 			cfg.Producer.Flush.Frequency = 5 * time.Millisecond
-			p, err := sarama.NewAsyncProducer(sc.seeds(ln), cfg)
-			if err != nil {
-				t.Fatalf("sarama producer: %v", err)
-			}
-			recs := workload("sarama-"+ln, secureRecords)
-			var h History
-			var failures []error
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				for range recs {
-					select {
-					case m := <-p.Successes():
-						r := recs[m.Metadata.(int)]
-						r.Partition, r.Offset = m.Partition, m.Offset
-						h.Ack(r)
-					case e := <-p.Errors():
-						failures = append(failures, e.Err)
-					}
-				}
-			}()
-			for i, r := range recs {
-				m := &sarama.ProducerMessage{Topic: topic, Key: sarama.ByteEncoder(r.Key), Value: sarama.ByteEncoder(r.Value), Metadata: i}
-				for _, hd := range r.Headers {
-					m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(hd.Key), Value: hd.Value})
-				}
-				p.Input() <- m
-			}
-			select {
-			case <-done:
-			case <-time.After(time.Minute):
-				t.Fatalf("sarama: only %d acknowledgements after a minute", len(h.Acked()))
-			}
-			if err := p.Close(); err != nil {
-				t.Errorf("sarama producer close: %v", err)
-			}
-			if len(failures) > 0 {
-				t.Fatalf("%d produce failures, first: %v", len(failures), failures[0])
-			}
-			checkHistory(t, ln+" sarama", h.Acked(), saramaReadAll(t, sc.seeds(ln), cfg, topic), false)
+			acked := saramaProduce(t, sc.seeds(ln), cfg, topic, workload("sarama-"+ln, secureRecords))
+			checkHistory(t, ln+" sarama", acked, saramaReadAll(t, sc.seeds(ln), cfg, topic), false)
 		})
 	}
 }
