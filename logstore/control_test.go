@@ -180,3 +180,30 @@ func FuzzLoadTxnIndex(f *testing.F) {
 		}
 	})
 }
+
+// TestParseControlBatchVersions: later key and value versions are read as
+// version 0, as Kafka reads them; negative ones are refused.
+func TestParseControlBatchVersions(t *testing.T) {
+	t.Parallel()
+	// withVersions rewrites the key and value versions of a built marker.
+	withVersions := func(keyV, valueV int16) []byte {
+		b := BuildControlBatch(3, 1, 77, ControlAbort, 5)
+		key, value, _ := firstControlRecord(b[BatchHeaderSize:])
+		binary.BigEndian.PutUint16(key, uint16(keyV))
+		binary.BigEndian.PutUint16(value, uint16(valueV))
+		binary.BigEndian.PutUint32(b[offCRC:], crc32Castagnoli(b[offAttributes:]))
+		return b
+	}
+	for _, c := range []struct {
+		keyV, valueV int16
+		ok           bool
+	}{{0, 0, true}, {1, 0, true}, {0, 3, true}, {-1, 0, false}, {0, -1, false}} {
+		typ, epoch, err := ParseControlBatch(withVersions(c.keyV, c.valueV))
+		if c.ok && (err != nil || typ != ControlAbort || epoch != 77) {
+			t.Errorf("versions %d/%d: %v %d %v", c.keyV, c.valueV, typ, epoch, err)
+		}
+		if !c.ok && !errorsIs(err, ErrInvalidRecord) {
+			t.Errorf("versions %d/%d: error %v, want ErrInvalidRecord", c.keyV, c.valueV, err)
+		}
+	}
+}
