@@ -576,3 +576,52 @@ func TestCleanMarkersAtUpperOffsetKept(t *testing.T) {
 		t.Fatalf("markers %v after a pass past them", m)
 	}
 }
+
+// TestCleanAbortSpanningSegments: an aborted transaction whose batches
+// lie in several segments, cleaned in separate groups, loses every batch
+// while its marker and entry stay (its data was still there when the
+// pass reached the marker; the producer's last data batch is kept empty);
+// with the marker in the active segment, the data goes all the same and
+// the active segment keeps the entry.
+func TestCleanAbortSpanningSegments(t *testing.T) {
+	for _, markerActive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("marker_in_active=%v", markerActive), func(t *testing.T) {
+			l := openLog(t, t.TempDir(), smallSegConfig(t, 250), 0)
+			w := newTxnWriter(t, l)
+			for i := range 5 {
+				w.data(4, k(fmt.Sprintf("a%d", i), "x"))
+				mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k(fmt.Sprintf("z%d", i), "filler"), k("zz", "f")))
+			}
+			abort := w.end(4, ControlAbort)
+			if !markerActive {
+				for i := range 6 {
+					mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k(fmt.Sprintf("zl%d", i), "filler"), k("zz", "f")))
+				}
+			}
+			if l.segmentFor(abort) == len(l.segments)-1 != markerActive {
+				t.Fatalf("marker at %d: active segment %v, want %v", abort, !markerActive, markerActive)
+			}
+			if n := l.segmentFor(abort); n < 2 {
+				t.Fatalf("marker in segment %d: the transaction spans too few segments", n)
+			}
+			entry := mustCollect(t, l, 0, math.MaxInt64)
+			st, err := l.Clean(cleanCfg(NewOffsetMap(1 << 16)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.SegmentsWritten < 2 || st.AbortedRecordsDropped != 5 {
+				t.Fatalf("stats %+v", st)
+			}
+			recs, _ := logContents(t, l)
+			if v := values(recs); len(v) != 0 {
+				t.Fatalf("values %v", v)
+			}
+			if m := markers(t, l); m[abort] != ControlAbort {
+				t.Fatalf("markers %v", m)
+			}
+			if idx := mustCollect(t, l, 0, math.MaxInt64); !reflect.DeepEqual(idx, entry) {
+				t.Fatalf("index %+v, want %+v", idx, entry)
+			}
+		})
+	}
+}
