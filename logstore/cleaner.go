@@ -65,9 +65,12 @@ type CleanConfig struct {
 	// offsets below it were cleaned by an earlier pass. Outside
 	// [LogStartOffset, LogEndOffset] it is taken as LogStartOffset.
 	FirstDirtyOffset int64
-	// UpperOffset bounds what may be cleaned: records at or above it are
-	// neither mapped nor dropped (Kafka passes the first unstable offset,
-	// bounded by the high watermark). The active segment is never cleaned.
+	// UpperOffset bounds what may be cleaned: records and markers at or
+	// above it are neither mapped nor dropped, and an aborted
+	// transaction whose ABORT marker is at or above it keeps its data
+	// (Kafka passes the first unstable offset, bounded by the high
+	// watermark; partition passes min(high watermark, last stable
+	// offset)). The active segment is never cleaned.
 	UpperOffset int64
 	// NowMs is the clock, for MinCompactionLagMs.
 	NowMs int64
@@ -75,7 +78,8 @@ type CleanConfig struct {
 	// timestamp is newer than NowMs minus this is not cleaned, nor any
 	// after it.
 	MinCompactionLagMs int64
-	// DeleteRetentionMs (delete.retention.ms): tombstones in a segment last
+	// DeleteRetentionMs (delete.retention.ms): tombstones, and markers
+	// whose transaction has no data left before them, in a segment last
 	// modified more than this before the last segment of the clean section
 	// (below FirstDirtyOffset) are removed (Kafka's deleteHorizonMs).
 	DeleteRetentionMs int64
@@ -253,8 +257,10 @@ type cleanPass struct {
 // dirty section [FirstDirtyOffset, first uncleanable offset) key -> last
 // offset in cfg.Map, stopping where the map fills, and rewrites the
 // segments from the log start to the end of the mapped section, in groups
-// of at most SegmentBytes, keeping for each key only its latest record
-// (see the package documentation for the rules). It holds the writer lock
+// of at most SegmentBytes, keeping for each key only its latest record,
+// and removing aborted transactions and, in time, the markers of
+// transactions with no data left (see the package documentation for the
+// rules). It holds the writer lock
 // only to swap each group in. The returned stats' EndOffset is the new
 // cleaner checkpoint. ErrCleanAborted means the log changed under the
 // pass; an error after a group's swap began fails the log (ErrStorage).
@@ -347,6 +353,7 @@ func (p *cleanPass) run() error {
 	log.Info().Int64("first_dirty_offset", p.stats.FirstDirtyOffset).Int64("end_offset", p.stats.EndOffset).
 		Int("segments_cleaned", p.stats.SegmentsCleaned).Int64("bytes_read", p.stats.BytesRead).
 		Int64("bytes_written", p.stats.BytesWritten).Int64("records_dropped", p.stats.RecordsDropped).
+		Int64("aborted_records_dropped", p.stats.AbortedRecordsDropped).Int64("markers_dropped", p.stats.MarkersDropped).
 		Bool("map_full", p.stats.MapFull).Msg("cleaned log")
 	return nil
 }

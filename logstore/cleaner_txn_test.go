@@ -517,3 +517,111 @@ func TestCleanTxnConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanMarkersAtUpperOffsetKept: past the delete horizon a marker
+// with no data of its transaction goes below UpperOffset, but one at or
+// above it stays, though its segment is rewritten; a later pass with a
+// higher bound removes it.
+func TestCleanMarkersAtUpperOffsetKept(t *testing.T) {
+	l := openLog(t, t.TempDir(), smallSegConfig(t, 300), 0)
+	commitOfNothing := func(pid int64) int64 {
+		info, err := l.AppendControlAsLeader(BuildControlBatch(pid, 0, 0, ControlCommit, 1), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.FirstOffset
+	}
+	filler := func(n int) {
+		for i := range n {
+			mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k(fmt.Sprintf("z%d", i), "filler")))
+		}
+	}
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k("a", "0")))
+	low := commitOfNothing(8)
+	filler(6)
+	high := commitOfNothing(9)
+	filler(8)
+	// Later batches of both producers, so that neither marker is its
+	// producer's last batch.
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: 1, producerID: 8}, k("b", "8")))
+	mustAppend(t, l, kvBatch(t, kvOpts{ts: 1, producerID: 9}, k("c", "9")))
+	if len(l.segments) < 4 {
+		t.Fatalf("%d segments", len(l.segments))
+	}
+	seg := l.segments[l.segmentFor(high)]
+	if seg.baseOffset == high || seg == l.segments[len(l.segments)-1] {
+		t.Fatalf("marker at %d must lie inside a non-active segment (base %d)", high, seg.baseOffset)
+	}
+	const t0 = 1_700_000_000_000
+	setMtimes(t, l, 0, func(int) int64 { return t0 })
+	cfg := cleanCfg(NewOffsetMap(1 << 16))
+	cfg.DeleteRetentionMs = 0
+	cfg.FirstDirtyOffset = l.segments[1].baseOffset // a clean section, so a horizon (t0)
+	cfg.UpperOffset = high
+	st, err := l.Clean(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SegmentsCleaned < 2 || st.MarkersDropped != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	if m := markers(t, l); len(m) != 1 || m[high] != ControlCommit {
+		t.Fatalf("markers %v, want only the one at %d (the one at %d past the horizon)", m, high, low)
+	}
+	cfg.UpperOffset = math.MaxInt64
+	if _, err := l.Clean(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if m := markers(t, l); len(m) != 0 {
+		t.Fatalf("markers %v after a pass past them", m)
+	}
+}
+
+// TestCleanAbortSpanningSegments: an aborted transaction whose batches
+// lie in several segments, cleaned in separate groups, loses every batch
+// while its marker and entry stay (its data was still there when the
+// pass reached the marker; the producer's last data batch is kept empty);
+// with the marker in the active segment, the data goes all the same and
+// the active segment keeps the entry.
+func TestCleanAbortSpanningSegments(t *testing.T) {
+	for _, markerActive := range []bool{false, true} {
+		t.Run(fmt.Sprintf("marker_in_active=%v", markerActive), func(t *testing.T) {
+			l := openLog(t, t.TempDir(), smallSegConfig(t, 250), 0)
+			w := newTxnWriter(t, l)
+			for i := range 5 {
+				w.data(4, k(fmt.Sprintf("a%d", i), "x"))
+				mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k(fmt.Sprintf("z%d", i), "filler"), k("zz", "f")))
+			}
+			abort := w.end(4, ControlAbort)
+			if !markerActive {
+				for i := range 6 {
+					mustAppend(t, l, kvBatch(t, kvOpts{ts: 1}, k(fmt.Sprintf("zl%d", i), "filler"), k("zz", "f")))
+				}
+			}
+			if l.segmentFor(abort) == len(l.segments)-1 != markerActive {
+				t.Fatalf("marker at %d: active segment %v, want %v", abort, !markerActive, markerActive)
+			}
+			if n := l.segmentFor(abort); n < 2 {
+				t.Fatalf("marker in segment %d: the transaction spans too few segments", n)
+			}
+			entry := mustCollect(t, l, 0, math.MaxInt64)
+			st, err := l.Clean(cleanCfg(NewOffsetMap(1 << 16)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.SegmentsWritten < 2 || st.AbortedRecordsDropped != 5 {
+				t.Fatalf("stats %+v", st)
+			}
+			recs, _ := logContents(t, l)
+			if v := values(recs); len(v) != 0 {
+				t.Fatalf("values %v", v)
+			}
+			if m := markers(t, l); m[abort] != ControlAbort {
+				t.Fatalf("markers %v", m)
+			}
+			if idx := mustCollect(t, l, 0, math.MaxInt64); !reflect.DeepEqual(idx, entry) {
+				t.Fatalf("index %+v, want %+v", idx, entry)
+			}
+		})
+	}
+}

@@ -75,7 +75,8 @@ func BuildControlBatch(producerID int64, producerEpoch int16, coordinatorEpoch i
 // ParseControlBatch returns the marker of one whole control batch (as stored or as replicated).
 // The batch must be framed and CRC-correct (else ErrCorrupt), a control batch
 // holding at least one record, uncompressed, whose first record is a
-// transaction marker of version 0 (else ErrInvalidRecord). Bytes after the
+// transaction marker (else ErrInvalidRecord; later key and value versions
+// are read as version 0, as Kafka reads them). Bytes after the
 // batch are ignored. A batch the cleaner emptied has no marker: ErrInvalidRecord.
 func ParseControlBatch(batch []byte) (typ ControlType, coordinatorEpoch int32, err error) {
 	h, err := ParseBatchHeader(batch)
@@ -102,8 +103,10 @@ func ParseControlBatch(batch []byte) (typ ControlType, coordinatorEpoch int32, e
 	if typ != ControlAbort && typ != ControlCommit {
 		return typ, 0, fmt.Errorf("parse control batch at offset %d: %w: control type %d is no transaction marker", h.BaseOffset, ErrInvalidRecord, int16(typ))
 	}
-	if len(value) < controlValueSize || binary.BigEndian.Uint16(value) != 0 {
-		return typ, 0, fmt.Errorf("parse control batch at offset %d: %w: marker value of %d bytes", h.BaseOffset, ErrInvalidRecord, len(value))
+	// As Kafka's EndTransactionMarker: a later value version is read as
+	// version 0, whose fields it starts with; a negative one is damage.
+	if len(value) < controlValueSize || int16(binary.BigEndian.Uint16(value)) < 0 {
+		return typ, 0, fmt.Errorf("parse control batch at offset %d: %w: marker value of %d bytes, version %d", h.BaseOffset, ErrInvalidRecord, len(value), keyVersion(value))
 	}
 	return typ, int32(binary.BigEndian.Uint32(value[2:])), nil
 }
@@ -119,9 +122,12 @@ func firstControlRecord(section []byte) (key, value []byte, ok bool) {
 	return it.rec.key, it.rec.value, true
 }
 
-// markerType decodes a control record key: version 0 and the type.
+// markerType decodes a control record key: its version and type. As
+// Kafka's ControlRecordType.parseTypeId, a later version is read as
+// version 0 (the type follows the version in every one); a negative one
+// is not a key.
 func markerType(key []byte) (ControlType, bool) {
-	if len(key) < controlKeySize || binary.BigEndian.Uint16(key) != 0 {
+	if len(key) < controlKeySize || int16(binary.BigEndian.Uint16(key)) < 0 {
 		return 0, false
 	}
 	return ControlType(int16(binary.BigEndian.Uint16(key[2:]))), true

@@ -2,7 +2,12 @@ package logstore
 
 import (
 	"encoding/binary"
+	"math"
+	"os"
+	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 func TestBuildParseControlBatch(t *testing.T) {
@@ -102,5 +107,103 @@ func TestAppendControlAsLeader(t *testing.T) {
 	}
 	if l.LogEndOffset() != 4 {
 		t.Fatalf("LEO %d after refused appends", l.LogEndOffset())
+	}
+}
+
+// FuzzParseControlBatch: any bytes either parse as a marker, one that a
+// control append then takes, or fail with ErrCorrupt or ErrInvalidRecord;
+// never a panic.
+func FuzzParseControlBatch(f *testing.F) {
+	f.Add(BuildControlBatch(1, 2, 3, ControlAbort, 4))
+	f.Add(BuildControlBatch(-1, -1, -1, ControlCommit, -1))
+	f.Add(simpleBatch(1, 0))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		typ, _, err := ParseControlBatch(b)
+		if err != nil {
+			if !errorsIs(err, ErrCorrupt) && !errorsIs(err, ErrInvalidRecord) {
+				t.Fatalf("error %v is neither ErrCorrupt nor ErrInvalidRecord", err)
+			}
+			return
+		}
+		if typ != ControlAbort && typ != ControlCommit {
+			t.Fatalf("parsed type %d", typ)
+		}
+	})
+}
+
+// FuzzLoadTxnIndex: any .txnindex bytes open, or fail with ErrCorrupt
+// naming the file; what opens collects without panicking and holds only
+// whole entries in order.
+func FuzzLoadTxnIndex(f *testing.F) {
+	f.Add(encodeAbortedTxns([]AbortedTxn{{1, 0, 2, 3}, {2, 1, 4, 5}}))
+	f.Add(encodeAbortedTxns([]AbortedTxn{{1, 0, 2, 3}})[:20])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		const dir = "/p-0"
+		m := NewMemFS()
+		cfg := testConfig(t)
+		cfg.Log = zerolog.Nop()
+		cfg.FS = m
+		l, err := Open(dir, cfg, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 6 {
+			if _, err := l.AppendAsLeader(simpleBatch(1, 0), 0, -1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(t, l.Close())
+		name := segPath(dir, 0, txnIndexSuffix)
+		f, err := m.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		must(t, err)
+		_, err = f.Write(raw)
+		must(t, err)
+		must(t, f.Close())
+		l, err = Open(dir, cfg, 0)
+		if err != nil {
+			if !errorsIs(err, ErrCorrupt) || !strings.Contains(err.Error(), name) {
+				t.Fatalf("Open: %v", err)
+			}
+			return
+		}
+		defer l.Close()
+		got, err := l.CollectAbortedTxns(math.MinInt64, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range got {
+			if e.LastOffset >= 6 || (i > 0 && e.LastOffset <= got[i-1].LastOffset) {
+				t.Fatalf("entries %+v", got)
+			}
+		}
+	})
+}
+
+// TestParseControlBatchVersions: later key and value versions are read as
+// version 0, as Kafka reads them; negative ones are refused.
+func TestParseControlBatchVersions(t *testing.T) {
+	t.Parallel()
+	// withVersions rewrites the key and value versions of a built marker.
+	withVersions := func(keyV, valueV int16) []byte {
+		b := BuildControlBatch(3, 1, 77, ControlAbort, 5)
+		key, value, _ := firstControlRecord(b[BatchHeaderSize:])
+		binary.BigEndian.PutUint16(key, uint16(keyV))
+		binary.BigEndian.PutUint16(value, uint16(valueV))
+		binary.BigEndian.PutUint32(b[offCRC:], crc32Castagnoli(b[offAttributes:]))
+		return b
+	}
+	for _, c := range []struct {
+		keyV, valueV int16
+		ok           bool
+	}{{0, 0, true}, {1, 0, true}, {0, 3, true}, {-1, 0, false}, {0, -1, false}} {
+		typ, epoch, err := ParseControlBatch(withVersions(c.keyV, c.valueV))
+		if c.ok && (err != nil || typ != ControlAbort || epoch != 77) {
+			t.Errorf("versions %d/%d: %v %d %v", c.keyV, c.valueV, typ, epoch, err)
+		}
+		if !c.ok && !errorsIs(err, ErrInvalidRecord) {
+			t.Errorf("versions %d/%d: error %v, want ErrInvalidRecord", c.keyV, c.valueV, err)
+		}
 	}
 }

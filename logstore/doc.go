@@ -232,8 +232,14 @@
 // without its .log is deleted), cuts a torn last entry, and removes from
 // each segment the entries at or past its recovered end; an entry of
 // another version, below its segment's base or out of order is
-// ErrCorrupt naming the file. Entries lost with an unflushed tail are the
-// caller's to replay (it replays the markers after its producer snapshot).
+// ErrCorrupt naming the file. Entries are durable below the recovery
+// point only: after a crash, a marker at or above the recovery point
+// given to Open may have survived (written back by the kernel) while its
+// unsynced entry did not. So the caller replays the markers from the
+// lower of its producer snapshot's offset and that recovery point,
+// calling AppendAbortedTxn again (ignored for entries that survived);
+// logstore cannot rebuild an entry itself, as it keeps no producer state
+// to know a transaction's first offset.
 //
 // # Concurrency
 //

@@ -169,7 +169,10 @@ func (l *Log) recountTxnsLocked() {
 // ErrOffsetOutOfRange. An entry whose marker lies below the first segment
 // is ignored: its segment is gone. The entry is written to the page cache
 // and fsynced with its segment (Flush, the roll flush); an entry added to
-// a segment already below the recovery point is fsynced at once.
+// a segment already below the recovery point is fsynced at once. So after
+// a crash an entry may be missing for a marker at or above the recovery
+// point passed to Open: the caller replays the markers from there (see
+// the package documentation, "Transaction index").
 //
 // Any I/O failure of the index (creating, writing, rewriting or fsyncing
 // the file) fails the log (ErrStorage), as a failed fsync does: the

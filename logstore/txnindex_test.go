@@ -470,3 +470,46 @@ func TestTxnIndexRecovery(t *testing.T) {
 		}
 	})
 }
+
+// TestTxnIndexReplayAfterCrash: the marker survives a crash above the
+// recovery point but its unsynced entry does not; replaying the markers
+// from the recovery point (as the caller does) restores it, and entries
+// that did survive are not doubled.
+func TestTxnIndexReplayAfterCrash(t *testing.T) {
+	t.Parallel()
+	m := NewMemFS()
+	mkdirSynced(t, m, "/p-0")
+	l, err := memTxnLog(t, m, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, marker := appendTxn(t, l, 3, 2, ControlAbort, 0)
+	a := AbortedTxn{ProducerID: 3, FirstOffset: first, LastOffset: marker, LastStableOffset: marker + 1}
+	mustAbort(t, l, a)
+	must(t, l.Flush())
+	first, marker = appendTxn(t, l, 4, 2, ControlAbort, 0)
+	b := AbortedTxn{ProducerID: 4, FirstOffset: first, LastOffset: marker, LastStableOffset: marker + 1}
+	mustAbort(t, l, b)
+	rp := l.RecoveryPoint()
+	// The kernel wrote back the segment but not the index.
+	m.CrashWith(func(name string, synced, current []byte) []byte {
+		if strings.HasSuffix(name, txnIndexSuffix) {
+			return synced
+		}
+		return current
+	})
+	l2, err := memTxnLog(t, m, rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if got := mustCollect(t, l2, 0, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{a}) {
+		t.Fatalf("after the crash %+v", got)
+	}
+	// The caller's replay from below the recovery point.
+	mustAbort(t, l2, a)
+	mustAbort(t, l2, b)
+	if got := mustCollect(t, l2, 0, math.MaxInt64); !reflect.DeepEqual(got, []AbortedTxn{a, b}) {
+		t.Fatalf("after the replay %+v", got)
+	}
+}
