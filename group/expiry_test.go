@@ -688,11 +688,34 @@ func TestCompactedLogReloadsLiveState(t *testing.T) {
 // marking the partition loaded without the groups at and after it; the
 // loader retries, and once the batch reads it loads every group.
 func TestLoadFailsOnUnreadableBatch(t *testing.T) {
+	checkLoadWaitsForBatch(t, 3, 1, func(b []byte) { b[22] |= 0x01 }) // attributes: gzip
+}
+
+// TestLoadFailsOnCorruptBatch: a batch of the offsets partition whose
+// CRC32C does not match (one flipped bit in a committed offset), or whose
+// length field is below a batch header, fails the load as an unreadable
+// one does: COORDINATOR_LOAD_IN_PROGRESS, never a load that applied a
+// wrong offset or stopped short, until the batch reads.
+func TestLoadFailsOnCorruptBatch(t *testing.T) {
+	t.Run("crc", func(t *testing.T) {
+		checkLoadWaitsForBatch(t, 2, 0, func(b []byte) { b[len(b)-2] ^= 0x01 })
+	})
+	t.Run("length", func(t *testing.T) {
+		checkLoadWaitsForBatch(t, 2, 0, func(b []byte) { binary.BigEndian.PutUint32(b[8:], 12) })
+	})
+}
+
+// checkLoadWaitsForBatch commits offset 7 of t-0 for n groups of partition
+// 0, one batch each, spoils batch bad with corrupt, and checks that the
+// load answers COORDINATOR_LOAD_IN_PROGRESS until the batch is restored,
+// then loads every group's offset.
+func checkLoadWaitsForBatch(t *testing.T, n, bad int, corrupt func(b []byte)) {
+	t.Helper()
 	clock := &fakeClock{now: time.Unix(1000, 0)}
 	log := newFakeLog()
 	tp := cluster.TopicPartition{Topic: Topic, Partition: 0}
 	var ids []string
-	for i := 0; len(ids) < 3; i++ {
+	for i := 0; len(ids) < n; i++ {
 		if s := string(rune('a' + i)); PartitionFor(s, testPartitions) == 0 {
 			ids = append(ids, s)
 		}
@@ -704,9 +727,9 @@ func TestLoadFailsOnUnreadableBatch(t *testing.T) {
 		}
 	}
 	log.mu.Lock()
-	bad := log.batches[tp][1]
-	good := append([]byte(nil), bad...)
-	bad[22] |= 0x01 // attributes: gzip
+	b := log.batches[tp][bad]
+	good := append([]byte(nil), b...)
+	corrupt(b)
 	log.mu.Unlock()
 
 	c := New(testCoordinatorConfig(t, log, clock, -1))
@@ -715,11 +738,11 @@ func TestLoadFailsOnUnreadableBatch(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	for _, id := range ids {
 		if _, err := c.FetchOffsets(id, nil, false); !errors.Is(err, ErrCoordinatorLoadInProgress) {
-			t.Fatalf("fetch offsets of %s with an unreadable batch in the log: %v, want COORDINATOR_LOAD_IN_PROGRESS", id, err)
+			t.Fatalf("fetch offsets of %s with a spoilt batch in the log: %v, want COORDINATOR_LOAD_IN_PROGRESS", id, err)
 		}
 	}
 	log.mu.Lock()
-	copy(bad, good)
+	copy(b, good)
 	log.mu.Unlock()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -738,74 +761,5 @@ func TestLoadFailsOnUnreadableBatch(t *testing.T) {
 		if offs := offsetsOf(t, c, id); offs[cluster.TopicPartition{Topic: "t", Partition: 0}].Offset != 7 {
 			t.Fatalf("offsets of %s after the retried load: %v", id, offs)
 		}
-	}
-}
-
-// TestLoadFailsOnCorruptBatch: a batch of the offsets partition whose
-// CRC32C does not match (one flipped bit in a committed offset), or whose
-// length field is below a batch header, fails the load as an unreadable
-// one does: COORDINATOR_LOAD_IN_PROGRESS, never a load that applied a
-// wrong offset or stopped short, until the batch reads.
-func TestLoadFailsOnCorruptBatch(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		corrupt func(b []byte)
-	}{
-		{"crc", func(b []byte) { b[len(b)-2] ^= 0x01 }},
-		{"length", func(b []byte) { binary.BigEndian.PutUint32(b[8:], 12) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			clock := &fakeClock{now: time.Unix(1000, 0)}
-			log := newFakeLog()
-			tp := cluster.TopicPartition{Topic: Topic, Partition: 0}
-			var ids []string
-			for i := 0; len(ids) < 2; i++ {
-				if s := string(rune('a' + i)); PartitionFor(s, testPartitions) == 0 {
-					ids = append(ids, s)
-				}
-			}
-			off := offsetValue(Offset{Offset: 7, LeaderEpoch: -1, CommitTimestamp: 1, ExpireTimestamp: -1})
-			for _, id := range ids {
-				if _, err := log.Append(tp, buildBatch([]kv{{offsetKey(id, "t", 0), off}}, clock.Now()), -1); err != nil {
-					t.Fatal(err)
-				}
-			}
-			log.mu.Lock()
-			bad := log.batches[tp][0]
-			good := append([]byte(nil), bad...)
-			tc.corrupt(bad)
-			log.mu.Unlock()
-
-			c := New(testCoordinatorConfig(t, log, clock, -1))
-			t.Cleanup(func() { c.Close() })
-			c.OnBecomeLeader(0, 1)
-			time.Sleep(300 * time.Millisecond)
-			for _, id := range ids {
-				if _, err := c.FetchOffsets(id, nil, false); !errors.Is(err, ErrCoordinatorLoadInProgress) {
-					t.Fatalf("fetch offsets of %s with a corrupt batch in the log: %v, want COORDINATOR_LOAD_IN_PROGRESS", id, err)
-				}
-			}
-			log.mu.Lock()
-			copy(bad, good)
-			log.mu.Unlock()
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				c.mu.Lock()
-				loaded := c.parts[0].loaded
-				c.mu.Unlock()
-				if loaded {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatal("not loaded within 5s of the batch becoming readable")
-				}
-				time.Sleep(time.Millisecond)
-			}
-			for _, id := range ids {
-				if offs := offsetsOf(t, c, id); offs[cluster.TopicPartition{Topic: "t", Partition: 0}].Offset != 7 {
-					t.Fatalf("offsets of %s after the retried load: %v", id, offs)
-				}
-			}
-		})
 	}
 }
