@@ -5,13 +5,14 @@
 #   zookeeper                 the ZooKeeper server (/usr/share/java/zookeeper.jar)
 #                             and its CLI (/usr/share/zookeeper/bin/zkCli.sh)
 #   kcat                      command-line Kafka client used by people and tests
+#   openssl                   the throwaway CA of a secured cluster (gen-certs.sh)
 #   python3-confluent-kafka   librdkafka's Python client used by tests
 #   default-jre-headless      only when no `java` is on PATH
 #   gcc, libc6-dev            only when no `gcc` is on PATH: `go test -race` needs cgo
 #   chromium                  headless browser the status page test loads / with
 #
 # With --cluster it checks only what running a local cluster and talking to
-# it need (zookeeper, a java, kcat) and leaves the test tools alone:
+# it need (zookeeper, a java, kcat, openssl) and leaves the test tools alone:
 # scripts/cluster.sh uses that, so a first `make run` downloads no browser.
 #
 # It also checks that Go is present (it cannot install Go: Debian's is too old).
@@ -48,6 +49,9 @@ if ! command -v java >/dev/null 2>&1; then
 fi
 if ! command -v kcat >/dev/null 2>&1; then
 	missing+=(kcat)
+fi
+if ! command -v openssl >/dev/null 2>&1; then
+	missing+=(openssl)
 fi
 if ! $cluster_only; then
 	if ! installed python3-confluent-kafka; then
