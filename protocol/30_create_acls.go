@@ -39,11 +39,8 @@ func (s *Server) handleCreateACLs(ctx context.Context, rc *reqContext, req *kmsg
 		}
 		return resp, nil
 	}
-	if !s.authorizeCluster(rc, security.OpAlter) {
-		return all(kerr.ClusterAuthorizationFailed.Code, codeMessage(kerr.ClusterAuthorizationFailed.Code))
-	}
-	if s.cfg.Authorizer == nil || s.cfg.ACLAdmin == nil {
-		return all(kerr.SecurityDisabled.Code, kmsg.StringPtr("No Authorizer is configured."))
+	if code, msg, refused := s.aclWriteRefusal(rc); refused {
+		return all(code, msg)
 	}
 	var (
 		valid []security.ACLBinding
@@ -108,4 +105,18 @@ func validateACLCreation(b security.ACLBinding) error {
 		return fmt.Errorf("failed to create ACL: %w", err)
 	}
 	return nil
+}
+
+// aclWriteRefusal is the request-wide refusal of CreateAcls and DeleteAcls,
+// checked in Kafka's order: CLUSTER_AUTHORIZATION_FAILED without Alter on
+// the cluster, then SECURITY_DISABLED without an authorizer and an ACL
+// store. refused false: neither applies.
+func (s *Server) aclWriteRefusal(rc *reqContext) (code int16, msg *string, refused bool) {
+	if !s.authorizeCluster(rc, security.OpAlter) {
+		return kerr.ClusterAuthorizationFailed.Code, codeMessage(kerr.ClusterAuthorizationFailed.Code), true
+	}
+	if s.cfg.Authorizer == nil || s.cfg.ACLAdmin == nil {
+		return kerr.SecurityDisabled.Code, kmsg.StringPtr("No Authorizer is configured."), true
+	}
+	return 0, nil, false
 }

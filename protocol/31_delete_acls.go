@@ -37,11 +37,8 @@ func (s *Server) handleDeleteACLs(ctx context.Context, rc *reqContext, req *kmsg
 		}
 		return resp, nil
 	}
-	if !s.authorizeCluster(rc, security.OpAlter) {
-		return all(kerr.ClusterAuthorizationFailed.Code, codeMessage(kerr.ClusterAuthorizationFailed.Code))
-	}
-	if s.cfg.Authorizer == nil || s.cfg.ACLAdmin == nil {
-		return all(kerr.SecurityDisabled.Code, kmsg.StringPtr("No Authorizer is configured."))
+	if code, msg, refused := s.aclWriteRefusal(rc); refused {
+		return all(code, msg)
 	}
 	var (
 		valid []security.ACLBindingFilter
