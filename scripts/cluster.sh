@@ -48,6 +48,8 @@
 #                       status page at http://127.0.0.1:HTTP_BASE_PORT+id/ (http.listener)
 #   ZK_PORT [2181]      ZooKeeper's client port on 127.0.0.1; a server already
 #                       answering there is used and left alone
+#   ZK_HEAP [256m]      the local ZooKeeper's Java heap (-Xmx); size it for the partition count
+#                       (each partition state znode costs ZooKeeper ~1 KiB with its watches and data)
 #   ZK_CHROOT []        optional chroot for zookeeper.connect, e.g. /kafka
 #   BROKER_BIN [<repo>/bin/broker]  binary to run; set it to skip building
 #   BROKER_OVERRIDES [] extra server.properties settings for every broker,
@@ -334,7 +336,7 @@ zk_up() {
 			maxClientCnxns=0
 		CFG
 		# setsid keeps a Ctrl-C at the terminal from reaching it; 9>&- drops the lock.
-		setsid java -Xmx256m -cp "/etc/zookeeper/conf:$ZK_JAR" \
+		setsid java -Xmx${ZK_HEAP:-256m} -cp "/etc/zookeeper/conf:$ZK_JAR" \
 			org.apache.zookeeper.server.ZooKeeperServerMain "$ZK_CFG" \
 			>>"$ZK_LOG" 2>&1 </dev/null 9>&- &
 		pid=$!
