@@ -51,7 +51,13 @@
 // rebuilds the last segment's indexes anyway: an fsyncing append opens no
 // index file. Its .txnindex is fsynced with it, entries being durable
 // below the recovery point. An index file changed since its last fsync
-// is fsynced by the flush that needs it; one unchanged is not opened.
+// is fsynced by the flush that needs it; one unchanged is not opened. So
+// the flush after a roll fsyncs through a descriptor other than the one
+// the roll-time writes went through (the entries are in fact written by
+// that flush, in the same open, unless a truncation rewrote the file
+// before): Linux reports a write-back error not yet seen by anyone to
+// the next fsync of the file on any descriptor (since 4.16), so a lost
+// index write still fails the flush.
 //
 // A segment's .log is held open for the segment's life, unless
 // Config.Files names a FileCache shared by the broker's logs: then every

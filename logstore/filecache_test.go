@@ -407,8 +407,17 @@ func cleanShutdownReadsNoSegmentData(t *testing.T, interval int64) {
 	m.Reset()
 	cleanCfg := cfg
 	cleanCfg.CleanShutdown = true
+	var changes []string
+	mem.SetInjector(func(op MemOp, name string) error {
+		changes = append(changes, op.String()+" "+name)
+		return nil
+	})
 	l, err := Open(cleanLogDir, cleanCfg, rp)
 	mustNoError(t)(err)
+	mem.SetInjector(nil)
+	if len(changes) > 0 {
+		t.Fatalf("clean-shutdown Open wrote or fsynced: %q", changes)
+	}
 	segs := len(l.segments)
 	lastLog := segPath(cleanLogDir, l.segments[segs-1].baseOffset, logSuffix)
 	if got := m.LogBytesRead(); got != BatchHeaderSize || m.LogBytesReadFrom(lastLog) != BatchHeaderSize {

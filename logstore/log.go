@@ -194,10 +194,12 @@ var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 // With cfg.CleanShutdown, Open instead trusts every segment and its index
 // files as Close left them and reads only the last batch header of the
 // last segment (see the package documentation, "Clean shutdown"); a
-// segment whose indexes fail their checks is recovered as above.
+// segment whose indexes fail their checks is recovered as above. Nor does
+// it fsync the parent of an existing dir: the Open of the run that shut
+// down cleanly did.
 func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 	fsys := orOS(cfg.FS)
-	if err := mkdirDurable(fsys, dir); err != nil {
+	if err := mkdirDurable(fsys, dir, cfg.CleanShutdown); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, fs: fsys, files: cfg.Files, cfg: cfg, firstUnflushedMs: -1}
