@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +64,11 @@ type Config struct {
 	// TxnVerificationGuard. The zero value is off; the caller sets
 	// Kafka's default (true).
 	TxnVerification bool
+	// RecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir
+	// (Kafka's default 1; <= 0 means 1): the logs one
+	// BecomeLeaderOrFollower opens are opened by that many goroutines per
+	// log dir, which live only for the call.
+	RecoveryThreadsPerDataDir int
 	// Cleaner configures the log cleaner (log.cleaner.*); the zero value
 	// has it disabled, with DefaultCleanerConfig's other settings. Any
 	// other value is taken as given (see CleanerConfig).
@@ -158,6 +162,10 @@ type Manager struct {
 	stop      chan struct{}
 	once      sync.Once
 
+	// dirs knows which log dir holds each partition directory and how
+	// many each holds (dirFor).
+	dirs *dirLayout
+
 	// cleaner is the log cleaner: its threads, checkpoints and figures.
 	cleaner *cleaner
 
@@ -211,10 +219,17 @@ func NewManager(cfg Config) (*Manager, error) {
 	// Unlimited until SetReplicationQuotas.
 	m.leaderQuota.bound.Store(math.MaxInt64)
 	m.followerQuota.bound.Store(math.MaxInt64)
+	m.dirs = newDirLayout(cfg.LogDirs)
 	for _, dir := range cfg.LogDirs {
 		dir = filepath.Clean(dir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create log dir %s: %w", dir, err)
+		}
+		// One listing per log dir finds every partition directory: the
+		// checkpoint entries below and dirFor's counts use it, rather
+		// than a stat per entry and a listing per new partition.
+		if err := m.dirs.scan(dir); err != nil {
+			return nil, err
 		}
 		if err := m.cleaner.readCheckpoints(dir); err != nil {
 			return nil, err
@@ -235,7 +250,7 @@ func NewManager(cfg Config) (*Manager, error) {
 				tp := cluster.TopicPartition{Topic: e.Topic, Partition: e.Partition}
 				// An entry without its partition directory is of a log
 				// deleted meanwhile: Kafka's LogManager drops it too.
-				if _, err := os.Stat(filepath.Join(dir, partitionDirName(tp))); err != nil {
+				if !m.dirs.holds(dir, tp) {
 					continue
 				}
 				o := m.saved[tp]
@@ -444,29 +459,6 @@ func partitionDirName(tp cluster.TopicPartition) string {
 	return tp.Topic + "-" + strconv.Itoa(int(tp.Partition))
 }
 
-// dirFor picks the log dir of a partition: the one already holding it, or
-// the one holding the fewest partitions.
-func (m *Manager) dirFor(tp cluster.TopicPartition) string {
-	name := partitionDirName(tp)
-	best, bestCount := m.cfg.LogDirs[0], -1
-	for _, dir := range m.cfg.LogDirs {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			return filepath.Join(dir, name)
-		}
-		entries, _ := os.ReadDir(dir)
-		n := 0
-		for _, e := range entries {
-			if e.IsDir() && strings.Contains(e.Name(), "-") {
-				n++
-			}
-		}
-		if bestCount < 0 || n < bestCount {
-			best, bestCount = dir, n
-		}
-	}
-	return filepath.Join(best, name)
-}
-
 // ApplyPartitionStates opens replicas this broker does not hold yet and
 // hands every replica its new state; see BecomeLeaderOrFollower.
 func (m *Manager) ApplyPartitionStates(states []PartitionState) error {
@@ -497,50 +489,6 @@ type Transition struct {
 	// NewEpoch is set when the leader or the leader epoch changed, not
 	// only the assignment, ISR or zkVersion.
 	NewEpoch bool
-}
-
-// BecomeLeaderOrFollower is what a LeaderAndIsr request becomes. A state
-// naming this broker leader makes the replica leader (epoch start offset
-// recorded at the LEO, follower state reset); any other makes it a
-// follower: acks=all waiters fail with ErrNotLeader and the partition
-// moves to the fetcher of the new leader in the Truncating state (leader
-// -1: no fetching). An older leader epoch is ignored; the same epoch and
-// leader only refresh the assignment, ISR and zkVersion. The result has
-// an entry for every partition of states, saying what was applied.
-func (m *Manager) BecomeLeaderOrFollower(states []PartitionState) map[cluster.TopicPartition]Transition {
-	now := m.cfg.Now()
-	out := make(map[cluster.TopicPartition]Transition, len(states))
-	for _, st := range states {
-		r, err := m.getOrOpen(st)
-		if err != nil {
-			out[st.TopicPartition] = Transition{Err: err}
-			continue
-		}
-		rc, err := r.applyState(st, now)
-		if err != nil {
-			out[st.TopicPartition] = Transition{Err: err}
-			continue
-		}
-		t := Transition{Applied: rc.applied, NewEpoch: rc.newEpoch, LeaderEpoch: rc.leaderEpoch, Role: RoleFollower}
-		if rc.leader == m.cfg.BrokerID {
-			t.Role = RoleLeader
-		}
-		if !rc.applied {
-			t = Transition{}
-		}
-		out[st.TopicPartition] = t
-		if !rc.applied || !rc.newEpoch {
-			continue
-		}
-		if rc.leader == m.cfg.BrokerID {
-			m.unfollow(r.tp)
-		} else {
-			// Even with the same leader a new epoch redoes truncation
-			// (KAFKA-7164).
-			m.followPartition(r, rc.leader, rc.leaderEpoch)
-		}
-	}
-	return out
 }
 
 // errManagerClosed is returned for a partition state that arrives, or a
@@ -586,19 +534,23 @@ func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
 		m.opening[tp] = op
 		saved := m.saved[tp]
 		m.mu.Unlock()
-		return m.open(st, op, saved)
+		return m.open(st, op, saved, m.dirs.dirFor(tp))
 	}
 }
 
-// open opens tp's log for getOrOpen, which placed op, and installs the
+// open opens tp's log in the partition directory dir (dirFor's) for
+// getOrOpen or BecomeLeaderOrFollower, which placed op, and installs the
 // replica. Caller does not hold m.mu.
-func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Replica, error) {
+func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets, dir string) (*Replica, error) {
 	tp := st.TopicPartition
 	defer close(op.done)
 	if m.openHook != nil {
 		m.openHook(tp)
 	}
-	r, err := openReplica(tp, m.dirFor(tp), m.cfg.BrokerID, st.Config, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
+	r, err := openReplica(tp, dir, m.cfg.BrokerID, st.Config, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
+	if err != nil {
+		m.dirs.openFailed(tp, dir)
+	}
 	if err == nil {
 		r.lagTimeMax = m.cfg.ReplicaLagTimeMax
 		r.isrWritable = m.cfg.StateWriter != nil
@@ -710,6 +662,7 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 			if err := os.RemoveAll(p); err != nil {
 				return fmt.Errorf("stop replica %s: delete %s: %w", tp, p, err)
 			}
+			m.dirs.removed(tp, p)
 			m.log.Info().Str("topic", tp.Topic).Int32("partition", tp.Partition).Str("dir", p).Msg("deleted log of a replica not open")
 		}
 		return nil
@@ -734,6 +687,7 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	m.mu.Unlock()
 	if remove {
 		err = r.close(true)
+		m.dirs.removed(tp, r.dir)
 	}
 	r.logger.Info().Bool("deleted", remove).Msg("replica stopped")
 	if err != nil {

@@ -323,7 +323,9 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 		r.hw = min(r.hw, r.log.LogEndOffset())
 		r.failWaitersLocked(ErrNotLeader)
 	}
-	r.logger.Info().Int32("leader", r.leader).Int32("leader_epoch", r.leaderEpoch).
+	// Debug: a LeaderAndIsr of many partitions logs one Info line
+	// (BecomeLeaderOrFollower), not one per partition.
+	r.logger.Debug().Int32("leader", r.leader).Int32("leader_epoch", r.leaderEpoch).
 		Ints32("isr", r.isr).Int32("zk_version", r.zkVersion).Int64("hw", r.hw).
 		Int64("leo", r.log.LogEndOffset()).Msg("partition state applied")
 	r.signalLocked()
