@@ -559,15 +559,18 @@ func (p *cleanPass) cleanGroup(group []segSnap, interval int64) (*segment, error
 	if err != nil {
 		return nil, err
 	}
-	ns := &segment{baseOffset: base, logFile: f, createdMs: p.createdMs, segState: newSegState(base)}
+	// The handle stays outside the FileCache until the swap has renamed
+	// the file into place: a reopen by name before then would open
+	// the replaced segment's .log.
+	ns := &segment{baseOffset: base, fsys: l.fs, dir: l.dir, logFile: newSegFile(l.fs, name, f, nil, false),
+		createdMs: p.createdMs, segState: newSegState(base)}
 	txnName := segmentFileName(l.dir, base, txnIndexSuffix+cleanedSuffix)
 	ok := false
 	defer func() {
 		if !ok {
 			_ = f.Close()
 			_ = l.fs.Remove(name)
-			if ns.txnFile != nil {
-				_ = ns.txnFile.Close()
+			if ns.hasTxnFile {
 				_ = l.fs.Remove(txnName)
 			}
 		}
@@ -629,14 +632,22 @@ func (p *cleanPass) cleanGroup(group []segSnap, interval int64) (*segment, error
 	// group's ABORT markers that were kept with data still before them,
 	// and of those the pass may not touch yet (Kafka's cleanedIndex).
 	if ns.txns = p.txns.takeKept(); len(ns.txns) > 0 {
-		if ns.txnFile, err = l.fs.OpenFile(txnName, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+		tf, err := l.fs.OpenFile(txnName, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
 			return nil, err
 		}
-		if _, err := ns.txnFile.WriteAt(encodeAbortedTxns(ns.txns), 0); err != nil {
-			return nil, fmt.Errorf("write %s: %w", txnName, err)
+		ns.hasTxnFile = true
+		_, err = tf.WriteAt(encodeAbortedTxns(ns.txns), 0)
+		if err != nil {
+			err = fmt.Errorf("write %s: %w", txnName, err)
+		} else if err = tf.Sync(); err != nil {
+			err = fmt.Errorf("fsync %s: %w", txnName, err)
 		}
-		if err := ns.txnFile.Sync(); err != nil {
-			return nil, fmt.Errorf("fsync %s: %w", txnName, err)
+		if cerr := tf.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close %s: %w", txnName, cerr)
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	ok = true
@@ -807,7 +818,7 @@ func (l *Log) replaceSegments(group []segSnap, gen int64, ns *segment) (int64, e
 	txnSwap := segmentFileName(l.dir, ns.baseOffset, txnIndexSuffix+swapSuffix)
 	discard := func() {
 		_ = ns.close()
-		if ns.txnFile != nil {
+		if ns.hasTxnFile {
 			// The index first: a .txnindex.swap left without its
 			// .log.cleaned would be taken for a completed swap.
 			_ = l.fs.Remove(txnSwap)
@@ -841,7 +852,7 @@ func (l *Log) replaceSegments(group []segSnap, gen int64, ns *segment) (int64, e
 			return gen, ErrCleanAborted
 		}
 	}
-	if ns.txnFile != nil {
+	if ns.hasTxnFile {
 		// The index becomes .swap before the segment does, durably, so
 		// that a committed swap always has it.
 		if err := l.fs.Rename(txnCleaned, txnSwap); err != nil {
@@ -882,30 +893,23 @@ func (l *Log) replaceSegments(group []segSnap, gen int64, ns *segment) (int64, e
 	if err := l.fs.Rename(swap, segmentFileName(l.dir, ns.baseOffset, logSuffix)); err != nil {
 		return gen, l.fail("clean", fmt.Errorf("rename %s: %w", swap, err))
 	}
-	if ns.txnFile != nil {
+	if ns.hasTxnFile {
 		// After the .log: a .txnindex.swap with neither a .log.swap nor
 		// a .log.cleaned beside it is one whose segment was renamed.
 		if err := l.fs.Rename(txnSwap, segmentFileName(l.dir, ns.baseOffset, txnIndexSuffix)); err != nil {
 			return gen, l.fail("clean", fmt.Errorf("rename %s: %w", txnSwap, err))
 		}
 	}
-	var err error
-	if ns.indexFile, err = l.fs.OpenFile(segmentFileName(l.dir, ns.baseOffset, indexSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
-		return gen, l.fail("clean", err)
-	}
-	if ns.timeIndexFile, err = l.fs.OpenFile(segmentFileName(l.dir, ns.baseOffset, timeIndexSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
-		return gen, l.fail("clean", err)
-	}
 	l.mu.Lock()
 	ns.maybeAddTimeEntry(ns.baseOffset) // as on roll
+	// Renamed into place: from now on it may be closed and reopened by
+	// its name.
+	ns.logFile.adopt(l.files, segmentFileName(l.dir, ns.baseOffset, logSuffix))
 	l.mu.Unlock()
-	if err := ns.writeIndexes(&l.indexScratch); err != nil {
-		return gen, l.fail("clean", err)
-	}
-	if err := ns.indexFile.Sync(); err != nil {
-		return gen, l.fail("clean", err)
-	}
-	if err := ns.timeIndexFile.Sync(); err != nil {
+	// Replace any stale index of that name, write and fsync, each file
+	// opened once.
+	ns.indexFile.stale, ns.timeIndexFile.stale = true, true
+	if err := ns.persistIndexes(&l.flushScratch, true); err != nil {
 		return gen, l.fail("clean", err)
 	}
 	if err := syncDir(l.fs, l.dir); err != nil {
@@ -979,7 +983,7 @@ func (l *Log) completeSwaps(entries []string) (map[int64]bool, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &segment{baseOffset: base, logFile: f, segState: newSegState(base)}
+		s := &segment{baseOffset: base, fsys: l.fs, dir: l.dir, logFile: newSegFile(l.fs, path, f, nil, false), segState: newSegState(base)}
 		size, err := s.fileSize()
 		var r scanResult
 		if err == nil {

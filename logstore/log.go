@@ -32,6 +32,19 @@ type Config struct {
 	// FS is the file system the log's files live on; nil means OSFS. It
 	// is fixed when the log opens: SetConfig does not change it.
 	FS FS
+	// Files is the bounded cache of open .log descriptors shared by the
+	// logs of a broker (see FileCache); nil holds every segment's .log
+	// open for the segment's life. Index files are never held open
+	// either way. Fixed when the log opens, as FS.
+	Files *FileCache
+	// CleanShutdown, read only by Open, says the caller found Kafka's
+	// clean-shutdown marker (.kafka_cleanshutdown): the log was closed
+	// by a Close that returned nil, so every segment and index file is
+	// complete and fsynced. Open then trusts the recovery point and the
+	// index files and reads no segment data beyond the last batches of
+	// the last segment (from its last index entry on, normally one
+	// header): see the package documentation, "Clean shutdown".
+	CleanShutdown bool
 }
 
 // DefaultConfig returns Kafka's defaults: 1 GiB and 7-day segments, an index
@@ -76,6 +89,7 @@ type AppendInfo struct {
 type Log struct {
 	dir    string
 	fs     FS
+	files  *FileCache // Config.Files as of Open; nil: none
 	epochs *LeaderEpochCache
 
 	// wmu serialises writers: appends, roll, truncation, retention, flush,
@@ -86,6 +100,9 @@ type Log struct {
 	// Writer-only state, guarded by wmu.
 	unflushedRecords int64
 	indexScratch     [indexScratchBytes]byte // for segment.writeIndexes
+	// flushScratch is segment.sync's buffer, guarded by fmu: the
+	// background flusher writes the indexes of rolled segments.
+	flushScratch [indexScratchBytes]byte
 	// syncUntil, when above the recovery point, makes every append fsync
 	// (see noteTruncatedBelowLocked); 0 when off.
 	syncUntil        int64
@@ -179,7 +196,7 @@ func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 	if err := mkdirDurable(fsys, dir); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	l := &Log{dir: dir, fs: fsys, cfg: cfg, firstUnflushedMs: -1}
+	l := &Log{dir: dir, fs: fsys, files: cfg.Files, cfg: cfg, firstUnflushedMs: -1}
 	l.log = cfg.Log.With().Str("dir", dir).Logger()
 	epochs, err := openLeaderEpochCache(fsys, filepath.Join(dir, LeaderEpochCheckpointFile))
 	if err != nil {
@@ -236,8 +253,11 @@ func (l *Log) load(recoveryPoint int64) error {
 	}
 	slices.Sort(bases)
 	now := l.cfg.nowMs()
+	// After a clean shutdown, trust the segments and their indexes;
+	// not if a clean pass was interrupted (no clean shutdown then).
+	clean := l.cfg.CleanShutdown && rebuild == nil && len(bases) > 0
 	if len(bases) == 0 {
-		s, err := openSegment(l.fs, l.dir, 0, true, now)
+		s, err := openSegment(l.fs, l.dir, 0, true, now, l.files)
 		if err != nil {
 			return err
 		}
@@ -245,7 +265,7 @@ func (l *Log) load(recoveryPoint int64) error {
 		l.dirDirty = true
 	}
 	for _, base := range bases {
-		s, err := openSegment(l.fs, l.dir, base, false, now)
+		s, err := openSegment(l.fs, l.dir, base, false, now, l.files)
 		if err != nil {
 			return err
 		}
@@ -271,6 +291,11 @@ func (l *Log) load(recoveryPoint int64) error {
 		}
 		recover := last || nextBase > recoveryPoint || rebuild[s.baseOffset]
 		trusted := !recover // wholly below the recovery point: fsynced
+		if clean {
+			// Close fsynced every segment and index: trust them all,
+			// checking the indexes as for a trusted segment.
+			recover = false
+		}
 		if !recover {
 			idx := filepath.Base(segmentFileName("", s.baseOffset, indexSuffix))
 			tidx := filepath.Base(segmentFileName("", s.baseOffset, timeIndexSuffix))
@@ -282,6 +307,17 @@ func (l *Log) load(recoveryPoint int64) error {
 			} else if !ok {
 				l.log.Warn().Int64("segment", s.baseOffset).Str("reason", why).Msg("index failed its sanity check, rebuilding it")
 				recover = true
+			} else if clean && last {
+				if ok, why, err := s.trustTail(size, l.cfg.IndexIntervalBytes); err != nil {
+					return err
+				} else if !ok {
+					l.log.Warn().Int64("segment", s.baseOffset).Str("reason", why).
+						Msg("clean shutdown, but the last segment does not end as its index says: recovering it")
+					recover = true
+				}
+			} else if clean {
+				// No check of the data: Close made the removal of any
+				// segments a truncation cut off durable.
 			} else if end, err := s.dataEnd(size, nextBase); err != nil {
 				return err
 			} else if end < nextBase {
@@ -293,6 +329,14 @@ func (l *Log) load(recoveryPoint int64) error {
 					Msg("segment below the recovery point ends before the next one, validating it")
 				recover = true
 			}
+		}
+		if !recover && last {
+			// A clean shutdown's last segment: trustTail set its end.
+			s.addFinalEntries(s.baseOffset) // as recovery leaves it; a no-op after Close
+			if err := l.sanitizeTxnIndex(s, s.nextOffset, true); err != nil {
+				return err
+			}
+			continue
 		}
 		if !recover {
 			s.nextOffset = nextBase // only the last segment's is used
@@ -359,7 +403,11 @@ func (l *Log) load(recoveryPoint int64) error {
 		if err := l.sanitizeTxnIndex(s, r.state.nextOffset, false); err != nil {
 			return err
 		}
-		if !last {
+		if last {
+			// As Close leaves it, so that the indexes agree whether the
+			// log was opened after a clean shutdown or recovered.
+			s.addFinalEntries(s.baseOffset)
+		} else {
 			// As on roll: a later open that trusts this segment takes its
 			// largest timestamp from the last time index entry.
 			s.maybeAddTimeEntry(s.baseOffset)
@@ -367,7 +415,7 @@ func (l *Log) load(recoveryPoint int64) error {
 		if err := s.rewriteIndexes(&l.indexScratch); err != nil {
 			return err
 		}
-		if err := s.sync(); err != nil {
+		if err := s.sync(&l.flushScratch, true); err != nil {
 			return err
 		}
 		epochChanges = append(epochChanges, r.epochs...)
@@ -586,6 +634,11 @@ func (l *Log) appendBatches(op string, records []byte, mode appendMode, place fu
 // l.wmu.
 func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
 	seg := l.segments[len(l.segments)-1]
+	if seg.firstBatchTimestamp == firstTsUnknown {
+		if err := l.loadFirstBatchTimestamp(seg); err != nil {
+			return err
+		}
+	}
 	runStart, runLen, runFirst := 0, int64(0), 0
 	for i := range info.Batches {
 		h := &info.Batches[i]
@@ -646,6 +699,24 @@ func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
 	if fm := l.cfg.FlushMessages; fm > 0 && fm != math.MaxInt64 && l.unflushedRecords >= fm {
 		return l.flushLocked()
 	}
+	return nil
+}
+
+// loadFirstBatchTimestamp reads the first batch header of seg, which a
+// clean-shutdown Open did not read. Caller holds l.wmu.
+func (l *Log) loadFirstBatchTimestamp(seg *segment) error {
+	ts := int64(-1)
+	if seg.size > 0 {
+		var scratch [BatchHeaderSize]byte
+		h, err := seg.readHeaderAt(0, &scratch)
+		if err != nil {
+			return err
+		}
+		ts = h.MaxTimestamp
+	}
+	l.mu.Lock()
+	seg.firstBatchTimestamp = ts
+	l.mu.Unlock()
 	return nil
 }
 
@@ -710,10 +781,9 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	l.mu.Lock()
 	old.maybeAddTimeEntry(old.baseOffset)
 	l.mu.Unlock()
-	if err := old.writeIndexes(&l.indexScratch); err != nil {
-		return nil, err
-	}
-	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs())
+	// Its index entries reach the files with the background flush below,
+	// which opens each index file once to write and fsync it.
+	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs(), l.files)
 	if err != nil {
 		return nil, fmt.Errorf("roll segment %d: %w", newBase, err)
 	}
@@ -808,7 +878,7 @@ func (l *Log) flushUpTo(endOffset int64) error {
 		return l.fail("flush", err)
 	}
 	for _, s := range todo {
-		if err := s.sync(); err != nil {
+		if err := s.sync(&l.flushScratch, true); err != nil {
 			return l.fail("flush", err)
 		}
 	}
@@ -1155,7 +1225,7 @@ func (l *Log) noteTruncatedBelowLocked(oldRP int64, s *segment) error {
 		l.dirDirty = false
 	}
 	if s != nil {
-		if err := s.sync(); err != nil {
+		if err := s.sync(&l.flushScratch, true); err != nil {
 			return l.fail("truncate", err)
 		}
 	}
@@ -1192,7 +1262,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	for _, s := range old {
 		errs = append(errs, s.remove(l.fs, l.dir))
 	}
-	seg, err := openSegment(l.fs, l.dir, offset, true, l.cfg.nowMs())
+	seg, err := openSegment(l.fs, l.dir, offset, true, l.cfg.nowMs(), l.files)
 	if err != nil {
 		// Leave an unusable log closed rather than without segments.
 		l.mu.Lock()
@@ -1373,10 +1443,7 @@ func (l *Log) flushLocked() error {
 		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= rp {
 			continue // wholly below the recovery point: already durable
 		}
-		if err := s.writeIndexes(&l.indexScratch); err != nil {
-			return l.fail("flush", err)
-		}
-		if err := s.sync(); err != nil {
+		if err := s.sync(&l.flushScratch, i+1 < len(l.segments)); err != nil {
 			return l.fail("flush", err)
 		}
 	}
@@ -1417,11 +1484,22 @@ func (l *Log) close(flush bool) error {
 	}
 	var errs []error
 	if flush {
+		// Leave every index file complete and fsynced, the active
+		// segment's too (a flush leaves those out), so that an Open
+		// with CleanShutdown can trust them.
 		active := l.segments[len(l.segments)-1]
 		l.mu.Lock()
-		active.maybeAddTimeEntry(active.baseOffset)
+		active.addFinalEntries(active.baseOffset)
 		l.mu.Unlock()
-		errs = append(errs, l.flushLocked())
+		err := l.flushLocked()
+		if err == nil {
+			l.fmu.Lock()
+			if ierr := active.persistIndexes(&l.flushScratch, true); ierr != nil {
+				err = l.fail("close", ierr)
+			}
+			l.fmu.Unlock()
+		}
+		errs = append(errs, err)
 	}
 	l.fmu.Lock()
 	l.mu.Lock()

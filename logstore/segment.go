@@ -65,10 +65,17 @@ type segState struct {
 	offsetOfMaxTimestamp int64 // last offset of the first batch that reached maxTimestamp
 	firstBatchTimestamp  int64 // MaxTimestamp of the first batch, -1 if empty
 	bytesSinceIndex      int64 // bytes appended since the last index entry
+	lastBatchPos         int64 // position of the last batch, -1 if empty or unknown (a loaded segment)
 }
 
+// firstTsUnknown is segState.firstBatchTimestamp of a segment that a
+// clean-shutdown Open did not read from the start: the writer reads the
+// first batch's header when a roll decision needs it, as Kafka's
+// LogSegment loads its rollingBasedTimestamp lazily.
+const firstTsUnknown = -2
+
 func newSegState(baseOffset int64) segState {
-	return segState{nextOffset: baseOffset, maxTimestamp: -1, offsetOfMaxTimestamp: -1, firstBatchTimestamp: -1}
+	return segState{nextOffset: baseOffset, maxTimestamp: -1, offsetOfMaxTimestamp: -1, firstBatchTimestamp: -1, lastBatchPos: -1}
 }
 
 // noteBatch accounts for a batch of size bytes written at pos, adding
@@ -92,6 +99,24 @@ func (st *segState) noteBatch(base int64, h *BatchHeader, pos int64, intervalByt
 	st.bytesSinceIndex += size
 	st.size = pos + size
 	st.nextOffset = h.NextOffset()
+	st.lastBatchPos = pos
+}
+
+// addFinalEntries gives the segment, as Close leaves it (and as recovery
+// leaves the last segment), an index entry for its last batch and a time
+// index entry for its largest timestamp, so that a clean-shutdown Open
+// learns the segment's end and largest timestamp from the index files,
+// reading no more than the last batch's header.
+func (st *segState) addFinalEntries(base int64) {
+	st.maybeAddTimeEntry(base)
+	if st.lastBatchPos < 0 {
+		return
+	}
+	if n := len(st.index); n > 0 && int64(st.index[n-1].position) >= st.lastBatchPos {
+		return
+	}
+	st.index = append(st.index, indexEntry{relOffset: int32(st.nextOffset - 1 - base), position: int32(st.lastBatchPos)})
+	st.bytesSinceIndex = st.size - st.lastBatchPos
 }
 
 // maybeAddTimeEntry appends the current largest timestamp to the time index
@@ -106,73 +131,90 @@ func (st *segState) maybeAddTimeEntry(base int64) {
 	st.timeIndex = append(st.timeIndex, timeIndexEntry{timestamp: st.maxTimestamp, relOffset: int32(st.offsetOfMaxTimestamp - base)})
 }
 
-// segment is one .log file with its .index and .timeindex. The files are
-// written with WriteAt at known positions: the .log on every append, the
-// indexes only on roll, flush and close (the last segment's indexes are
-// always rebuilt on open, so they need not be current on disk).
+// segment is one .log file with its .index and .timeindex. The .log is
+// written with WriteAt at known positions on every append, through a
+// segFile (held open, or opened on demand through Config.Files). The
+// index entries live in memory; the index files are not held open: they
+// are opened to load them (Open), to write the entries not yet in them
+// and fsync them (flush, close), and to rewrite them (truncation,
+// recovery), and closed again at once.
 type segment struct {
-	baseOffset    int64
-	logFile       File
-	indexFile     File
-	timeIndexFile File
-	createdMs     int64 // when this process created or opened it, for segment.ms without timestamps
+	baseOffset int64
+	fsys       FS
+	dir        string
+	logFile    *segFile
+	createdMs  int64 // when this process created or opened it, for segment.ms without timestamps
 
 	segState // see segState for locking
 
-	// Writer-only (Log.wmu): how many entries are in the index files.
-	indexWritten     int
-	timeIndexWritten int
+	// Writer-only (Log.wmu, or Log.fmu for a segment that is no longer
+	// active): the state of the index files on disk.
+	indexFile, timeIndexFile indexFileState
 
 	// The transaction index (txnindex.go): txns, the entries in marker
 	// order, are read under Log.mu and changed under Log.wmu and Log.mu;
-	// txnFile is nil until the segment has an entry, and set under
-	// Log.wmu and Log.mu. txnTorn says Open cut a torn last entry.
-	txnFile File
-	txns    []AbortedTxn
-	txnTorn bool
+	// hasTxnFile says <base>.txnindex exists (set under Log.wmu and
+	// Log.mu), txnUnsynced that it changed since its last fsync
+	// (writer-only). txnTorn says Open cut a torn last entry.
+	txns        []AbortedTxn
+	hasTxnFile  bool
+	txnUnsynced bool
+	txnTorn     bool
+}
+
+// indexFileState is what the writer knows of an index file on disk.
+type indexFileState struct {
+	written  int  // entries in the file
+	stale    bool // the file must be truncated before the next write
+	unsynced bool // created, written or truncated since its last fsync
 }
 
 // openSegment opens (create=false) or creates the files of the segment at
-// baseOffset. Creating truncates any stale files of the same name.
-func openSegment(fsys FS, dir string, baseOffset int64, create bool, nowMs int64) (*segment, error) {
-	s := &segment{baseOffset: baseOffset, createdMs: nowMs, segState: newSegState(baseOffset)}
-	logFlags := os.O_RDWR
-	idxFlags := os.O_RDWR | os.O_CREATE
-	if create {
-		logFlags |= os.O_CREATE | os.O_TRUNC
-		idxFlags |= os.O_TRUNC
+// baseOffset. Creating truncates any stale files of the same name, the
+// indexes included (which it then closes). Opening an existing segment
+// opens nothing when cache is non-nil.
+func openSegment(fsys FS, dir string, baseOffset int64, create bool, nowMs int64, cache *FileCache) (*segment, error) {
+	s := &segment{baseOffset: baseOffset, fsys: fsys, dir: dir, createdMs: nowMs, segState: newSegState(baseOffset)}
+	name := segmentFileName(dir, baseOffset, logSuffix)
+	if !create {
+		var err error
+		if s.logFile, err = lazySegFile(fsys, name, cache); err != nil {
+			return nil, err
+		}
+		return s, nil
 	}
-	var err error
-	if s.logFile, err = fsys.OpenFile(segmentFileName(dir, baseOffset, logSuffix), logFlags, 0o644); err != nil {
+	f, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
 		return nil, err
 	}
-	if s.indexFile, err = fsys.OpenFile(segmentFileName(dir, baseOffset, indexSuffix), idxFlags, 0o644); err != nil {
-		s.close()
-		return nil, err
+	s.logFile = newSegFile(fsys, name, f, cache, true)
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+		idx, err := fsys.OpenFile(segmentFileName(dir, baseOffset, suffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err == nil {
+			err = idx.Close()
+		}
+		if err != nil {
+			_ = s.close()
+			return nil, err
+		}
 	}
-	if s.timeIndexFile, err = fsys.OpenFile(segmentFileName(dir, baseOffset, timeIndexSuffix), idxFlags, 0o644); err != nil {
-		s.close()
-		return nil, err
-	}
+	s.indexFile.unsynced, s.timeIndexFile.unsynced = true, true
 	return s, nil
 }
 
-// close closes whichever files are open.
+// close closes the .log (the only file a segment holds).
 func (s *segment) close() error {
-	var errs []error
-	for _, f := range []File{s.logFile, s.indexFile, s.timeIndexFile, s.txnFile} {
-		if f != nil {
-			errs = append(errs, f.Close())
-		}
+	if s.logFile == nil {
+		return nil
 	}
-	return errors.Join(errs...)
+	return s.logFile.Close()
 }
 
 // remove closes the files and deletes them, the .log first so that a crash
 // part way leaves orphan indexes (deleted on open) rather than a log
 // without its index (which would merely be rebuilt).
 func (s *segment) remove(fsys FS, dir string) error {
-	hasTxn := s.txnFile != nil
+	hasTxn := s.hasTxnFile
 	errs := []error{s.close()}
 	suffixes := []string{logSuffix, indexSuffix, timeIndexSuffix}
 	if hasTxn {
@@ -208,7 +250,7 @@ func (s *segment) loadIndexes(logSize, nextBase int64) (bool, string, error) {
 	if nextBase != math.MaxInt64 {
 		maxRel = min(maxRel, nextBase-1-s.baseOffset)
 	}
-	raw, err := io.ReadAll(s.indexFile)
+	raw, err := readIndexFile(s.fsys, segmentFileName(s.dir, s.baseOffset, indexSuffix))
 	if err != nil {
 		return false, "", err
 	}
@@ -226,7 +268,7 @@ func (s *segment) loadIndexes(logSize, nextBase int64) (bool, string, error) {
 		}
 		index = append(index, e)
 	}
-	raw, err = io.ReadAll(s.timeIndexFile)
+	raw, err = readIndexFile(s.fsys, segmentFileName(s.dir, s.baseOffset, timeIndexSuffix))
 	if err != nil {
 		return false, "", err
 	}
@@ -245,12 +287,71 @@ func (s *segment) loadIndexes(logSize, nextBase int64) (bool, string, error) {
 		timeIndex = append(timeIndex, e)
 	}
 	s.size = logSize
-	s.index, s.indexWritten = index, len(index)
-	s.timeIndex, s.timeIndexWritten = timeIndex, len(timeIndex)
+	s.index, s.indexFile = index, indexFileState{written: len(index)}
+	s.timeIndex, s.timeIndexFile = timeIndex, indexFileState{written: len(timeIndex)}
 	if n := len(timeIndex); n > 0 {
 		s.maxTimestamp = timeIndex[n-1].timestamp
 		s.offsetOfMaxTimestamp = s.baseOffset + int64(timeIndex[n-1].relOffset)
 	}
+	return true, "", nil
+}
+
+// trustTail completes the state of the last segment of a clean-shutdown
+// Open, whose indexes loadIndexes loaded from a .log of size bytes: it
+// reads the batch headers from the last offset index entry on (only the
+// last batch's, when Close left the segment) to learn the segment's end,
+// its last batch and any timestamp above the time index. It reports
+// false, with a reason, when they are not whole batches up to size, the
+// first being the one the entry names. Headers only: no CRC check, as
+// for any trusted segment.
+func (s *segment) trustTail(size, intervalBytes int64) (bool, string, error) {
+	st := s.segState
+	st.nextOffset, st.bytesSinceIndex, st.lastBatchPos = s.baseOffset, 0, -1
+	st.firstBatchTimestamp = firstTsUnknown
+	n := len(st.index)
+	pos := int64(0)
+	if n > 0 {
+		pos = int64(st.index[n-1].position)
+	}
+	if pos == 0 {
+		st.firstBatchTimestamp = -1 // set by the first batch, if any
+	}
+	var hdr [BatchHeaderSize]byte
+	for first := n > 0; pos < size; first = false {
+		if size-pos < BatchHeaderSize {
+			return false, fmt.Sprintf("%d bytes at position %d are too short for a batch header", size-pos, pos), nil
+		}
+		if _, err := s.logFile.ReadAt(hdr[:], pos); err != nil {
+			return false, "", fmt.Errorf("read segment %d at %d: %w", s.baseOffset, pos, err)
+		}
+		var h BatchHeader
+		err := parseStoredHeader(&h, hdr[:], size-pos)
+		if err == nil {
+			err = checkStoredOffsets(&h, st.nextOffset, s.baseOffset, math.MaxInt64)
+		}
+		if err == nil && first && h.LastOffset() != s.baseOffset+int64(st.index[n-1].relOffset) {
+			err = fmt.Errorf("last offset %d, the index entry says %d", h.LastOffset(), s.baseOffset+int64(st.index[n-1].relOffset))
+		}
+		if err != nil {
+			return false, fmt.Sprintf("batch at position %d: %v", pos, err), nil
+		}
+		if first {
+			// The batch of the last entry: as noteBatch, but the entry
+			// is there already.
+			if pos == 0 {
+				st.firstBatchTimestamp = h.MaxTimestamp
+			}
+			if h.MaxTimestamp > st.maxTimestamp {
+				st.maxTimestamp, st.offsetOfMaxTimestamp = h.MaxTimestamp, h.LastOffset()
+			}
+			st.bytesSinceIndex = int64(h.Size())
+			st.size, st.nextOffset, st.lastBatchPos = pos+int64(h.Size()), h.NextOffset(), pos
+		} else {
+			st.noteBatch(s.baseOffset, &h, pos, intervalBytes)
+		}
+		pos += int64(h.Size())
+	}
+	s.segState = st
 	return true, "", nil
 }
 
@@ -340,63 +441,123 @@ func checkStoredOffsets(h *BatchHeader, expectNext, baseOffset, nextBase int64) 
 // multiple of both entry sizes.
 const indexScratchBytes = 170 * indexEntrySize * timeIndexEntrySize / 4 // 4080
 
-// writeIndexes appends the index entries not yet in the files, through
-// scratch (Log.indexScratch), so that a flush allocates nothing: a
-// buffer made here would escape through the File interface. Caller holds
-// Log.wmu.
-func (s *segment) writeIndexes(scratch *[indexScratchBytes]byte) error {
-	for s.indexWritten < len(s.index) {
-		n := min(len(s.index)-s.indexWritten, indexScratchBytes/indexEntrySize)
-		buf := scratch[:n*indexEntrySize]
-		for i, e := range s.index[s.indexWritten : s.indexWritten+n] {
-			binary.BigEndian.PutUint32(buf[i*indexEntrySize:], uint32(e.relOffset))
-			binary.BigEndian.PutUint32(buf[i*indexEntrySize+4:], uint32(e.position))
-		}
-		if _, err := s.indexFile.WriteAt(buf, int64(s.indexWritten)*indexEntrySize); err != nil {
-			return fmt.Errorf("write index of segment %d: %w", s.baseOffset, err)
-		}
-		s.indexWritten += n
+// readIndexFile reads an index file; a missing one reads as empty.
+func readIndexFile(fsys FS, name string) ([]byte, error) {
+	raw, err := readFile(fsys, name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
 	}
-	for s.timeIndexWritten < len(s.timeIndex) {
-		n := min(len(s.timeIndex)-s.timeIndexWritten, indexScratchBytes/timeIndexEntrySize)
-		buf := scratch[:n*timeIndexEntrySize]
-		for i, e := range s.timeIndex[s.timeIndexWritten : s.timeIndexWritten+n] {
-			binary.BigEndian.PutUint64(buf[i*timeIndexEntrySize:], uint64(e.timestamp))
-			binary.BigEndian.PutUint32(buf[i*timeIndexEntrySize+8:], uint32(e.relOffset))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	return raw, nil
+}
+
+// writeIndexes appends the index entries not yet in the files (each file
+// opened, written and closed), so that a flush allocates nothing beyond
+// the opens: the encoding goes through scratch (Log.indexScratch), as a
+// buffer made here would escape through the File interface. Caller holds
+// Log.wmu, or Log.fmu for a segment no longer active.
+func (s *segment) writeIndexes(scratch *[indexScratchBytes]byte) error {
+	return s.persistIndexes(scratch, false)
+}
+
+// persistIndexes brings both index files up to date with the entries in
+// memory, opening each file at most once: it truncates a stale one,
+// appends the entries not yet in it and, with doSync, fsyncs it if it
+// changed since its last fsync. A file with nothing to do is not opened.
+func (s *segment) persistIndexes(scratch *[indexScratchBytes]byte, doSync bool) error {
+	if err := s.persistIndexFile(indexSuffix, &s.indexFile, len(s.index), scratch, doSync); err != nil {
+		return err
+	}
+	return s.persistIndexFile(timeIndexSuffix, &s.timeIndexFile, len(s.timeIndex), scratch, doSync)
+}
+
+func (s *segment) persistIndexFile(suffix string, st *indexFileState, entries int, scratch *[indexScratchBytes]byte, doSync bool) error {
+	if st.written == entries && !st.stale && (!doSync || !st.unsynced) {
+		return nil
+	}
+	name := segmentFileName(s.dir, s.baseOffset, suffix)
+	flags := os.O_RDWR | os.O_CREATE
+	if st.stale {
+		flags |= os.O_TRUNC
+	}
+	f, err := s.fsys.OpenFile(name, flags, 0o644)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", name, err)
+	}
+	if st.stale {
+		st.stale, st.written, st.unsynced = false, 0, true
+	}
+	err = s.writeIndexEntries(f, suffix, st, entries, scratch)
+	if err == nil && doSync && st.unsynced {
+		if err = f.Sync(); err != nil {
+			err = fmt.Errorf("fsync %s: %w", name, err)
+		} else {
+			st.unsynced = false
 		}
-		if _, err := s.timeIndexFile.WriteAt(buf, int64(s.timeIndexWritten)*timeIndexEntrySize); err != nil {
-			return fmt.Errorf("write time index of segment %d: %w", s.baseOffset, err)
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", name, cerr)
+	}
+	return err
+}
+
+// writeIndexEntries writes the entries of the index named by suffix from
+// st.written on to f.
+func (s *segment) writeIndexEntries(f File, suffix string, st *indexFileState, entries int, scratch *[indexScratchBytes]byte) error {
+	size := indexEntrySize
+	if suffix == timeIndexSuffix {
+		size = timeIndexEntrySize
+	}
+	for st.written < entries {
+		n := min(entries-st.written, indexScratchBytes/size)
+		buf := scratch[:n*size]
+		if suffix == indexSuffix {
+			for i, e := range s.index[st.written : st.written+n] {
+				binary.BigEndian.PutUint32(buf[i*indexEntrySize:], uint32(e.relOffset))
+				binary.BigEndian.PutUint32(buf[i*indexEntrySize+4:], uint32(e.position))
+			}
+		} else {
+			for i, e := range s.timeIndex[st.written : st.written+n] {
+				binary.BigEndian.PutUint64(buf[i*timeIndexEntrySize:], uint64(e.timestamp))
+				binary.BigEndian.PutUint32(buf[i*timeIndexEntrySize+8:], uint32(e.relOffset))
+			}
 		}
-		s.timeIndexWritten += n
+		if _, err := f.WriteAt(buf, int64(st.written)*int64(size)); err != nil {
+			return fmt.Errorf("write %s: %w", f.Name(), err)
+		}
+		st.written += n
+		st.unsynced = true
 	}
 	return nil
 }
 
 // rewriteIndexes replaces both index files with the in-memory entries,
-// after a rebuild or truncation. Caller holds Log.wmu.
+// after a rebuild or truncation. Caller holds Log.wmu (and Log.fmu for a
+// segment no longer active).
 func (s *segment) rewriteIndexes(scratch *[indexScratchBytes]byte) error {
-	if err := s.indexFile.Truncate(0); err != nil {
-		return fmt.Errorf("truncate index of segment %d: %w", s.baseOffset, err)
-	}
-	if err := s.timeIndexFile.Truncate(0); err != nil {
-		return fmt.Errorf("truncate time index of segment %d: %w", s.baseOffset, err)
-	}
-	s.indexWritten, s.timeIndexWritten = 0, 0
+	s.indexFile.stale, s.timeIndexFile.stale = true, true
 	return s.writeIndexes(scratch)
 }
 
-// sync fsyncs the segment's files: the .log, its two indexes and its
-// .txnindex if it has one.
-func (s *segment) sync() error {
-	for _, f := range []File{s.logFile, s.indexFile, s.timeIndexFile, s.txnFile} {
-		if f == nil {
-			continue
-		}
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("fsync %s: %w", f.Name(), err)
+// sync fsyncs the segment's files: the .log, then, with indexes, its two
+// indexes (writing the entries not yet in them first), and its
+// .txnindex; each index file only if it changed since its last fsync.
+// A flush leaves out the indexes of the active segment (indexes false):
+// Open rebuilds the last segment's indexes unless Close wrote them, so
+// they need reach the disk only at roll and close, and an fsyncing append
+// opens no index file. Caller holds Log.fmu, or owns the log (Open).
+func (s *segment) sync(scratch *[indexScratchBytes]byte, indexes bool) error {
+	if err := s.logFile.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", s.logFile.Name(), err)
+	}
+	if indexes {
+		if err := s.persistIndexes(scratch, true); err != nil {
+			return err
 		}
 	}
-	return nil
+	return s.syncTxnIndex()
 }
 
 // lookup returns the position from which to scan for offset: that of the

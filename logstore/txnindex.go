@@ -66,8 +66,8 @@ func encodeAbortedTxns(entries []AbortedTxn) []byte {
 	return b
 }
 
-// loadTxnIndex reads the segment's .txnindex, if it exists, into s.txns and
-// keeps the file open in s.txnFile. A torn last entry (a size that is not
+// loadTxnIndex reads the segment's .txnindex, if it exists, into s.txns
+// (and closes it again). A torn last entry (a size that is not
 // a multiple of 34) is cut off. An entry of another version, one whose
 // last offset is below the segment's base, or one not above the entry
 // before it is ErrCorrupt, naming the file. Entries are not checked
@@ -82,9 +82,17 @@ func (s *segment) loadTxnIndex(fsys FS, dir string) error {
 	if err != nil {
 		return fmt.Errorf("open transaction index %s: %w", name, err)
 	}
+	err = s.readTxnIndex(f, name)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close transaction index %s: %w", name, cerr)
+	}
+	return err
+}
+
+// readTxnIndex is loadTxnIndex's reading of the open file f.
+func (s *segment) readTxnIndex(f File, name string) error {
 	raw, err := io.ReadAll(f)
 	if err != nil {
-		_ = f.Close()
 		return fmt.Errorf("read transaction index %s: %w", name, err)
 	}
 	n := len(raw) / abortedTxnSize
@@ -103,20 +111,41 @@ func (s *segment) loadTxnIndex(fsys FS, dir string) error {
 			bad = fmt.Sprintf("last offset %d not above the previous entry's %d", t.LastOffset, entries[len(entries)-1].LastOffset)
 		}
 		if bad != "" {
-			_ = f.Close()
 			return fmt.Errorf("transaction index %s: entry %d: %s: %w", name, i, bad, ErrCorrupt)
 		}
 		entries = append(entries, t)
 	}
-	s.txnFile, s.txns = f, entries
+	s.hasTxnFile, s.txns = true, entries
 	if len(raw)%abortedTxnSize != 0 {
 		// A torn append: the entry never completed, so its marker's
 		// segment is being recovered too, and the caller replays it.
 		if err := f.Truncate(int64(n * abortedTxnSize)); err != nil {
 			return fmt.Errorf("truncate torn entry of transaction index %s: %w", name, err)
 		}
-		s.txnTorn = true
+		s.txnTorn, s.txnUnsynced = true, true
 	}
+	return nil
+}
+
+// syncTxnIndex fsyncs the segment's .txnindex if it changed since its
+// last fsync, opening it for that and closing it again.
+func (s *segment) syncTxnIndex() error {
+	if !s.hasTxnFile || !s.txnUnsynced {
+		return nil
+	}
+	name := segmentFileName(s.dir, s.baseOffset, txnIndexSuffix)
+	f, err := s.fsys.OpenFile(name, os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("open transaction index %s: %w", name, err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", name, err)
+	}
+	s.txnUnsynced = false
 	return nil
 }
 
@@ -133,8 +162,17 @@ func (s *segment) truncateTxns(endOffset int64) (bool, error) {
 		return false, nil
 	}
 	s.txns = s.txns[:k:k]
-	if s.txnFile != nil {
-		if err := s.txnFile.Truncate(int64(k * abortedTxnSize)); err != nil {
+	if s.hasTxnFile {
+		name := segmentFileName(s.dir, s.baseOffset, txnIndexSuffix)
+		f, err := s.fsys.OpenFile(name, os.O_RDWR, 0o644)
+		if err == nil {
+			err = f.Truncate(int64(k * abortedTxnSize))
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		s.txnUnsynced = true
+		if err != nil {
 			return true, fmt.Errorf("truncate transaction index of segment %d: %w", s.baseOffset, err)
 		}
 	}
@@ -209,24 +247,35 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	if k < len(s.txns) {
 		return l.insertAbortedTxnLocked(s, k, t)
 	}
-	if s.txnFile == nil {
-		name := segmentFileName(l.dir, s.baseOffset, txnIndexSuffix)
-		// No file is open, so none of ours is on disk (Open loads every
-		// one): a stale one of the same name is replaced.
-		f, err := l.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return l.fail("append aborted transaction", fmt.Errorf("create transaction index %s: %w", name, err))
+	name := segmentFileName(l.dir, s.baseOffset, txnIndexSuffix)
+	flags := os.O_RDWR
+	if !s.hasTxnFile {
+		// None of ours is on disk (Open loads every one): a stale one of
+		// the same name is replaced.
+		flags |= os.O_CREATE | os.O_TRUNC
+	}
+	f, err := l.fs.OpenFile(name, flags, 0o644)
+	if err != nil {
+		return l.fail("append aborted transaction", fmt.Errorf("open transaction index %s: %w", name, err))
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			_ = f.Close()
 		}
+	}()
+	if !s.hasTxnFile {
 		l.mu.Lock()
-		s.txnFile = f
+		s.hasTxnFile = true
 		l.mu.Unlock()
 		l.dirDirty = true
 	}
+	s.txnUnsynced = true
 	var buf [abortedTxnSize]byte
 	t.put(buf[:])
 	pos := int64(len(s.txns) * abortedTxnSize)
-	if _, err := s.txnFile.WriteAt(buf[:], pos); err != nil {
-		if terr := s.txnFile.Truncate(pos); terr != nil {
+	if _, err := f.WriteAt(buf[:], pos); err != nil {
+		if terr := f.Truncate(pos); terr != nil {
 			err = errors.Join(err, terr)
 		}
 		return l.fail("append aborted transaction", fmt.Errorf("write transaction index of segment %d: %w", s.baseOffset, err))
@@ -243,9 +292,14 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 			}
 			l.dirDirty = false
 		}
-		if err := s.txnFile.Sync(); err != nil {
-			return l.fail("append aborted transaction", fmt.Errorf("fsync %s: %w", s.txnFile.Name(), err))
+		if err := f.Sync(); err != nil {
+			return l.fail("append aborted transaction", fmt.Errorf("fsync %s: %w", name, err))
 		}
+		s.txnUnsynced = false
+	}
+	closed = true
+	if err := f.Close(); err != nil {
+		return l.fail("append aborted transaction", fmt.Errorf("close %s: %w", name, err))
 	}
 	return nil
 }
@@ -261,18 +315,11 @@ func (l *Log) insertAbortedTxnLocked(s *segment, k int, t AbortedTxn) error {
 	if err := WriteFileAtomicFS(l.fs, name, encodeAbortedTxns(entries)); err != nil {
 		return l.fail("insert aborted transaction", fmt.Errorf("rewrite transaction index %s: %w", name, err))
 	}
-	f, err := l.fs.OpenFile(name, os.O_RDWR, 0o644)
-	if err != nil {
-		return l.fail("insert aborted transaction", fmt.Errorf("reopen transaction index %s: %w", name, err))
-	}
 	l.mu.Lock()
-	old := s.txnFile
-	s.txnFile, s.txns = f, entries
+	s.hasTxnFile, s.txns = true, entries
+	s.txnUnsynced = false // WriteFileAtomicFS fsynced it
 	l.recountTxnsLocked()
 	l.mu.Unlock()
-	if old != nil {
-		_ = old.Close()
-	}
 	l.log.Warn().Int64("segment", s.baseOffset).Int64("offset", t.LastOffset).Int("entries", len(entries)).
 		Msg("aborted transaction added before the last entry of its segment's transaction index (replayed after a lost index)")
 	return nil
@@ -348,10 +395,8 @@ func (l *Log) sanitizeTxnIndex(s *segment, endOffset int64, syncNow bool) error 
 		Int("entries_removed", n-len(s.txns)).Bool("torn_entry", s.txnTorn).
 		Msg("removed transaction index entries past the end of the segment")
 	s.txnTorn = false
-	if syncNow && s.txnFile != nil {
-		if err := s.txnFile.Sync(); err != nil {
-			return fmt.Errorf("fsync %s: %w", s.txnFile.Name(), err)
-		}
+	if syncNow {
+		return s.syncTxnIndex()
 	}
 	return nil
 }
