@@ -69,6 +69,13 @@ type Config struct {
 	// BecomeLeaderOrFollower opens are opened by that many goroutines per
 	// log dir, which live only for the call.
 	RecoveryThreadsPerDataDir int
+	// Files is the broker's bounded cache of open .log descriptors,
+	// shared by every log (logstore.Config.Files); nil holds each
+	// segment's .log open.
+	Files *logstore.FileCache
+	// logFS, set by tests, is the file system of the logs
+	// (logstore.Config.FS); the Manager's own files stay on the OS's.
+	logFS logstore.FS
 	// Cleaner configures the log cleaner (log.cleaner.*); the zero value
 	// has it disabled, with DefaultCleanerConfig's other settings. Any
 	// other value is taken as given (see CleanerConfig).
@@ -165,6 +172,13 @@ type Manager struct {
 	// dirs knows which log dir holds each partition directory and how
 	// many each holds (dirFor).
 	dirs *dirLayout
+	// cleanDirs are the log dirs where NewManager found the clean-shutdown
+	// marker; cleanOpened the partitions whose log has opened since, so
+	// that only a log's first open trusts the marker (see cleanOpen).
+	// Both guarded by cleanMu.
+	cleanMu     sync.Mutex
+	cleanDirs   map[string]bool
+	cleanOpened map[cluster.TopicPartition]bool
 
 	// cleaner is the log cleaner: its threads, checkpoints and figures.
 	cleaner *cleaner
@@ -214,6 +228,9 @@ func NewManager(cfg Config) (*Manager, error) {
 		changed:  make(chan struct{}),
 		visible:  make(chan struct{}),
 		stop:     make(chan struct{}),
+
+		cleanDirs:   map[string]bool{},
+		cleanOpened: map[cluster.TopicPartition]bool{},
 	}
 	m.cleaner = newCleaner(m, cfg.Cleaner)
 	// Unlimited until SetReplicationQuotas.
@@ -230,6 +247,13 @@ func NewManager(cfg Config) (*Manager, error) {
 		// than a stat per entry and a listing per new partition.
 		if err := m.dirs.scan(dir); err != nil {
 			return nil, err
+		}
+		clean, err := takeCleanShutdownMarker(dir)
+		if err != nil {
+			return nil, err
+		}
+		if clean {
+			m.cleanDirs[dir] = true
 		}
 		if err := m.cleaner.readCheckpoints(dir); err != nil {
 			return nil, err
@@ -334,11 +358,20 @@ func (m *Manager) background() {
 }
 
 // writeCheckpoints writes the HW checkpoint (and with recovery, the
-// recovery-point and log-start checkpoints) of every log dir.
+// producer state snapshots and the recovery-point and log-start
+// checkpoints) of every log dir: each file once per log dir, holding every
+// partition of the dir.
 func (m *Manager) writeCheckpoints(recovery bool) {
 	m.checkpointMu.Lock()
 	defer m.checkpointMu.Unlock()
-	if recovery {
+	m.writeCheckpointsLocked(recovery, recovery)
+}
+
+// writeCheckpointsLocked is writeCheckpoints, the producer snapshots only
+// with snapshots; it returns the first error of each log dir whose files
+// could not all be written. Caller holds checkpointMu.
+func (m *Manager) writeCheckpointsLocked(recovery, snapshots bool) map[string]error {
+	if snapshots {
 		// Producer state snapshots go with the recovery checkpoint: both
 		// bound how much of the log a restart must read.
 		for _, r := range m.all() {
@@ -387,6 +420,7 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 		}
 	}
 	m.mu.RUnlock()
+	failed := map[string]error{}
 	for dir, e := range byDir {
 		type checkpointFile struct {
 			name string
@@ -406,6 +440,9 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 			})
 			if err := logstore.WriteOffsetCheckpoint(filepath.Join(dir, f.name), f.es); err != nil {
 				m.log.Error().Err(err).Str("dir", dir).Str("file", f.name).Msg("write checkpoint")
+				if failed[dir] == nil {
+					failed[dir] = fmt.Errorf("write %s in %s: %w", f.name, dir, err)
+				}
 			} else if f.name == logstore.RecoveryPointCheckpointFile {
 				for i, r := range e.replicas {
 					r.checkpointedRP.Store(e.rps[i])
@@ -413,6 +450,7 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 			}
 		}
 	}
+	return failed
 }
 
 func (m *Manager) all() []*Replica {
@@ -547,7 +585,8 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets, dir s
 	if m.openHook != nil {
 		m.openHook(tp)
 	}
-	r, err := openReplica(tp, dir, m.cfg.BrokerID, st.Config, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
+	base := logstore.Config{Files: m.cfg.Files, FS: m.cfg.logFS, CleanShutdown: m.cleanOpen(tp, filepath.Dir(dir))}
+	r, err := openReplica(tp, dir, m.cfg.BrokerID, st.Config, base, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
 	if err != nil {
 		m.dirs.openFailed(tp, dir)
 	}
@@ -862,16 +901,19 @@ func (m *Manager) Close() error {
 		m.cleaner.abortAll()
 		m.wg.Wait() // the cleaner threads end, their passes aborted
 		m.cleaner.writeCheckpoints()
+		// unclean holds the log dirs where a log failed to flush or close,
+		// or a checkpoint to be written: they get no clean-shutdown marker.
+		unclean := map[string]bool{}
 		for _, r := range m.all() {
 			if err := r.log.Flush(); err != nil {
 				errs = append(errs, fmt.Errorf("flush %s: %w", r.tp, err))
+				unclean[filepath.Dir(r.dir)] = true
 			}
 		}
 		m.writeCheckpoints(true)
 		m.mu.Lock()
 		m.closed = true
 		rs := m.replicas
-		m.replicas = map[cluster.TopicPartition]*Replica{}
 		var opens []*opening
 		for _, op := range m.opening {
 			opens = append(opens, op)
@@ -880,11 +922,36 @@ func (m *Manager) Close() error {
 		for _, r := range rs {
 			if err := r.close(false); err != nil {
 				errs = append(errs, err)
+				unclean[filepath.Dir(r.dir)] = true
 			}
 		}
 		// An open in progress sees closed and closes its own log.
 		for _, op := range opens {
 			<-op.done
+		}
+		// The offsets once more, as the closed logs hold them (an append
+		// may have landed after the checkpoint above), so that a clean
+		// restart's recovery points are the logs' ends.
+		m.checkpointMu.Lock()
+		for dir, err := range m.writeCheckpointsLocked(true, false) {
+			errs = append(errs, err)
+			unclean[dir] = true
+		}
+		m.checkpointMu.Unlock()
+		m.mu.Lock()
+		m.replicas = map[cluster.TopicPartition]*Replica{}
+		m.mu.Unlock()
+		// Last, Kafka's clean-shutdown marker in each log dir whose logs
+		// all closed and whose checkpoints were written.
+		for _, dir := range m.cfg.LogDirs {
+			dir = filepath.Clean(dir)
+			if unclean[dir] {
+				m.log.Warn().Str("dir", dir).Msg("no clean shutdown marker: a log or checkpoint failed")
+				continue
+			}
+			if err := writeCleanShutdownMarker(dir); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	})
 	return errors.Join(errs...)

@@ -146,10 +146,13 @@ func logstoreConfig(c cluster.LogConfig, log zerolog.Logger) logstore.Config {
 // openReplica opens the log in dir and restores the log start offset and
 // the HW from their checkpoints (the HW never above the LEO) and the
 // producer state from the log.
-func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg cluster.LogConfig,
+// The log opens with base's Files, FS and CleanShutdown.
+func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg cluster.LogConfig, base logstore.Config,
 	hwCheckpoint, recoveryPoint, logStartCheckpoint int64, logger zerolog.Logger, notify func(wake)) (*Replica, error) {
 	logger = logger.With().Str("topic", tp.Topic).Int32("partition", tp.Partition).Logger()
-	l, err := logstore.Open(dir, logstoreConfig(cfg, logger), recoveryPoint)
+	lc := logstoreConfig(cfg, logger)
+	lc.Files, lc.FS, lc.CleanShutdown = base.Files, base.FS, base.CleanShutdown
+	l, err := logstore.Open(dir, lc, recoveryPoint)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
