@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/logstore"
 )
 
 // nopLeaderClient is a LeaderClient that never answers with data: the
@@ -59,7 +60,7 @@ func benchManager(b *testing.B, dirs []string, threads int) *Manager {
 		HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
 		RetentionCheckInterval: time.Hour, Log: zerolog.Nop(),
 		LeaderClient: nopLeaderClient{}, StateWriter: nopStateWriter{},
-		RecoveryThreadsPerDataDir: threads,
+		RecoveryThreadsPerDataDir: threads, Files: logstore.NewFileCache(4096),
 	})
 	if err != nil {
 		b.Fatal(err)
