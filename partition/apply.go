@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -237,7 +238,7 @@ func (m *Manager) openAll(pending []pendingOpen) map[cluster.TopicPartition]erro
 	if len(pending) == 0 {
 		return failed
 	}
-	threads := max(m.cfg.RecoveryThreadsPerDataDir, 1)
+	threads := int(m.recoveryThreads.Load())
 	byDir := map[string][]int{}
 	var order []string
 	for i, p := range pending {
@@ -283,4 +284,11 @@ func (m *Manager) openAll(pending []pendingOpen) map[cluster.TopicPartition]erro
 		m.log.Error().Err(first).Int("failed", len(failed)).Int("opened", len(pending)-len(failed)).Msg("open logs")
 	}
 	return failed
+}
+
+// SetRecoveryThreadsPerDataDir changes num.recovery.threads.per.data.dir
+// (a dynamic broker config in Kafka) for the next BecomeLeaderOrFollower;
+// n <= 0 means 1.
+func (m *Manager) SetRecoveryThreadsPerDataDir(n int) {
+	m.recoveryThreads.Store(int32(min(max(n, 1), math.MaxInt32)))
 }

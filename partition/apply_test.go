@@ -173,13 +173,18 @@ func TestParsePartitionDirName(t *testing.T) {
 func TestRecoveryThreadsOpenConcurrently(t *testing.T) {
 	for _, tc := range []struct {
 		threads, dirs, want int
-	}{{1, 1, 1}, {3, 1, 3}, {2, 2, 4}} {
+		dynamic             bool // set by SetRecoveryThreadsPerDataDir after a start with 1
+	}{{1, 1, 1, false}, {3, 1, 3, false}, {2, 2, 4, false}, {3, 1, 3, true}} {
 		root := t.TempDir()
 		var dirs []string
 		for i := range tc.dirs {
 			dirs = append(dirs, filepath.Join(root, "d"+string(rune('1'+i))))
 		}
 		m := applyTestManager(t, dirs, tc.threads)
+		if tc.dynamic {
+			m = applyTestManager(t, []string{filepath.Join(root, "dyn")}, 1)
+			m.SetRecoveryThreadsPerDataDir(tc.threads)
+		}
 		var (
 			mu            sync.Mutex
 			inFlight, top int

@@ -180,6 +180,10 @@ type Manager struct {
 	cleanDirs   map[string]bool
 	cleanOpened map[cluster.TopicPartition]bool
 
+	// recoveryThreads is Config.RecoveryThreadsPerDataDir, as
+	// SetRecoveryThreadsPerDataDir last set it.
+	recoveryThreads atomic.Int32
+
 	// cleaner is the log cleaner: its threads, checkpoints and figures.
 	cleaner *cleaner
 
@@ -233,6 +237,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		cleanOpened: map[cluster.TopicPartition]bool{},
 	}
 	m.cleaner = newCleaner(m, cfg.Cleaner)
+	m.SetRecoveryThreadsPerDataDir(cfg.RecoveryThreadsPerDataDir)
 	// Unlimited until SetReplicationQuotas.
 	m.leaderQuota.bound.Store(math.MaxInt64)
 	m.followerQuota.bound.Store(math.MaxInt64)

@@ -346,6 +346,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		}
 	}
 	dyn.onCleaner = replicas.ReconfigureCleaner
+	dyn.onRecoveryThreads = replicas.SetRecoveryThreadsPerDataDir
 	dyn.onUncleanLeaderElection = session.SetUncleanLeaderElectionDefault // the controller's cluster-wide default (Kafka's UncleanLeaderElectionEnable event)
 	dyn.onConnectionLimits = func(maxConnections, perIP int) {
 		srv.SetConnectionLimits(protocol.ServerMaxConnections(maxConnections), perIP)
