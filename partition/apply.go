@@ -164,6 +164,14 @@ func (m *Manager) BecomeLeaderOrFollower(states []PartitionState) map[cluster.To
 	out := make(map[cluster.TopicPartition]Transition, len(states))
 	failed := m.openAll(m.placeOpens(states))
 	var leaders, followers, stale int
+	var woken wake
+	// Once for every state, after the loop: each applied state closed its
+	// replica's stateCh but left the fetch long-polls to this.
+	defer func() {
+		if woken != 0 {
+			m.notifyChanged(woken)
+		}
+	}()
 	for _, st := range states {
 		if err, ok := failed[st.TopicPartition]; ok {
 			out[st.TopicPartition] = Transition{Err: err}
@@ -179,6 +187,7 @@ func (m *Manager) BecomeLeaderOrFollower(states []PartitionState) map[cluster.To
 			out[st.TopicPartition] = Transition{Err: err}
 			continue
 		}
+		woken |= rc.wake
 		t := Transition{Applied: rc.applied, NewEpoch: rc.newEpoch, LeaderEpoch: rc.leaderEpoch, Role: RoleFollower}
 		if rc.leader == m.cfg.BrokerID {
 			t.Role = RoleLeader

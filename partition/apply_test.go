@@ -267,3 +267,41 @@ func TestRecoveryThreadsOpenConcurrently(t *testing.T) {
 		t.Errorf("after 3 failed opens: %d counted, %d on disk, want 5", got, want)
 	}
 }
+
+// TestBecomeLeaderOrFollowerWakesFetchesOnce: a LeaderAndIsr of many
+// states wakes the long-polling fetches once, when every state is
+// applied, not once per partition; each replica's own waits still wake.
+func TestBecomeLeaderOrFollowerWakesFetchesOnce(t *testing.T) {
+	m := applyTestManager(t, []string{filepath.Join(t.TempDir(), "logs")}, 2)
+	var states []PartitionState
+	for p := range 50 {
+		states = append(states, leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(p)}))
+	}
+	if err := m.ApplyPartitionStates(states); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := m.get(states[7].TopicPartition)
+	r.mu.Lock()
+	stateCh := r.stateCh
+	r.mu.Unlock()
+	followers, consumers := m.Changed(true), m.Changed(false)
+	before := m.notifies.Load()
+	for i := range states {
+		states[i].LeaderAndIsr.LeaderEpoch = 1 // a new epoch for each
+	}
+	for tp, tr := range m.BecomeLeaderOrFollower(states) {
+		if tr.Err != nil || !tr.NewEpoch {
+			t.Fatalf("%s: %+v", tp, tr)
+		}
+	}
+	if n := m.notifies.Load() - before; n != 1 {
+		t.Errorf("%d wakes of the fetches for %d states, want 1", n, len(states))
+	}
+	for name, ch := range map[string]<-chan struct{}{"followers'": followers, "consumers'": consumers, "the replica's": stateCh} {
+		select {
+		case <-ch:
+		default:
+			t.Errorf("%s channel not closed by the states", name)
+		}
+	}
+}

@@ -143,6 +143,8 @@ type Manager struct {
 	// DeleteRecords both write the checkpoint files.
 	checkpointMu sync.Mutex
 
+	// notifies counts notifyChanged calls, for tests.
+	notifies  atomic.Int64
 	changedMu sync.Mutex
 	changed   chan struct{} // see Changed: for followers' fetches
 	visible   chan struct{} // for consumers' fetches
@@ -470,6 +472,7 @@ func (m *Manager) all() []*Replica {
 
 // notifyChanged wakes the long-polling fetches w names.
 func (m *Manager) notifyChanged(w wake) {
+	m.notifies.Add(1)
 	m.changedMu.Lock()
 	if w&wakeFollowers != 0 {
 		close(m.changed)
