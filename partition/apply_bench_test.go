@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,10 @@ import (
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/logstore"
 )
+
+// benchThreads is RecoveryThreadsPerDataDir in BenchmarkBecomeLeaderOrFollower
+// (go test -bench=BecomeLeaderOrFollower -args -apply.threads=8).
+var benchThreads = flag.Int("apply.threads", 1, "num.recovery.threads.per.data.dir of BenchmarkBecomeLeaderOrFollower")
 
 // nopLeaderClient is a LeaderClient that never answers with data: the
 // benchmarks below never Start the Manager, so no fetch is sent; it only
@@ -101,7 +106,7 @@ func BenchmarkBecomeLeaderOrFollower(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				m := benchManager(b, []string{filepath.Join(root, "d1"), filepath.Join(root, "d2")}, 1)
+				m := benchManager(b, []string{filepath.Join(root, "d1"), filepath.Join(root, "d2")}, *benchThreads)
 				b.StartTimer()
 				mustApply(b, m, states)
 				b.StopTimer()
@@ -113,7 +118,7 @@ func BenchmarkBecomeLeaderOrFollower(b *testing.B) {
 		b.Run(fmt.Sprintf("reopen/partitions=%d", n), func(b *testing.B) {
 			states := applyStates(n, 0)
 			dirs := []string{filepath.Join(b.TempDir(), "d1"), filepath.Join(b.TempDir(), "d2")}
-			m := benchManager(b, dirs, 1)
+			m := benchManager(b, dirs, *benchThreads)
 			mustApply(b, m, states)
 			if err := m.Close(); err != nil {
 				b.Fatal(err)
@@ -121,7 +126,7 @@ func BenchmarkBecomeLeaderOrFollower(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				b.StopTimer()
-				m := benchManager(b, dirs, 1)
+				m := benchManager(b, dirs, *benchThreads)
 				b.StartTimer()
 				mustApply(b, m, states)
 				b.StopTimer()
@@ -133,7 +138,7 @@ func BenchmarkBecomeLeaderOrFollower(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("epoch/partitions=%d", n), func(b *testing.B) {
 			dirs := []string{filepath.Join(b.TempDir(), "d1"), filepath.Join(b.TempDir(), "d2")}
-			m := benchManager(b, dirs, 1)
+			m := benchManager(b, dirs, *benchThreads)
 			defer m.Close()
 			mustApply(b, m, applyStates(n, 0))
 			epoch := int32(0)
