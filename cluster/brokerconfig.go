@@ -144,6 +144,7 @@ var brokerKeyTable = func() []BrokerKey {
 		bk("log.flush.interval.messages", TypeLong, maxLong, "The number of messages accumulated on a log partition before messages are flushed to disk."),
 		bk("log.flush.interval.ms", TypeLong, "", "The maximum time in ms that a message in any topic is kept in memory before flushed to disk; log.flush.scheduler.interval.ms if unset.", noDefault),
 		bk("log.flush.scheduler.interval.ms", TypeLong, maxLong, "The frequency in ms that the log flusher checks whether any log needs to be flushed to disk."),
+		bk("num.recovery.threads.per.data.dir", TypeInt, "1", "The number of threads per data directory to be used for log recovery at startup and flushing at shutdown. Here: the goroutines per log dir that open the logs of one LeaderAndIsr request.", dynamicKey, atLeast(1)),
 		bk("log.flush.offset.checkpoint.interval.ms", TypeInt, "60000", "The frequency with which we update the persistent record of the last flush which acts as the log recovery point."),
 		bk("log.index.interval.bytes", TypeInt, "4096", "The interval with which we add an entry to the offset index."),
 		bk("log.index.size.max.bytes", TypeInt, "10485760", "The maximum size in bytes of the offset index."),

@@ -21,6 +21,7 @@ func TestBrokerKeyTableModes(t *testing.T) {
 		"log.cleanup.policy":                  ModeClusterWide,
 		"log.cleaner.min.cleanable.ratio":     ModeClusterWide,
 		"log.cleaner.threads":                 ModeClusterWide,
+		"num.recovery.threads.per.data.dir":   ModeClusterWide,
 		"log.cleaner.backoff.ms":              ModeClusterWide,
 		"log.cleaner.enable":                  ModeReadOnly,
 		"log.cleaner.dedupe.buffer.size":      ModeClusterWide,

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -168,7 +167,7 @@ func (c *cleaner) readCheckpoints(dir string) error {
 	}
 	for _, e := range entries {
 		tp := cluster.TopicPartition{Topic: e.Topic, Partition: e.Partition}
-		if _, err := os.Stat(filepath.Join(dir, partitionDirName(tp))); err != nil {
+		if !c.m.dirs.holds(dir, tp) {
 			continue
 		}
 		c.offsets[tp] = cleanerOffset{logDir: dir, offset: e.Offset}

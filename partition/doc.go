@@ -35,6 +35,31 @@
 // StopReplica refuses a stop of an older leader epoch than the replica's
 // (ErrFencedLeaderEpoch) and reports whether it stopped.
 //
+// # Opening logs
+//
+// A LeaderAndIsr of 10,000 partitions costs per partition only what the
+// log itself needs: BecomeLeaderOrFollower first places an opening
+// placeholder for every partition without a replica, then opens those
+// logs with Config.RecoveryThreadsPerDataDir (num.recovery.threads.per.data.dir)
+// goroutines per log dir, which end with the call, then applies the
+// states in request order; an open that fails fails its partition alone,
+// and the call logs one line at Info (each partition's at Debug). A new
+// partition goes to the log dir holding the fewest partition directories,
+// counted from one listing per log dir at NewManager and kept up to date
+// by creations, failed opens and deletions (dirLayout), never by listing
+// again; a partition already on disk opens where it is. Every log shares
+// Config.Files, the broker's bounded cache of open .log descriptors.
+//
+// Clean shutdown: Close flushes, writes the producer snapshots and the
+// checkpoints, closes every log, writes the offset checkpoints again and
+// then Kafka's marker .kafka_cleanshutdown (CleanShutdownFile) in each log
+// dir whose logs all closed and whose checkpoints were written. NewManager
+// reads and deletes each marker (fsyncing the dir) before any log opens;
+// the first open of each log of such a dir passes logstore's
+// CleanShutdown, which trusts the recovery point and the index files and
+// reads no segment data. Without it a log is recovered from its recovery
+// point. An empty log with no producer state gets no producer snapshot.
+//
 // # Fetchers
 //
 // One fetcher per source leader broker replicates every partition followed
@@ -309,7 +334,9 @@
 //	cleaner.fileMu -> cleaner.mu -> Manager.mu
 //	Manager.fetchMu -> fetcher.mu
 //
-// (logstore.Log: its internal locks.) Manager.changedMu, Manager.goMu and
+// (logstore.Log: its internal locks.) dirLayout.mu (taken under
+// Manager.mu by BecomeLeaderOrFollower), Manager.cleanMu,
+// Manager.changedMu, Manager.goMu and
 // the replication quotas' mutexes (throttle.go, taken on the fetch paths
 // outside any Replica.mu) are leaf locks.
 package partition

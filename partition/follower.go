@@ -125,7 +125,13 @@ func (r *Replica) truncateByEpoch(leaderEpoch, asked int32, ans EpochAnswer) (do
 	if err := r.truncateLocked(target); err != nil {
 		return false, err
 	}
-	r.logger.Info().Int32("asked_leader_epoch", asked).Int32("answer_leader_epoch", ans.LeaderEpoch).
+	// Info only when records went: after a LeaderAndIsr of thousands of
+	// followers, every one of them passes here once.
+	ev := r.logger.Debug()
+	if target < leo {
+		ev = r.logger.Info()
+	}
+	ev.Int32("asked_leader_epoch", asked).Int32("answer_leader_epoch", ans.LeaderEpoch).
 		Int64("answer_end_offset", ans.EndOffset).Int64("offset", target).Int64("old_leo", leo).
 		Bool("complete", done).Msg("follower truncation by leader epoch")
 	if target < leo {

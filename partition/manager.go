@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +64,18 @@ type Config struct {
 	// TxnVerificationGuard. The zero value is off; the caller sets
 	// Kafka's default (true).
 	TxnVerification bool
+	// RecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir
+	// (Kafka's default 1; <= 0 means 1): the logs one
+	// BecomeLeaderOrFollower opens are opened by that many goroutines per
+	// log dir, which live only for the call.
+	RecoveryThreadsPerDataDir int
+	// Files is the broker's bounded cache of open .log descriptors,
+	// shared by every log (logstore.Config.Files); nil holds each
+	// segment's .log open.
+	Files *logstore.FileCache
+	// logFS, set by tests, is the file system of the logs
+	// (logstore.Config.FS); the Manager's own files stay on the OS's.
+	logFS logstore.FS
 	// Cleaner configures the log cleaner (log.cleaner.*); the zero value
 	// has it disabled, with DefaultCleanerConfig's other settings. Any
 	// other value is taken as given (see CleanerConfig).
@@ -132,6 +143,8 @@ type Manager struct {
 	// DeleteRecords both write the checkpoint files.
 	checkpointMu sync.Mutex
 
+	// notifies counts notifyChanged calls, for tests.
+	notifies  atomic.Int64
 	changedMu sync.Mutex
 	changed   chan struct{} // see Changed: for followers' fetches
 	visible   chan struct{} // for consumers' fetches
@@ -157,6 +170,21 @@ type Manager struct {
 	isrWrites sync.WaitGroup
 	stop      chan struct{}
 	once      sync.Once
+
+	// dirs knows which log dir holds each partition directory and how
+	// many each holds (dirFor).
+	dirs *dirLayout
+	// cleanDirs are the log dirs where NewManager found the clean-shutdown
+	// marker; cleanOpened the partitions whose log has opened since, so
+	// that only a log's first open trusts the marker (see cleanOpen).
+	// Both guarded by cleanMu.
+	cleanMu     sync.Mutex
+	cleanDirs   map[string]bool
+	cleanOpened map[cluster.TopicPartition]bool
+
+	// recoveryThreads is Config.RecoveryThreadsPerDataDir, as
+	// SetRecoveryThreadsPerDataDir last set it.
+	recoveryThreads atomic.Int32
 
 	// cleaner is the log cleaner: its threads, checkpoints and figures.
 	cleaner *cleaner
@@ -206,15 +234,33 @@ func NewManager(cfg Config) (*Manager, error) {
 		changed:  make(chan struct{}),
 		visible:  make(chan struct{}),
 		stop:     make(chan struct{}),
+
+		cleanDirs:   map[string]bool{},
+		cleanOpened: map[cluster.TopicPartition]bool{},
 	}
 	m.cleaner = newCleaner(m, cfg.Cleaner)
+	m.SetRecoveryThreadsPerDataDir(cfg.RecoveryThreadsPerDataDir)
 	// Unlimited until SetReplicationQuotas.
 	m.leaderQuota.bound.Store(math.MaxInt64)
 	m.followerQuota.bound.Store(math.MaxInt64)
+	m.dirs = newDirLayout(cfg.LogDirs)
 	for _, dir := range cfg.LogDirs {
 		dir = filepath.Clean(dir)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("create log dir %s: %w", dir, err)
+		}
+		// One listing per log dir finds every partition directory: the
+		// checkpoint entries below and dirFor's counts use it, rather
+		// than a stat per entry and a listing per new partition.
+		if err := m.dirs.scan(dir); err != nil {
+			return nil, err
+		}
+		clean, err := takeCleanShutdownMarker(dir)
+		if err != nil {
+			return nil, err
+		}
+		if clean {
+			m.cleanDirs[dir] = true
 		}
 		if err := m.cleaner.readCheckpoints(dir); err != nil {
 			return nil, err
@@ -235,7 +281,7 @@ func NewManager(cfg Config) (*Manager, error) {
 				tp := cluster.TopicPartition{Topic: e.Topic, Partition: e.Partition}
 				// An entry without its partition directory is of a log
 				// deleted meanwhile: Kafka's LogManager drops it too.
-				if _, err := os.Stat(filepath.Join(dir, partitionDirName(tp))); err != nil {
+				if !m.dirs.holds(dir, tp) {
 					continue
 				}
 				o := m.saved[tp]
@@ -319,11 +365,20 @@ func (m *Manager) background() {
 }
 
 // writeCheckpoints writes the HW checkpoint (and with recovery, the
-// recovery-point and log-start checkpoints) of every log dir.
+// producer state snapshots and the recovery-point and log-start
+// checkpoints) of every log dir: each file once per log dir, holding every
+// partition of the dir.
 func (m *Manager) writeCheckpoints(recovery bool) {
 	m.checkpointMu.Lock()
 	defer m.checkpointMu.Unlock()
-	if recovery {
+	m.writeCheckpointsLocked(recovery, recovery)
+}
+
+// writeCheckpointsLocked is writeCheckpoints, the producer snapshots only
+// with snapshots; it returns the first error of each log dir whose files
+// could not all be written. Caller holds checkpointMu.
+func (m *Manager) writeCheckpointsLocked(recovery, snapshots bool) map[string]error {
+	if snapshots {
 		// Producer state snapshots go with the recovery checkpoint: both
 		// bound how much of the log a restart must read.
 		for _, r := range m.all() {
@@ -372,6 +427,7 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 		}
 	}
 	m.mu.RUnlock()
+	failed := map[string]error{}
 	for dir, e := range byDir {
 		type checkpointFile struct {
 			name string
@@ -391,6 +447,9 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 			})
 			if err := logstore.WriteOffsetCheckpoint(filepath.Join(dir, f.name), f.es); err != nil {
 				m.log.Error().Err(err).Str("dir", dir).Str("file", f.name).Msg("write checkpoint")
+				if failed[dir] == nil {
+					failed[dir] = fmt.Errorf("write %s in %s: %w", f.name, dir, err)
+				}
 			} else if f.name == logstore.RecoveryPointCheckpointFile {
 				for i, r := range e.replicas {
 					r.checkpointedRP.Store(e.rps[i])
@@ -398,6 +457,7 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 			}
 		}
 	}
+	return failed
 }
 
 func (m *Manager) all() []*Replica {
@@ -412,6 +472,7 @@ func (m *Manager) all() []*Replica {
 
 // notifyChanged wakes the long-polling fetches w names.
 func (m *Manager) notifyChanged(w wake) {
+	m.notifies.Add(1)
 	m.changedMu.Lock()
 	if w&wakeFollowers != 0 {
 		close(m.changed)
@@ -444,29 +505,6 @@ func partitionDirName(tp cluster.TopicPartition) string {
 	return tp.Topic + "-" + strconv.Itoa(int(tp.Partition))
 }
 
-// dirFor picks the log dir of a partition: the one already holding it, or
-// the one holding the fewest partitions.
-func (m *Manager) dirFor(tp cluster.TopicPartition) string {
-	name := partitionDirName(tp)
-	best, bestCount := m.cfg.LogDirs[0], -1
-	for _, dir := range m.cfg.LogDirs {
-		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
-			return filepath.Join(dir, name)
-		}
-		entries, _ := os.ReadDir(dir)
-		n := 0
-		for _, e := range entries {
-			if e.IsDir() && strings.Contains(e.Name(), "-") {
-				n++
-			}
-		}
-		if bestCount < 0 || n < bestCount {
-			best, bestCount = dir, n
-		}
-	}
-	return filepath.Join(best, name)
-}
-
 // ApplyPartitionStates opens replicas this broker does not hold yet and
 // hands every replica its new state; see BecomeLeaderOrFollower.
 func (m *Manager) ApplyPartitionStates(states []PartitionState) error {
@@ -497,50 +535,6 @@ type Transition struct {
 	// NewEpoch is set when the leader or the leader epoch changed, not
 	// only the assignment, ISR or zkVersion.
 	NewEpoch bool
-}
-
-// BecomeLeaderOrFollower is what a LeaderAndIsr request becomes. A state
-// naming this broker leader makes the replica leader (epoch start offset
-// recorded at the LEO, follower state reset); any other makes it a
-// follower: acks=all waiters fail with ErrNotLeader and the partition
-// moves to the fetcher of the new leader in the Truncating state (leader
-// -1: no fetching). An older leader epoch is ignored; the same epoch and
-// leader only refresh the assignment, ISR and zkVersion. The result has
-// an entry for every partition of states, saying what was applied.
-func (m *Manager) BecomeLeaderOrFollower(states []PartitionState) map[cluster.TopicPartition]Transition {
-	now := m.cfg.Now()
-	out := make(map[cluster.TopicPartition]Transition, len(states))
-	for _, st := range states {
-		r, err := m.getOrOpen(st)
-		if err != nil {
-			out[st.TopicPartition] = Transition{Err: err}
-			continue
-		}
-		rc, err := r.applyState(st, now)
-		if err != nil {
-			out[st.TopicPartition] = Transition{Err: err}
-			continue
-		}
-		t := Transition{Applied: rc.applied, NewEpoch: rc.newEpoch, LeaderEpoch: rc.leaderEpoch, Role: RoleFollower}
-		if rc.leader == m.cfg.BrokerID {
-			t.Role = RoleLeader
-		}
-		if !rc.applied {
-			t = Transition{}
-		}
-		out[st.TopicPartition] = t
-		if !rc.applied || !rc.newEpoch {
-			continue
-		}
-		if rc.leader == m.cfg.BrokerID {
-			m.unfollow(r.tp)
-		} else {
-			// Even with the same leader a new epoch redoes truncation
-			// (KAFKA-7164).
-			m.followPartition(r, rc.leader, rc.leaderEpoch)
-		}
-	}
-	return out
 }
 
 // errManagerClosed is returned for a partition state that arrives, or a
@@ -586,19 +580,24 @@ func (m *Manager) getOrOpen(st PartitionState) (*Replica, error) {
 		m.opening[tp] = op
 		saved := m.saved[tp]
 		m.mu.Unlock()
-		return m.open(st, op, saved)
+		return m.open(st, op, saved, m.dirs.dirFor(tp))
 	}
 }
 
-// open opens tp's log for getOrOpen, which placed op, and installs the
+// open opens tp's log in the partition directory dir (dirFor's) for
+// getOrOpen or BecomeLeaderOrFollower, which placed op, and installs the
 // replica. Caller does not hold m.mu.
-func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Replica, error) {
+func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets, dir string) (*Replica, error) {
 	tp := st.TopicPartition
 	defer close(op.done)
 	if m.openHook != nil {
 		m.openHook(tp)
 	}
-	r, err := openReplica(tp, m.dirFor(tp), m.cfg.BrokerID, st.Config, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
+	base := logstore.Config{Files: m.cfg.Files, FS: m.cfg.logFS, CleanShutdown: m.cleanOpen(tp, filepath.Dir(dir))}
+	r, err := openReplica(tp, dir, m.cfg.BrokerID, st.Config, base, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
+	if err != nil {
+		m.dirs.openFailed(tp, dir)
+	}
 	if err == nil {
 		r.lagTimeMax = m.cfg.ReplicaLagTimeMax
 		r.isrWritable = m.cfg.StateWriter != nil
@@ -710,6 +709,7 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 			if err := os.RemoveAll(p); err != nil {
 				return fmt.Errorf("stop replica %s: delete %s: %w", tp, p, err)
 			}
+			m.dirs.removed(tp, p)
 			m.log.Info().Str("topic", tp.Topic).Int32("partition", tp.Partition).Str("dir", p).Msg("deleted log of a replica not open")
 		}
 		return nil
@@ -734,6 +734,7 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	m.mu.Unlock()
 	if remove {
 		err = r.close(true)
+		m.dirs.removed(tp, r.dir)
 	}
 	r.logger.Info().Bool("deleted", remove).Msg("replica stopped")
 	if err != nil {
@@ -908,16 +909,19 @@ func (m *Manager) Close() error {
 		m.cleaner.abortAll()
 		m.wg.Wait() // the cleaner threads end, their passes aborted
 		m.cleaner.writeCheckpoints()
+		// unclean holds the log dirs where a log failed to flush or close,
+		// or a checkpoint to be written: they get no clean-shutdown marker.
+		unclean := map[string]bool{}
 		for _, r := range m.all() {
 			if err := r.log.Flush(); err != nil {
 				errs = append(errs, fmt.Errorf("flush %s: %w", r.tp, err))
+				unclean[filepath.Dir(r.dir)] = true
 			}
 		}
 		m.writeCheckpoints(true)
 		m.mu.Lock()
 		m.closed = true
 		rs := m.replicas
-		m.replicas = map[cluster.TopicPartition]*Replica{}
 		var opens []*opening
 		for _, op := range m.opening {
 			opens = append(opens, op)
@@ -926,11 +930,36 @@ func (m *Manager) Close() error {
 		for _, r := range rs {
 			if err := r.close(false); err != nil {
 				errs = append(errs, err)
+				unclean[filepath.Dir(r.dir)] = true
 			}
 		}
 		// An open in progress sees closed and closes its own log.
 		for _, op := range opens {
 			<-op.done
+		}
+		// The offsets once more, as the closed logs hold them (an append
+		// may have landed after the checkpoint above), so that a clean
+		// restart's recovery points are the logs' ends.
+		m.checkpointMu.Lock()
+		for dir, err := range m.writeCheckpointsLocked(true, false) {
+			errs = append(errs, err)
+			unclean[dir] = true
+		}
+		m.checkpointMu.Unlock()
+		m.mu.Lock()
+		m.replicas = map[cluster.TopicPartition]*Replica{}
+		m.mu.Unlock()
+		// Last, Kafka's clean-shutdown marker in each log dir whose logs
+		// all closed and whose checkpoints were written.
+		for _, dir := range m.cfg.LogDirs {
+			dir = filepath.Clean(dir)
+			if unclean[dir] {
+				m.log.Warn().Str("dir", dir).Msg("no clean shutdown marker: a log or checkpoint failed")
+				continue
+			}
+			if err := writeCleanShutdownMarker(dir); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	})
 	return errors.Join(errs...)

@@ -146,10 +146,13 @@ func logstoreConfig(c cluster.LogConfig, log zerolog.Logger) logstore.Config {
 // openReplica opens the log in dir and restores the log start offset and
 // the HW from their checkpoints (the HW never above the LEO) and the
 // producer state from the log.
-func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg cluster.LogConfig,
+// The log opens with base's Files, FS and CleanShutdown.
+func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg cluster.LogConfig, base logstore.Config,
 	hwCheckpoint, recoveryPoint, logStartCheckpoint int64, logger zerolog.Logger, notify func(wake)) (*Replica, error) {
 	logger = logger.With().Str("topic", tp.Topic).Int32("partition", tp.Partition).Logger()
-	l, err := logstore.Open(dir, logstoreConfig(cfg, logger), recoveryPoint)
+	lc := logstoreConfig(cfg, logger)
+	lc.Files, lc.FS, lc.CleanShutdown = base.Files, base.FS, base.CleanShutdown
+	l, err := logstore.Open(dir, lc, recoveryPoint)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -228,6 +231,17 @@ func (r *Replica) signalLocked() { r.signalToLocked(wakeAll) }
 // names: a leader's LEO moving alone is news to followers only, its HW
 // moving alone to consumers only. Caller holds r.mu.
 func (r *Replica) signalToLocked(w wake) {
+	w = r.signalDeferredLocked(w)
+	if r.notify != nil {
+		r.notify(w)
+	}
+}
+
+// signalDeferredLocked is signalToLocked without the Manager's wake of the
+// long-polling fetches, which it returns for the caller to pass on: a
+// LeaderAndIsr applying thousands of states wakes them once, not once per
+// partition. Caller holds r.mu.
+func (r *Replica) signalDeferredLocked(w wake) wake {
 	if lso := r.lsoLocked(); lso != r.lsoSignalled {
 		// read_committed fetches wait for the LSO, which can move
 		// without the HW (a marker's transaction ends below it).
@@ -236,9 +250,7 @@ func (r *Replica) signalToLocked(w wake) {
 	}
 	close(r.stateCh)
 	r.stateCh = make(chan struct{})
-	if r.notify != nil {
-		r.notify(w)
-	}
+	return w
 }
 
 // wake says which long-polling fetches a change concerns.
@@ -257,6 +269,9 @@ type roleChange struct {
 	newEpoch    bool // the leader or leader epoch changed
 	leader      int32
 	leaderEpoch int32
+	// wake is the long-polling fetches the change concerns, which the
+	// caller wakes (Manager.notifyChanged) once for all its states.
+	wake wake
 }
 
 // applyState makes the replica leader or follower as st says. A state with
@@ -299,8 +314,7 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 	r.controllerEpoch = lai.ControllerEpoch
 	if !newEpoch {
 		r.maybeIncrementHWLocked(now)
-		r.signalLocked()
-		return roleChange{applied: true, leader: r.leader, leaderEpoch: r.leaderEpoch}, nil
+		return roleChange{applied: true, leader: r.leader, leaderEpoch: r.leaderEpoch, wake: r.signalDeferredLocked(wakeAll)}, nil
 	}
 	wasLeader := r.leader == r.brokerID
 	r.leader = lai.Leader
@@ -323,11 +337,12 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 		r.hw = min(r.hw, r.log.LogEndOffset())
 		r.failWaitersLocked(ErrNotLeader)
 	}
-	r.logger.Info().Int32("leader", r.leader).Int32("leader_epoch", r.leaderEpoch).
+	// Debug: a LeaderAndIsr of many partitions logs one Info line
+	// (BecomeLeaderOrFollower), not one per partition.
+	r.logger.Debug().Int32("leader", r.leader).Int32("leader_epoch", r.leaderEpoch).
 		Ints32("isr", r.isr).Int32("zk_version", r.zkVersion).Int64("hw", r.hw).
 		Int64("leo", r.log.LogEndOffset()).Msg("partition state applied")
-	r.signalLocked()
-	return roleChange{applied: true, newEpoch: true, leader: r.leader, leaderEpoch: r.leaderEpoch}, nil
+	return roleChange{applied: true, newEpoch: true, leader: r.leader, leaderEpoch: r.leaderEpoch, wake: r.signalDeferredLocked(wakeAll)}, nil
 }
 
 // makeLeaderLocked records the new epoch at the LEO and resets follower

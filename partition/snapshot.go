@@ -187,6 +187,14 @@ func (r *Replica) writeProducerSnapshotLocked() error {
 		return fmt.Errorf("no producer snapshot of %s after a storage failure: %w", r.tp, err)
 	}
 	leo := r.log.LogEndOffset()
+	if leo == r.log.LogStartOffset() && len(r.producers) == 0 && len(r.unreplicatedTxns) == 0 && len(r.ongoingTxns) == 0 {
+		// An empty log with no producer state: an open reads nothing
+		// and starts from this same empty state, so a snapshot would
+		// only cost an fsync of the file and of the partition directory
+		// per partition at every recovery checkpoint and close (Kafka
+		// takes none either until an offset is past the last one).
+		return nil
+	}
 	path := snapshotPath(r.dir, leo)
 	if _, err := os.Stat(path); err == nil {
 		return nil // nothing appended since the last snapshot

@@ -775,20 +775,29 @@ func TestUncleanOpenReplaysFromRecoveryPoint(t *testing.T) {
 
 // TestSnapshotBelowRecoveryPointKept: beside the newest snapshots, the
 // newest one at or below the log's recovery point is kept, so that an
-// unclean open need not read the whole log.
+// unclean open need not read the whole log. The empty log gets none: an
+// open would read nothing from it.
 func TestSnapshotBelowRecoveryPointKept(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "logs")
 	m := txnManager(t, dir, false, []int32{1}, []int32{1})
 	r, _ := m.get(tp0)
+	m.writeCheckpoints(true)
+	if offs := snapshotOffsets(r.dir); len(offs) != 0 {
+		t.Fatalf("snapshots %v of an empty log, want none", offs)
+	}
+	mustAppendWith(t, m, tb(-1, -1, -1, 1, false, 1), AppendOptions{Acks: 1})
+	if err := r.log.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 4; i++ {
 		m.writeCheckpoints(true)
 		mustAppendWith(t, m, tb(-1, -1, -1, 1, false, 1), AppendOptions{Acks: 1})
 	}
 	m.writeCheckpoints(true)
-	if rp := r.log.RecoveryPoint(); rp != 0 {
-		t.Fatalf("recovery point %d, want 0 (nothing flushed)", rp)
+	if rp := r.log.RecoveryPoint(); rp != 1 {
+		t.Fatalf("recovery point %d, want 1 (flushed after the first batch only)", rp)
 	}
-	if offs := snapshotOffsets(r.dir); !slices.Equal(offs, []int64{0, 3, 4}) {
-		t.Fatalf("snapshots %v, want [0 3 4]: the newest two and the one at the recovery point", offs)
+	if offs := snapshotOffsets(r.dir); !slices.Equal(offs, []int64{1, 4, 5}) {
+		t.Fatalf("snapshots %v, want [1 4 5]: the newest two and the one at the recovery point", offs)
 	}
 }

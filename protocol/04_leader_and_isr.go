@@ -127,6 +127,11 @@ func leaderAndIsrFromKmsg(req *kmsg.LeaderAndISRRequest, listener string) cluste
 		}
 		out.Partitions = append(out.Partitions, pa)
 	}
+	n := len(req.PartitionStates)
+	for _, t := range req.TopicStates {
+		n += len(t.PartitionStates)
+	}
+	out.Partitions = make([]cluster.PartitionAssignment, 0, n)
 	if req.Version < 2 {
 		for i := range req.PartitionStates {
 			add(req.PartitionStates[i].Topic, &req.PartitionStates[i])

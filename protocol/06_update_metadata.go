@@ -70,6 +70,11 @@ func updateMetadataFromKmsg(req *kmsg.UpdateMetadataRequest) cluster.UpdateMetad
 		}
 		out.Partitions = append(out.Partitions, info)
 	}
+	n := len(req.PartitionStates)
+	for _, t := range req.TopicStates {
+		n += len(t.PartitionStates)
+	}
+	out.Partitions = make([]cluster.TopicPartitionInfo, 0, n)
 	if req.Version < 5 {
 		for i := range req.PartitionStates {
 			add(req.PartitionStates[i].Topic, &req.PartitionStates[i])

@@ -17,14 +17,28 @@ const leaderDuringDelete int32 = -2
 // controller's UpdateMetadata requests, as Kafka's MetadataCache is. It
 // implements Metadata. Safe for concurrent use; every method copies in
 // and out, so callers never share its slices.
+//
+// It is indexed by topic, and each topic keeps its partitions sorted by
+// id, so that answering for a few topics costs what those topics hold,
+// not what the cluster holds: Topic copies one topic out with two
+// allocations, whatever its size, and sorts nothing. Apply costs what the
+// update carries plus, for each topic it touches, that topic's size.
 type MetadataCache struct {
 	clusterID string
 
 	mu           sync.RWMutex
 	controllerID int32
 	brokers      map[int32]cluster.Broker
-	topics       map[string]map[int32]cluster.PartitionInfo
+	topics       map[string]*cachedTopic
 	changed      chan struct{} // closed by the next Apply, then replaced
+}
+
+// cachedTopic is one topic of the cache: its partitions by id, and the
+// same sorted by id (rebuilt by Apply for each topic it touched). The
+// partitions' slices are the cache's own and never written after Apply.
+type cachedTopic struct {
+	byID   map[int32]cluster.PartitionInfo
+	sorted []cluster.PartitionInfo
 }
 
 // MetadataNotifier is a capability beside Metadata: Changed returns a
@@ -44,7 +58,7 @@ func NewMetadataCache(clusterID string) *MetadataCache {
 		clusterID:    clusterID,
 		controllerID: -1,
 		brokers:      make(map[int32]cluster.Broker),
-		topics:       make(map[string]map[int32]cluster.PartitionInfo),
+		topics:       make(map[string]*cachedTopic),
 		changed:      make(chan struct{}),
 	}
 }
@@ -68,29 +82,99 @@ func (c *MetadataCache) Apply(req cluster.UpdateMetadataRequest) {
 	for _, b := range req.LiveBrokers {
 		brokers[b.ID] = b.Clone()
 	}
+	// One allocation holds the replica, ISR and offline lists of every
+	// partition the request carries.
+	total := 0
+	for _, p := range req.Partitions {
+		total += len(p.Replicas) + len(p.State.Isr) + len(p.Offline)
+	}
+	arena := make([]int32, 0, total)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.controllerID = req.ControllerID
 	c.brokers = brokers
+	var touched map[string]*cachedTopic
+	if len(req.Partitions) > 0 {
+		touched = map[string]*cachedTopic{}
+	}
+	var last *cachedTopic // requests come grouped by topic
+	lastName := ""
 	for _, p := range req.Partitions {
-		parts := c.topics[p.Topic]
+		t := last
+		if t == nil || p.Topic != lastName {
+			t = c.topics[p.Topic]
+		}
 		if p.State.Leader == leaderDuringDelete {
-			if parts != nil {
-				delete(parts, p.Partition)
-				if len(parts) == 0 {
-					delete(c.topics, p.Topic)
-				}
+			if t != nil {
+				delete(t.byID, p.Partition)
+				touched[p.Topic] = t
 			}
+			last, lastName = t, p.Topic
 			continue
 		}
-		if parts == nil {
-			parts = make(map[int32]cluster.PartitionInfo)
-			c.topics[p.Topic] = parts
+		if t == nil {
+			t = &cachedTopic{byID: make(map[int32]cluster.PartitionInfo)}
+			c.topics[p.Topic] = t
 		}
-		parts[p.Partition] = copyPartition(p.PartitionInfo)
+		touched[p.Topic] = t
+		last, lastName = t, p.Topic
+		info := p.PartitionInfo
+		info.Replicas, arena = arenaClone(arena, p.Replicas)
+		info.State.Isr, arena = arenaClone(arena, p.State.Isr)
+		info.Offline, arena = arenaClone(arena, p.Offline)
+		t.byID[p.Partition] = info
 	}
+	for name, t := range touched {
+		if len(t.byID) == 0 {
+			delete(c.topics, name)
+			continue
+		}
+		t.sorted = sortedPartitions(t.byID, t.sorted)
+	}
+}
+
+// arenaClone appends s to arena and returns the copy, capped so that
+// nothing appended to it can reach a neighbour; nil stays nil.
+func arenaClone(arena, s []int32) ([]int32, []int32) {
+	if s == nil {
+		return nil, arena
+	}
+	start := len(arena)
+	arena = append(arena, s...)
+	return arena[start:len(arena):len(arena)], arena
+}
+
+// sortedPartitions lists byID sorted by partition id, reusing buf's
+// memory. Partition ids are usually 0..n-1: then each goes to its index
+// and nothing is sorted.
+func sortedPartitions(byID map[int32]cluster.PartitionInfo, buf []cluster.PartitionInfo) []cluster.PartitionInfo {
+	n := len(byID)
+	if cap(buf) >= n && cap(buf) <= 2*n {
+		buf = buf[:n]
+	} else {
+		buf = make([]cluster.PartitionInfo, n)
+	}
+	dense := true
+	for id := range byID {
+		if id < 0 || int(id) >= n {
+			dense = false
+			break
+		}
+	}
+	if dense {
+		for id, p := range byID {
+			buf[id] = p
+		}
+		return buf
+	}
+	buf = buf[:0]
+	for _, p := range byID {
+		buf = append(buf, p)
+	}
+	slices.SortFunc(buf, func(a, b cluster.PartitionInfo) int { return int(a.Partition) - int(b.Partition) })
+	return buf
 }
 
 // ClusterID returns the id given to NewMetadataCache.
@@ -131,8 +215,8 @@ func (c *MetadataCache) Topics() []cluster.TopicInfo {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	out := make([]cluster.TopicInfo, 0, len(c.topics))
-	for name, parts := range c.topics {
-		out = append(out, topicInfoLocked(name, parts))
+	for name, t := range c.topics {
+		out = append(out, topicInfoLocked(name, t))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -142,11 +226,11 @@ func (c *MetadataCache) Topics() []cluster.TopicInfo {
 func (c *MetadataCache) Topic(name string) (cluster.TopicInfo, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	parts, ok := c.topics[name]
+	t, ok := c.topics[name]
 	if !ok {
 		return cluster.TopicInfo{}, false
 	}
-	return topicInfoLocked(name, parts), true
+	return topicInfoLocked(name, t), true
 }
 
 // HasPartition reports whether tp's topic is in the cache, and whether tp
@@ -154,11 +238,11 @@ func (c *MetadataCache) Topic(name string) (cluster.TopicInfo, bool) {
 func (c *MetadataCache) HasPartition(tp cluster.TopicPartition) (topicExists, partitionExists bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	parts, ok := c.topics[tp.Topic]
+	t, ok := c.topics[tp.Topic]
 	if !ok {
 		return false, false
 	}
-	_, ok = parts[tp.Partition]
+	_, ok = t.byID[tp.Partition]
 	return true, ok
 }
 
@@ -168,20 +252,22 @@ var (
 	_ MetadataNotifier = (*MetadataCache)(nil)
 )
 
-// topicInfoLocked copies one topic out. Caller holds c.mu. UpdateMetadata
-// carries no topic configs, so Config is nil.
-func topicInfoLocked(name string, parts map[int32]cluster.PartitionInfo) cluster.TopicInfo {
-	t := cluster.TopicInfo{Name: name, Internal: cluster.IsInternalTopic(name), Partitions: make([]cluster.PartitionInfo, 0, len(parts))}
-	for _, p := range parts {
-		t.Partitions = append(t.Partitions, copyPartition(p))
+// topicInfoLocked copies one topic out: its partitions in one slice and
+// their replica, ISR and offline lists in another. Caller holds c.mu.
+// UpdateMetadata carries no topic configs, so Config is nil.
+func topicInfoLocked(name string, t *cachedTopic) cluster.TopicInfo {
+	total := 0
+	for i := range t.sorted {
+		p := &t.sorted[i]
+		total += len(p.Replicas) + len(p.State.Isr) + len(p.Offline)
 	}
-	sort.Slice(t.Partitions, func(i, j int) bool { return t.Partitions[i].Partition < t.Partitions[j].Partition })
-	return t
-}
-
-func copyPartition(p cluster.PartitionInfo) cluster.PartitionInfo {
-	p.Replicas = slices.Clone(p.Replicas)
-	p.State.Isr = slices.Clone(p.State.Isr)
-	p.Offline = slices.Clone(p.Offline)
-	return p
+	arena := make([]int32, 0, total)
+	parts := make([]cluster.PartitionInfo, len(t.sorted))
+	for i, p := range t.sorted {
+		p.Replicas, arena = arenaClone(arena, p.Replicas)
+		p.State.Isr, arena = arenaClone(arena, p.State.Isr)
+		p.Offline, arena = arenaClone(arena, p.Offline)
+		parts[i] = p
+	}
+	return cluster.TopicInfo{Name: name, Internal: cluster.IsInternalTopic(name), Partitions: parts}
 }

@@ -83,6 +83,8 @@ type Config struct {
 	// HTTPListener is http.listener (host:port, "" for none): where
 	// /metrics, /v1/partitions and the status page are served.
 	HTTPListener string
+	// RecoveryThreadsPerDataDir is num.recovery.threads.per.data.dir.
+	RecoveryThreadsPerDataDir int
 	// The log cleaner's settings (log.cleaner.*), with Kafka's defaults.
 	LogCleanerEnable              bool
 	LogCleanerThreads             int
@@ -265,6 +267,7 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.GroupInitialRebalanceDelay = p.ms("group.initial.rebalance.delay.ms", 0)
 	c.GroupMinSessionTimeout = p.ms("group.min.session.timeout.ms", 0)
 	c.GroupMaxSessionTimeout = p.ms("group.max.session.timeout.ms", 0)
+	c.RecoveryThreadsPerDataDir = int(p.int("num.recovery.threads.per.data.dir", 1, math.MaxInt32))
 	c.LogCleanerEnable = p.bool("log.cleaner.enable")
 	c.LogCleanerThreads = int(p.int("log.cleaner.threads", 0, math.MaxInt32))
 	c.LogCleanerIOMaxBytesPerSecond = p.double("log.cleaner.io.max.bytes.per.second", -math.MaxFloat64, math.MaxFloat64)

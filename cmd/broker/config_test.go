@@ -193,6 +193,7 @@ func TestConfigCleanerAndTopicDefaults(t *testing.T) {
 	}{
 		{"log.cleaner.enable", cfg.LogCleanerEnable, true},
 		{"log.cleaner.threads", cfg.LogCleanerThreads, 1},
+		{"num.recovery.threads.per.data.dir", cfg.RecoveryThreadsPerDataDir, 1},
 		{"log.cleaner.io.max.bytes.per.second", cfg.LogCleanerIOMaxBytesPerSecond, math.MaxFloat64},
 		{"log.cleaner.dedupe.buffer.size", cfg.LogCleanerDedupeBufferSize, int64(134217728)},
 		{"log.cleaner.io.buffer.size", cfg.LogCleanerIOBufferSize, 524288},
@@ -243,6 +244,7 @@ func TestConfigCleanerAndTopicDefaults(t *testing.T) {
 		"log.cleaner.threads=-1", "log.cleaner.min.cleanable.ratio=2", "log.cleaner.delete.retention.ms=-1",
 		"log.cleanup.policy=forever", "log.message.timestamp.difference.max.ms=-1", "log.cleaner.io.max.bytes.per.second=fast",
 		"log.index.size.max.bytes=2", "log.message.format.version=0.7",
+		"num.recovery.threads.per.data.dir=0", "num.recovery.threads.per.data.dir=two",
 	} {
 		key := strings.SplitN(bad, "=", 2)[0]
 		_, err := loadConfig([]string{writeProps(t, minimal+bad+"\n")})

@@ -58,6 +58,9 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 	errs := map[cluster.TopicPartition]error{}
 	defaults := c.logDefaults()
 	states := make([]partition.PartitionState, 0, len(req.Partitions))
+	// One effective config per topic, not per partition: each is a copy
+	// of the topic's overrides merged over the defaults.
+	configs := map[string]cluster.LogConfig{}
 	for _, p := range req.Partitions {
 		mine := false
 		for _, id := range p.Replicas {
@@ -67,9 +70,14 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 			errs[p.TopicPartition] = fmt.Errorf("%w: %s not assigned to broker %d", partition.ErrUnknownTopicOrPartition, p.TopicPartition, c.brokerID)
 			continue
 		}
+		cfg, ok := configs[p.TopicPartition.Topic]
+		if !ok {
+			cfg = c.topicConfig(p.TopicPartition.Topic)
+			configs[p.TopicPartition.Topic] = cfg
+		}
 		states = append(states, partition.PartitionState{
 			TopicPartition: p.TopicPartition, Replicas: p.Replicas, LeaderAndIsr: p.LeaderAndIsr,
-			Config:         c.topicConfig(p.TopicPartition.Topic),
+			Config:         cfg,
 			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
 		})
 	}

@@ -39,6 +39,8 @@ type brokerConfigStore interface {
 //     and .backoff.ms reach the cleaner (onCleaner);
 //   - max.connections and max.connections.per.ip reach the server
 //     (onConnectionLimits);
+//   - num.recovery.threads.per.data.dir reaches the replica manager
+//     (onRecoveryThreads), within Kafka's DynamicThreadPool bounds;
 //   - unclean.leader.election.enable, the broker-wide default the
 //     controller reads for topics without an override, reaches
 //     onUncleanLeaderElection (also called once by start);
@@ -74,6 +76,7 @@ type dynamicConfig struct {
 	onLogDefaults      func(cluster.LogConfig)
 	onCleaner          func(partition.CleanerConfig)
 	onConnectionLimits func(maxConnections, maxConnectionsPerIP int)
+	onRecoveryThreads  func(n int)
 	// onUncleanLeaderElection receives unclean.leader.election.enable of
 	// the effective configuration: once from start, then on each change.
 	onUncleanLeaderElection func(enable bool)
@@ -313,6 +316,10 @@ func (d *dynamicConfig) applyLocked(fromStart bool) {
 			Msg("applying dynamic connection limits")
 		d.onConnectionLimits(cfg.MaxConnections, cfg.MaxConnectionsPerIP)
 	}
+	if cfg.RecoveryThreadsPerDataDir != old.RecoveryThreadsPerDataDir && d.onRecoveryThreads != nil {
+		d.log.Info().Int("num.recovery.threads.per.data.dir", cfg.RecoveryThreadsPerDataDir).Msg("applying dynamic recovery threads")
+		d.onRecoveryThreads(cfg.RecoveryThreadsPerDataDir)
+	}
 	if (leader != oldLeader || follow != oldFollow) && d.ReplicationThrottles != nil {
 		d.log.Info().Int64("leader.replication.throttled.rate", leader).Int64("follower.replication.throttled.rate", follow).
 			Msg("applying replication throttle rates")
@@ -425,6 +432,19 @@ func (d *dynamicConfig) checkLayer(perBroker bool, base, next map[string]string)
 			return &cluster.BrokerConfigError{Msg: fmt.Sprintf("Invalid value %s for configuration %s: %s", v, ce.Key, ce.Problem)}
 		}
 		return &cluster.BrokerConfigError{Msg: "Invalid dynamic configuration: " + err.Error()}
+	}
+	// Kafka's DynamicThreadPool.validateReconfiguration.
+	if cur, n := d.config().RecoveryThreadsPerDataDir, cfg.RecoveryThreadsPerDataDir; n != cur {
+		const key = "num.recovery.threads.per.data.dir"
+		prefix := fmt.Sprintf("Dynamic thread count update validation failed for %s=%d", key, n)
+		switch {
+		case n <= 0:
+			return &cluster.BrokerConfigError{Msg: prefix + ", value should be at least 1"}
+		case n < cur/2:
+			return &cluster.BrokerConfigError{Msg: fmt.Sprintf("%s, value should be at least half the current value %d", prefix, cur)}
+		case n > cur*2:
+			return &cluster.BrokerConfigError{Msg: fmt.Sprintf("%s, value should not be greater than double the current value %d", prefix, cur)}
+		}
 	}
 	cur := d.config().LogCleanerThreads
 	if n := cfg.LogCleanerThreads; n != cur {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,6 +57,7 @@ type dynHooks struct {
 	cleaner  []partition.CleanerConfig
 	limits   [][2]int
 	throttle [][2]int64
+	recovery []int
 }
 
 func newTestDynamic(t *testing.T, props string) (*dynamicConfig, *fakeBrokerStore, *dynHooks) {
@@ -69,6 +71,7 @@ func newTestDynamic(t *testing.T, props string) (*dynamicConfig, *fakeBrokerStor
 	d.onLogDefaults = func(c cluster.LogConfig) { h.defaults = append(h.defaults, c) }
 	d.onCleaner = func(c partition.CleanerConfig) { h.cleaner = append(h.cleaner, c) }
 	d.onConnectionLimits = func(a, b int) { h.limits = append(h.limits, [2]int{a, b}) }
+	d.onRecoveryThreads = func(n int) { h.recovery = append(h.recovery, n) }
 	d.ReplicationThrottles = func(l, f int64) { h.throttle = append(h.throttle, [2]int64{l, f}) }
 	return d, &fakeBrokerStore{entities: map[string]map[string]string{}}, h
 }
@@ -158,7 +161,7 @@ func TestDynamicConfigIgnoresBadZooKeeperValues(t *testing.T) {
 }
 
 func TestDynamicConfigAlterValidation(t *testing.T) {
-	d, store, _ := newTestDynamic(t, "log.cleaner.threads=2\n")
+	d, store, _ := newTestDynamic(t, "log.cleaner.threads=2\nnum.recovery.threads.per.data.dir=2\n")
 	d.attach(store)
 	ctx := context.Background()
 	set := func(k, v string) func(map[string]string) (map[string]string, error) {
@@ -178,6 +181,8 @@ func TestDynamicConfigAlterValidation(t *testing.T) {
 		{"max.connections.per.ip", "0", "Invalid value 0 for configuration max.connections.per.ip: 0 is outside [1, 2147483647]"},
 		{"log.cleaner.threads", "5", "Log cleaner threads cannot be increased to more than double the current value 2"},
 		{"log.cleaner.threads", "0", "Log cleaner threads should be at least 1"},
+		{"num.recovery.threads.per.data.dir", "5", "Dynamic thread count update validation failed for num.recovery.threads.per.data.dir=5, value should not be greater than double the current value 2"},
+		{"num.recovery.threads.per.data.dir", "0", "Invalid value 0 for configuration num.recovery.threads.per.data.dir"},
 		{"log.cleaner.min.compaction.lag.ms", "100", ""},
 		{"log.cleaner.max.compaction.lag.ms", "10", "Invalid value 10 for configuration log.cleaner.max.compaction.lag.ms"},
 		{"num.partitions", "3", "Cannot update these configs dynamically: Set(num.partitions)"},
@@ -394,5 +399,43 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestDynamicRecoveryThreads: num.recovery.threads.per.data.dir changes
+// without a restart within Kafka's DynamicThreadPool bounds (at least half,
+// at most double the current value), and reaches the replica manager.
+func TestDynamicRecoveryThreads(t *testing.T) {
+	d, store, h := newTestDynamic(t, "num.recovery.threads.per.data.dir=4\n")
+	d.attach(store)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.start(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, "started", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.started
+	})
+	set := func(v string) func(map[string]string) (map[string]string, error) {
+		return func(cur map[string]string) (map[string]string, error) {
+			cur["num.recovery.threads.per.data.dir"] = v
+			return cur, nil
+		}
+	}
+	if err := d.AlterBroker(ctx, true, set("1"), false); err == nil || !strings.Contains(err.Error(), "value should be at least half the current value 4") {
+		t.Fatalf("4 -> 1: %v", err)
+	}
+	if err := d.AlterBroker(ctx, true, set("8"), false); err != nil {
+		t.Fatal(err)
+	}
+	d.reloadMu.Lock()
+	got := slices.Clone(h.recovery)
+	d.reloadMu.Unlock()
+	if !slices.Equal(got, []int{8}) {
+		t.Fatalf("recovery threads applied %v, want [8]", got)
+	}
+	if got := d.config().RecoveryThreadsPerDataDir; got != 8 {
+		t.Fatalf("effective num.recovery.threads.per.data.dir %d, want 8", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/logstore"
 	"github.com/kafkazk/broker/observe"
 	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/protocol"
@@ -229,8 +230,11 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	cfg = dyn.attach(session) // server.properties with the dynamic layers applied
 	session.SetTopicDefaults(cfg.LogDefaults)
 
+	files := logstore.NewFileCache(fileCacheCapacity(log))
 	replicas, err := partition.NewManager(partition.Config{
 		BrokerID:                        cfg.BrokerID,
+		Files:                           files,
+		RecoveryThreadsPerDataDir:       cfg.RecoveryThreadsPerDataDir,
 		LogDirs:                         cfg.LogDirs,
 		HighWatermarkCheckpointInterval: cfg.HighWatermarkCheckpointInterval,
 		RecoveryPointCheckpointInterval: cfg.FlushOffsetCheckpointInterval,
@@ -342,6 +346,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		}
 	}
 	dyn.onCleaner = replicas.ReconfigureCleaner
+	dyn.onRecoveryThreads = replicas.SetRecoveryThreadsPerDataDir
 	dyn.onUncleanLeaderElection = session.SetUncleanLeaderElectionDefault // the controller's cluster-wide default (Kafka's UncleanLeaderElectionEnable event)
 	dyn.onConnectionLimits = func(maxConnections, perIP int) {
 		srv.SetConnectionLimits(protocol.ServerMaxConnections(maxConnections), perIP)
