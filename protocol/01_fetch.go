@@ -66,17 +66,41 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	// until it is encoded (rc.encodeBuf). A long poll re-reads into the
 	// same buffer.
 	rc.encodeBuf = getBuf(rc.sizeHint)
+	denied := s.fetchAuthorization(rc, req)
+	// KIP-227's FetchMetadata: before v7 every fetch is sessionless.
+	sessionID, epoch := invalidSessionID, finalEpoch
+	if req.Version >= 7 {
+		sessionID, epoch = req.SessionID, req.SessionEpoch
+	}
+	if epoch != initialEpoch && epoch != finalEpoch {
+		return s.fetchIncremental(ctx, rc, req, denied, sessionID, epoch), nil
+	}
+	// A full fetch: it closes the session it names, and with epoch 0
+	// opens a new one of the partitions it asks for.
+	if sessionID != invalidSessionID {
+		s.fetchSessions.remove(sessionID)
+	}
+	resp := s.fetchFull(ctx, rc, req, denied)
+	if epoch == initialEpoch {
+		privileged := replicaIDOf(req) >= 0 && denied("") == 0
+		resp.SessionID = s.createFetchSession(req, resp, privileged)
+	}
+	return resp, nil
+}
+
+// fetchFull answers a fetch of the partitions req names, long-polling as
+// the file comment says. Its SessionID is 0.
+func (s *Server) fetchFull(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest, denied func(topic string) int16) *kmsg.FetchResponse {
 	// A long poll takes the change channel before each read, so a change
 	// between a read and the wait is not missed.
 	var changed <-chan struct{}
 	if req.MaxWaitMillis > 0 {
 		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
 	}
-	denied := s.fetchAuthorization(rc, req)
 	resp, n, throttled, failed := s.fetchOnce(ctx, rc, req, denied, &rc.encodeBuf)
 	if req.MaxWaitMillis <= 0 || failed || n >= int64(req.MinBytes) || len(req.Topics) == 0 {
 		s.recordThrottled(throttled)
-		return resp, nil
+		return resp
 	}
 	timer := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	defer timer.Stop()
@@ -86,16 +110,16 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 		case <-timer.C:
 			resp, _, throttled, _ = s.fetchOnce(ctx, rc, req, denied, &rc.encodeBuf)
 			s.recordThrottled(throttled)
-			return resp, nil
+			return resp
 		case <-ctx.Done():
 			s.recordThrottled(throttled)
-			return resp, nil
+			return resp
 		}
 		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
 		resp, n, throttled, failed = s.fetchOnce(ctx, rc, req, denied, &rc.encodeBuf)
 		if failed || n >= int64(req.MinBytes) {
 			s.recordThrottled(throttled)
-			return resp, nil
+			return resp
 		}
 	}
 }
