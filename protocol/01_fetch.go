@@ -4,9 +4,28 @@ package protocol
 // isolation level, v12 the last that names topics rather than topic ids;
 // kafka-go needs at least 10).
 //
-//   - Sessionless: the response always carries SessionID 0, which tells
-//     clients (KIP-227) that no session was created, so every request is a
-//     full one. ForgottenTopics is ignored for the same reason.
+//   - Incremental fetch sessions (KIP-227, v7+; fetchsession*.go), as
+//     Kafka's FetchManager.newContext: SessionEpoch -1 (and every fetch
+//     before v7) is sessionless, answered with SessionID 0; epoch 0 is a
+//     full fetch that also opens a session of the partitions it names and
+//     answers its id (0 when max.incremental.fetch.session.cache.slots
+//     leaves no slot; see fetchSessionCache for eviction); a full fetch
+//     naming a session id closes that session first. Epoch >= 1 is an
+//     incremental fetch of session SessionID: an unknown id answers
+//     FETCH_SESSION_ID_NOT_FOUND, any epoch but the session's next one
+//     INVALID_FETCH_SESSION_EPOCH (top-level ErrorCode, no partitions).
+//     Its partitions add to or alter the session's, ForgottenTopics
+//     removes (a session left empty closes, answered sessionless); every
+//     partition of the session is then read with the fetch data the
+//     session holds, and the response carries only those with records, an
+//     error, or a high watermark, last stable offset or log start offset
+//     other than the session last answered. A follower's fetch state is
+//     recorded for every partition of the session, named or not, so an
+//     idle caught-up follower stays in the ISR. While an incremental fetch
+//     long-polls, each wake-up peeks at its partitions (FetchPeeker: one
+//     lock each, no log read) and reads only those that changed. A
+//     follower session (replica id >= 0 with ClusterAction) is
+//     privileged in eviction. Topic ids (v13+) are not served.
 //   - Each partition is read with Replicas.Read: ReplicaID is the request's
 //     (-1 for consumers, a broker id for followers), CurrentLeaderEpoch
 //     from v9 (else -1), MaxBytes the partition's max bytes bounded by what
@@ -18,7 +37,8 @@ package protocol
 //   - Long poll: with MaxWaitMillis > 0, no partition error, and fewer than
 //     MinBytes read, the request waits on Replicas.Changed and re-reads
 //     after each signal, until MinBytes is reached, MaxWaitMillis passes or
-//     the server closes. Only this connection is parked; no lock is held.
+//     the server closes. Only this connection is parked; no lock is held
+//     (not even its fetch session's).
 //   - IsolationLevel: a consumer's (ReplicaID -1) read_committed (1) read
 //     stops at the last stable offset and answers the aborted
 //     transactions overlapping the returned records (a list, empty when

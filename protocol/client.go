@@ -100,8 +100,8 @@ const (
 // The request versions the client sends, fixed rather than negotiated
 // because both ends are this package; each is the highest the server
 // serves (supportedAPIs). Fetch v12 is the last that names topics, and
-// carries CurrentLeaderEpoch (v9+) and ReplicaID at the top level (v15
-// moved it into ReplicaState).
+// carries CurrentLeaderEpoch (v9+), fetch sessions (v7+) and ReplicaID at
+// the top level (v15 moved it into ReplicaState).
 const (
 	clientFetchVersion                int16 = 12
 	clientOffsetForLeaderEpochVersion int16 = 4

@@ -166,9 +166,18 @@ func (s *Server) fetchIncremental(ctx context.Context, rc *reqContext, req *kmsg
 		r.isolation = 1
 	}
 	r.peeker, _ = s.cfg.Replicas.(FetchPeeker)
-	var changed <-chan struct{}
+	// A long poll takes the change channel before each round, so a change
+	// during a round is not missed. A follower's wait wakes only for new
+	// records (Changed(true)), as in Kafka; its last look, when the wait
+	// ends, also answers a high watermark that moved meanwhile, which
+	// Changed(false) tells.
+	var changed, moved <-chan struct{}
+	follower := r.replicaID >= 0
 	if req.MaxWaitMillis > 0 {
-		changed = s.cfg.Replicas.Changed(r.replicaID >= 0)
+		changed = s.cfg.Replicas.Changed(follower)
+		if follower {
+			moved = s.cfg.Replicas.Changed(false)
+		}
 	}
 	r.run(false)
 	if req.MaxWaitMillis > 0 && !r.failed && r.total < int64(req.MinBytes) {
@@ -177,13 +186,24 @@ func (s *Server) fetchIncremental(ctx context.Context, rc *reqContext, req *kmsg
 		for {
 			select {
 			case <-changed:
-				changed = s.cfg.Replicas.Changed(r.replicaID >= 0)
+				changed = s.cfg.Replicas.Changed(follower)
+				if follower {
+					moved = s.cfg.Replicas.Changed(false)
+				}
 				r.run(true)
 				if r.failed || r.total >= int64(req.MinBytes) {
 					break wait
 				}
 			case <-timer.C:
-				r.run(true)
+				// A last look, unless nothing changed since the last one
+				// (moved is nil, never ready, for a consumer).
+				select {
+				case <-changed:
+					r.run(true)
+				case <-moved:
+					r.run(true)
+				default:
+				}
 				break wait
 			case <-ctx.Done():
 				break wait
