@@ -170,6 +170,7 @@ var brokerKeyTable = func() []BrokerKey {
 		bk("replica.fetch.max.bytes", TypeInt, "1048576", "The number of bytes of messages to attempt to fetch for each partition."),
 		bk("replica.fetch.wait.max.ms", TypeInt, "500", "The maximum wait time for each fetcher request issued by follower replicas."),
 		bk("replica.fetch.min.bytes", TypeInt, "1", "Minimum bytes expected for each fetch response."),
+		bk("max.incremental.fetch.session.cache.slots", TypeInt, "1000", "The maximum number of incremental fetch sessions that we will maintain.", atLeast(0)),
 		bk("controlled.shutdown.enable", TypeBoolean, "true", "Enable controlled shutdown of the server."),
 		bk("auto.leader.rebalance.enable", TypeBoolean, "true", "Enables auto leader balancing."),
 		bk("offsets.topic.replication.factor", TypeShort, "3", "The replication factor for the offsets topic."),

@@ -83,7 +83,10 @@
 // -1 on the wire) and, if it is past our LEO, empty the log and restart it
 // there. Fenced epochs park the partition until a new state; other errors
 // back off ReplicaFetchBackoff. Responses are applied only if the replica
-// still follows in the same epoch at the same LEO.
+// still follows in the same epoch at the same LEO. A partition the response
+// leaves out (an incremental fetch session, KIP-227, answers only those with
+// records, errors or new offsets) has nothing new: no records, no error,
+// and the leader's HW and log start as last answered.
 //
 // # ISR and HW
 //

@@ -46,6 +46,9 @@ type fetcher struct {
 
 	mu    sync.Mutex
 	parts map[cluster.TopicPartition]*fetchPartition
+	// order is parts' keys sorted, rebuilt (when nil) after a partition
+	// joins or leaves: a round walks it rather than sort every time.
+	order []cluster.TopicPartition
 
 	wake    chan struct{} // capacity 1: a partition was added
 	stop    chan struct{} // closed when the fetcher is stopped
@@ -107,11 +110,28 @@ func (f *fetcher) halt() {
 	f.cancel()
 }
 
-// ready snapshots the partitions whose delay has passed, by phase.
+// ready snapshots the partitions whose delay has passed, by phase, in
+// topic-partition order.
 func (f *fetcher) ready(now time.Time) (truncating, fetching []partSnap) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for tp, p := range f.parts {
+	if f.order == nil {
+		f.order = make([]cluster.TopicPartition, 0, len(f.parts))
+		for tp := range f.parts {
+			f.order = append(f.order, tp)
+		}
+		slices.SortFunc(f.order, func(a, b cluster.TopicPartition) int {
+			if a.Topic != b.Topic {
+				if a.Topic < b.Topic {
+					return -1
+				}
+				return 1
+			}
+			return int(a.Partition - b.Partition)
+		})
+	}
+	for _, tp := range f.order {
+		p := f.parts[tp]
 		if p.delayUntil.After(now) {
 			continue
 		}
@@ -123,17 +143,6 @@ func (f *fetcher) ready(now time.Time) (truncating, fetching []partSnap) {
 			fetching = append(fetching, s)
 		}
 	}
-	byTP := func(a, b partSnap) int {
-		if a.tp.Topic != b.tp.Topic {
-			if a.tp.Topic < b.tp.Topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.tp.Partition - b.tp.Partition)
-	}
-	slices.SortFunc(truncating, byTP)
-	slices.SortFunc(fetching, byTP)
 	return truncating, fetching
 }
 
@@ -242,7 +251,7 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 	cfg := &f.m.cfg
 	req := FetchRequest{ReplicaID: cfg.BrokerID, MaxWait: cfg.ReplicaFetchWaitMax,
 		MinBytes: cfg.ReplicaFetchMinBytes, MaxBytes: cfg.ReplicaFetchResponseMaxBytes}
-	offsets := map[cluster.TopicPartition]int64{}
+	// sent[i] was fetched at req.Partitions[i].FetchOffset.
 	var sent []partSnap
 	// throttled: the follower-throttled partitions sent; overQuota: the
 	// follower quota, checked once per round when needed (-1: not yet).
@@ -273,7 +282,6 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 		}
 		req.Partitions = append(req.Partitions, FetchPartition{TopicPartition: s.tp, FetchOffset: off,
 			CurrentLeaderEpoch: s.leaderEpoch, LogStartOffset: start, MaxBytes: cfg.ReplicaFetchMaxBytes})
-		offsets[s.tp] = off
 		sent = append(sent, s)
 	}
 	if len(sent) == 0 {
@@ -290,12 +298,15 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 		// Appends copy the records to the log; nothing keeps them.
 		defer resp.Release()
 	}
-	for _, s := range sent {
+	for i, s := range sent {
 		res, ok := resp.Partitions[s.tp]
 		if !ok {
+			// Left out of an incremental fetch session's response
+			// (KIP-227): no records, no error, and the HW and log start
+			// offset the leader last answered still hold.
 			continue
 		}
-		off := offsets[s.tp]
+		off := req.Partitions[i].FetchOffset
 		switch {
 		case res.Err == nil:
 			err := s.r.appendFromLeader(s.leaderEpoch, off, res)
@@ -415,6 +426,9 @@ func (m *Manager) followPartition(r *Replica, leader, leaderEpoch int32) {
 		m.fetchers[leader] = f
 	}
 	f.mu.Lock()
+	if _, ok := f.parts[r.tp]; !ok {
+		f.order = nil
+	}
 	f.parts[r.tp] = &fetchPartition{r: r, leaderEpoch: leaderEpoch, phase: phaseTruncating}
 	f.mu.Unlock()
 	select {
@@ -443,7 +457,10 @@ func (m *Manager) unfollowLocked(tp cluster.TopicPartition) {
 	for id, f := range m.fetchers {
 		f.mu.Lock()
 		_, ok := f.parts[tp]
-		delete(f.parts, tp)
+		if ok {
+			delete(f.parts, tp)
+			f.order = nil
+		}
 		empty := len(f.parts) == 0
 		f.mu.Unlock()
 		if ok && empty {

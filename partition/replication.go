@@ -41,7 +41,9 @@ type FetchPartition struct {
 }
 
 // FetchRequest is one replica fetch from a follower broker to a leader
-// broker, covering every partition it follows there.
+// broker, covering every partition it follows there and is ready to fetch.
+// Partitions is the full list every time: a LeaderClient with fetch
+// sessions sends only what changed since its previous fetch.
 type FetchRequest struct {
 	ReplicaID  int32         // the follower's broker id
 	MaxWait    time.Duration // replica.fetch.wait.max.ms
@@ -62,7 +64,11 @@ type FetchPartitionResult struct {
 	Records        []byte
 }
 
-// FetchResponse holds the answer for every partition that was asked for.
+// FetchResponse holds the leader's answers by partition. In an
+// incremental fetch session (KIP-227) it holds only the partitions with
+// records, an error, or a high watermark or log start offset the follower
+// was not told yet: a partition asked for but left out has no new data and
+// no error, and the fetcher leaves it as it is.
 type FetchResponse struct {
 	Partitions map[cluster.TopicPartition]FetchPartitionResult
 	// Release, if not nil, gives back the memory the Records alias (the

@@ -4,9 +4,28 @@ package protocol
 // isolation level, v12 the last that names topics rather than topic ids;
 // kafka-go needs at least 10).
 //
-//   - Sessionless: the response always carries SessionID 0, which tells
-//     clients (KIP-227) that no session was created, so every request is a
-//     full one. ForgottenTopics is ignored for the same reason.
+//   - Incremental fetch sessions (KIP-227, v7+; fetchsession*.go), as
+//     Kafka's FetchManager.newContext: SessionEpoch -1 (and every fetch
+//     before v7) is sessionless, answered with SessionID 0; epoch 0 is a
+//     full fetch that also opens a session of the partitions it names and
+//     answers its id (0 when max.incremental.fetch.session.cache.slots
+//     leaves no slot; see fetchSessionCache for eviction); a full fetch
+//     naming a session id closes that session first. Epoch >= 1 is an
+//     incremental fetch of session SessionID: an unknown id answers
+//     FETCH_SESSION_ID_NOT_FOUND, any epoch but the session's next one
+//     INVALID_FETCH_SESSION_EPOCH (top-level ErrorCode, no partitions).
+//     Its partitions add to or alter the session's, ForgottenTopics
+//     removes (a session left empty closes, answered sessionless); every
+//     partition of the session is then read with the fetch data the
+//     session holds, and the response carries only those with records, an
+//     error, or a high watermark, last stable offset or log start offset
+//     other than the session last answered. A follower's fetch state is
+//     recorded for every partition of the session, named or not, so an
+//     idle caught-up follower stays in the ISR. While an incremental fetch
+//     long-polls, each wake-up peeks at its partitions (FetchPeeker: one
+//     lock each, no log read) and reads only those that changed. A
+//     follower session (replica id >= 0 with ClusterAction) is
+//     privileged in eviction. Topic ids (v13+) are not served.
 //   - Each partition is read with Replicas.Read: ReplicaID is the request's
 //     (-1 for consumers, a broker id for followers), CurrentLeaderEpoch
 //     from v9 (else -1), MaxBytes the partition's max bytes bounded by what
@@ -18,7 +37,8 @@ package protocol
 //   - Long poll: with MaxWaitMillis > 0, no partition error, and fewer than
 //     MinBytes read, the request waits on Replicas.Changed and re-reads
 //     after each signal, until MinBytes is reached, MaxWaitMillis passes or
-//     the server closes. Only this connection is parked; no lock is held.
+//     the server closes. Only this connection is parked; no lock is held
+//     (not even its fetch session's).
 //   - IsolationLevel: a consumer's (ReplicaID -1) read_committed (1) read
 //     stops at the last stable offset and answers the aborted
 //     transactions overlapping the returned records (a list, empty when
@@ -66,17 +86,41 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 	// until it is encoded (rc.encodeBuf). A long poll re-reads into the
 	// same buffer.
 	rc.encodeBuf = getBuf(rc.sizeHint)
+	denied := s.fetchAuthorization(rc, req)
+	// KIP-227's FetchMetadata: before v7 every fetch is sessionless.
+	sessionID, epoch := invalidSessionID, finalEpoch
+	if req.Version >= 7 {
+		sessionID, epoch = req.SessionID, req.SessionEpoch
+	}
+	if epoch != initialEpoch && epoch != finalEpoch {
+		return s.fetchIncremental(ctx, rc, req, denied, sessionID, epoch), nil
+	}
+	// A full fetch: it closes the session it names, and with epoch 0
+	// opens a new one of the partitions it asks for.
+	if sessionID != invalidSessionID {
+		s.fetchSessions.remove(sessionID)
+	}
+	resp := s.fetchFull(ctx, rc, req, denied)
+	if epoch == initialEpoch {
+		privileged := replicaIDOf(req) >= 0 && denied("") == 0
+		resp.SessionID = s.createFetchSession(req, resp, privileged)
+	}
+	return resp, nil
+}
+
+// fetchFull answers a fetch of the partitions req names, long-polling as
+// the file comment says. Its SessionID is 0.
+func (s *Server) fetchFull(ctx context.Context, rc *reqContext, req *kmsg.FetchRequest, denied func(topic string) int16) *kmsg.FetchResponse {
 	// A long poll takes the change channel before each read, so a change
 	// between a read and the wait is not missed.
 	var changed <-chan struct{}
 	if req.MaxWaitMillis > 0 {
 		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
 	}
-	denied := s.fetchAuthorization(rc, req)
 	resp, n, throttled, failed := s.fetchOnce(ctx, rc, req, denied, &rc.encodeBuf)
 	if req.MaxWaitMillis <= 0 || failed || n >= int64(req.MinBytes) || len(req.Topics) == 0 {
 		s.recordThrottled(throttled)
-		return resp, nil
+		return resp
 	}
 	timer := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 	defer timer.Stop()
@@ -86,16 +130,16 @@ func (s *Server) handleFetch(ctx context.Context, rc *reqContext, req *kmsg.Fetc
 		case <-timer.C:
 			resp, _, throttled, _ = s.fetchOnce(ctx, rc, req, denied, &rc.encodeBuf)
 			s.recordThrottled(throttled)
-			return resp, nil
+			return resp
 		case <-ctx.Done():
 			s.recordThrottled(throttled)
-			return resp, nil
+			return resp
 		}
 		changed = s.cfg.Replicas.Changed(replicaIDOf(req) >= 0)
 		resp, n, throttled, failed = s.fetchOnce(ctx, rc, req, denied, &rc.encodeBuf)
 		if failed || n >= int64(req.MinBytes) {
 			s.recordThrottled(throttled)
-			return resp, nil
+			return resp
 		}
 	}
 }

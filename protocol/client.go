@@ -100,8 +100,8 @@ const (
 // The request versions the client sends, fixed rather than negotiated
 // because both ends are this package; each is the highest the server
 // serves (supportedAPIs). Fetch v12 is the last that names topics, and
-// carries CurrentLeaderEpoch (v9+) and ReplicaID at the top level (v15
-// moved it into ReplicaState).
+// carries CurrentLeaderEpoch (v9+), fetch sessions (v7+) and ReplicaID at
+// the top level (v15 moved it into ReplicaState).
 const (
 	clientFetchVersion                int16 = 12
 	clientOffsetForLeaderEpochVersion int16 = 4
@@ -184,6 +184,8 @@ type BrokerClient struct {
 	mu     sync.Mutex
 	closed bool
 	conns  map[connKey]*brokerConn
+	// sessions holds the fetch session with each leader (KIP-227).
+	sessions map[int32]*fetchSessionHandler
 }
 
 // brokerConn is one connection slot. sem (capacity 1) is held for a whole
@@ -222,6 +224,7 @@ func NewBrokerClient(cfg ClientConfig) *BrokerClient {
 		ctx:       ctx,
 		cancel:    cancel,
 		conns:     make(map[connKey]*brokerConn),
+		sessions:  make(map[int32]*fetchSessionHandler),
 	}
 }
 
@@ -247,14 +250,39 @@ func (c *BrokerClient) Close() {
 	}
 }
 
-// Fetch sends one replica fetch (Fetch v12, sessionless) to broker leader.
-// Per-partition error codes come back as partition's sentinels (wrapping
-// the kerr error too); an error means the request as a whole failed.
+// Fetch sends one replica fetch (Fetch v12) to broker leader, in the
+// incremental fetch session the client keeps with it (KIP-227; see
+// fetchSessionHandler): req lists every partition the fetcher wants, the
+// request carries only those whose fetch data changed since the last
+// fetch (and forgets those not wanted any more), and the response holds
+// only the partitions with records, an error, or a new high watermark or
+// log start offset; a partition it omits has nothing new. A fetch that
+// fails for its session (FETCH_SESSION_ID_NOT_FOUND,
+// INVALID_FETCH_SESSION_EPOCH: the leader restarted or evicted the
+// session) is sent again at once as a full fetch, which opens a new
+// session. Per-partition error codes come back as partition's sentinels
+// (wrapping the kerr error too); an error means the request as a whole
+// failed.
 func (c *BrokerClient) Fetch(ctx context.Context, leader int32, req partition.FetchRequest) (partition.FetchResponse, error) {
 	addr, err := c.resolve(leader)
 	if err != nil {
 		return partition.FetchResponse{}, fmt.Errorf("fetch from broker %d: %w", leader, err)
 	}
+	h := c.sessionHandler(leader)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		out, retry, err := c.fetchInSession(ctx, leader, addr, h, req)
+		if !retry || attempt > 0 {
+			return out, err
+		}
+	}
+}
+
+// fetchInSession is one round trip of Fetch. retry says the fetch failed
+// for its session and the handler now makes a full fetch. Caller holds
+// h.mu.
+func (c *BrokerClient) fetchInSession(ctx context.Context, leader int32, addr string, h *fetchSessionHandler, req partition.FetchRequest) (partition.FetchResponse, bool, error) {
 	kreq := kmsg.NewPtrFetchRequest()
 	kreq.Version = clientFetchVersion
 	kreq.ReplicaID = req.ReplicaID
@@ -262,33 +290,29 @@ func (c *BrokerClient) Fetch(ctx context.Context, leader int32, req partition.Fe
 	kreq.MinBytes = req.MinBytes
 	kreq.MaxBytes = req.MaxBytes
 	kreq.IsolationLevel = 0
-	kreq.SessionID = 0
-	kreq.SessionEpoch = -1 // full fetch, no session (KIP-227)
-	topics, byTopic := topicOrder(req.Partitions, func(p partition.FetchPartition) string { return p.TopicPartition.Topic })
-	for _, t := range topics {
-		kt := kmsg.NewFetchRequestTopic()
-		kt.Topic = t
-		for _, p := range byTopic[t] {
-			kp := kmsg.NewFetchRequestTopicPartition()
-			kp.Partition = p.TopicPartition.Partition
-			kp.CurrentLeaderEpoch = p.CurrentLeaderEpoch
-			kp.FetchOffset = p.FetchOffset
-			kp.LogStartOffset = p.LogStartOffset
-			kp.PartitionMaxBytes = p.MaxBytes
-			kt.Partitions = append(kt.Partitions, kp)
-		}
-		kreq.Topics = append(kreq.Topics, kt)
-	}
+	incremental := h.build(kreq, req.Partitions)
 	kresp, frame, err := c.roundTrip(ctx, connKey{leader, purposeFetch}, addr, kreq, max(req.MaxWait, 0))
 	if err != nil {
-		return partition.FetchResponse{}, fmt.Errorf("fetch from broker %d: %w", leader, err)
+		// The leader may have served it: its session epoch is then
+		// ahead of ours, so start over.
+		h.failed(false)
+		return partition.FetchResponse{}, false, fmt.Errorf("fetch from broker %d: %w", leader, err)
 	}
 	resp := kresp.(*kmsg.FetchResponse)
-	if err := errorFromCode(resp.ErrorCode); err != nil {
+	if code := resp.ErrorCode; code != 0 {
 		putBuf(frame)
-		return partition.FetchResponse{}, fmt.Errorf("fetch from broker %d: %w", leader, err)
+		unknown := code == kerr.FetchSessionIDNotFound.Code
+		h.failed(unknown)
+		retry := unknown || code == kerr.InvalidFetchSessionEpoch.Code
+		return partition.FetchResponse{}, retry, fmt.Errorf("fetch from broker %d (session %d epoch %d): %w",
+			leader, kreq.SessionID, kreq.SessionEpoch, errorFromCode(code))
 	}
-	out := partition.FetchResponse{Partitions: make(map[cluster.TopicPartition]partition.FetchPartitionResult, len(req.Partitions))}
+	if !h.handled(incremental, resp.SessionID) {
+		putBuf(frame)
+		return partition.FetchResponse{}, true, fmt.Errorf("fetch from broker %d: incremental fetch of session %d answered for session %d",
+			leader, kreq.SessionID, resp.SessionID)
+	}
+	out := partition.FetchResponse{Partitions: make(map[cluster.TopicPartition]partition.FetchPartitionResult, len(resp.Topics))}
 	if frame != nil {
 		// The records alias the response frame: the fetcher gives it back
 		// to the pool once it has appended them.
@@ -304,7 +328,7 @@ func (c *BrokerClient) Fetch(ctx context.Context, leader int32, req partition.Fe
 			}
 		}
 	}
-	return out, nil
+	return out, false, nil
 }
 
 // OffsetsForLeaderEpoch asks broker leader where epochs end

@@ -48,7 +48,10 @@
 // exception is ApiVersions above our range, which is answered with
 // UNSUPPORTED_VERSION in a v0 body listing the table so that clients
 // retry lower. Trailing bytes after a decoded body are ignored.
-// Fetch sessions (every Fetch response has session id 0), topic ids,
+// Fetch serves KIP-227 incremental fetch sessions (v7+, for consumers and
+// followers alike; 01_fetch.go): an idle session's fetch names no
+// partition and is answered with none, and BrokerClient keeps one
+// session per leader. Topic ids,
 // GSSAPI and OAUTHBEARER, and KIP-890 part 2 (TRANSACTION_ABORTABLE, an epoch bump per
 // transaction) are not served. The consumer group keys are served when
 // Config.Groups (the group coordinator, package group) is set;
@@ -132,7 +135,10 @@
 // the socket, fed through a small bounded channel. Responses therefore
 // leave in request order, and a client that pipelines is pushed back by
 // TCP. A Fetch long poll on Replicas.Changed parks only its own
-// connection and holds no lock of this package. An acks=all Produce
+// connection and holds no lock of this package. A fetch session's mu is
+// held only to update it at the start of a fetch and to record its answer
+// at the end (lock order fetchSession.mu -> fetchSessionCache.mu), never
+// across a read of a partition or the wait. An acks=all Produce
 // appends in the reader and waits in WaitCommitted in a goroutine of its
 // own (reqContext.complete), whose response the writer takes as a future
 // in its turn: the producer's next Produce is appended meanwhile, and any

@@ -60,6 +60,11 @@ type Config struct {
 	DefaultPartitions int32
 	// DefaultReplicationFactor is default.replication.factor.
 	DefaultReplicationFactor int16
+	// FetchSessionCacheSlots is max.incremental.fetch.session.cache.slots:
+	// the most incremental fetch sessions (KIP-227) kept. Zero means
+	// Kafka's default, DefaultFetchSessionCacheSlots; negative means none
+	// (Kafka's 0: every fetch is sessionless).
+	FetchSessionCacheSlots int
 
 	Replicas    Replicas
 	Metadata    Metadata
@@ -266,6 +271,9 @@ type Server struct {
 	// now is the clock of SASL session lifetimes; tests replace it
 	// before serving.
 	now func() time.Time
+
+	// fetchSessions is the incremental fetch session cache (KIP-227).
+	fetchSessions *fetchSessionCache
 }
 
 // NewServer returns a server that is not yet listening.
@@ -296,6 +304,8 @@ func NewServer(cfg Config) *Server {
 		connClosed: make(chan struct{}),
 		budget:     newByteBudget(cfg.QueuedMaxRequestBytes),
 		now:        cfg.now,
+		fetchSessions: newFetchSessionCache(fetchSessionSlots(cfg.FetchSessionCacheSlots),
+			fetchSessionEvictionAge, cfg.now),
 	}
 }
 

@@ -103,6 +103,9 @@ type Config struct {
 	// --override, as written: DescribeConfigs reports a topic default
 	// they set as STATIC_BROKER_CONFIG.
 	StaticProps map[string]string
+	// MaxIncrementalFetchSessionCacheSlots is
+	// max.incremental.fetch.session.cache.slots (KIP-227).
+	MaxIncrementalFetchSessionCacheSlots int
 }
 
 // topicDefaultKeys are the broker keys that set a topic key's default in
@@ -255,6 +258,7 @@ func BuildConfig(props map[string]string) (*Config, error) {
 	c.ReplicaFetchMaxBytes = int32(p.int("replica.fetch.max.bytes", 0, math.MaxInt32))
 	c.ReplicaFetchWaitMax = p.ms("replica.fetch.wait.max.ms", 0)
 	c.ReplicaFetchMinBytes = int32(p.int("replica.fetch.min.bytes", 1, math.MaxInt32))
+	c.MaxIncrementalFetchSessionCacheSlots = int(p.int("max.incremental.fetch.session.cache.slots", 0, math.MaxInt32))
 	c.ControlledShutdownEnable = p.bool("controlled.shutdown.enable")
 	c.AutoLeaderRebalanceEnable = p.bool("auto.leader.rebalance.enable")
 	c.OffsetsTopicReplicationFactor = int16(p.int("offsets.topic.replication.factor", 1, math.MaxInt16))

@@ -300,6 +300,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		AutoCreateTopics:         cfg.AutoCreateTopics,
 		DefaultPartitions:        cfg.NumPartitions,
 		DefaultReplicationFactor: cfg.DefaultReplicationFactor,
+		FetchSessionCacheSlots:   protocol.ServerFetchSessionCacheSlots(cfg.MaxIncrementalFetchSessionCacheSlots),
 		Replicas:                 replicas,
 		Metadata:                 meta,
 		Admin:                    &admin{session: session, defaults: cfg.LogDefaults, dyn: dyn, static: cfg.StaticProps, deleteEnabled: cfg.DeleteTopicEnable},
