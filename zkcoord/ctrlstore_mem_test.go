@@ -386,16 +386,36 @@ func (m *memStore) writeFault(ops []any) faultKind {
 	return faultNone
 }
 
-// apply runs ops on a copy of the tree and keeps it only if all succeed.
+// apply runs ops and keeps their changes only if all succeed: the nodes
+// they touch are saved first (an undo log, so a write costs what it
+// touches, not the size of the tree) and restored on a failure.
 func (m *memStore) apply(ops []any) ([]zk.MultiResponse, error) {
-	saved := make(map[string]memNode, len(m.nodes))
-	for k, n := range m.nodes {
-		saved[k] = *n
+	saved := map[string]*memNode{}
+	save := func(p string) {
+		if _, ok := saved[p]; ok {
+			return
+		}
+		if n, ok := m.nodes[p]; ok {
+			c := *n
+			saved[p] = &c
+		} else {
+			saved[p] = nil
+		}
 	}
 	savedZxid, savedEvents, savedTrace := m.zxid, m.events, len(*m.trace)
+	savedEvents.topics = maps.Clone(savedEvents.topics)
+	savedEvents.configs = maps.Clone(savedEvents.configs)
 	res := make([]zk.MultiResponse, len(ops))
 	var failed error
 	for i, op := range ops {
+		switch o := op.(type) {
+		case *zk.CreateRequest:
+			save(o.Path)
+		case *zk.SetDataRequest:
+			save(o.Path)
+		case *zk.DeleteRequest:
+			save(o.Path)
+		}
 		var err error
 		res[i], err = m.applyOne(op)
 		if err != nil {
@@ -408,9 +428,12 @@ func (m *memStore) apply(ops []any) ([]zk.MultiResponse, error) {
 		}
 	}
 	if failed != nil {
-		m.nodes = make(map[string]*memNode, len(saved))
-		for k, n := range saved {
-			m.nodes[k] = &n
+		for p, n := range saved {
+			if n == nil {
+				delete(m.nodes, p)
+			} else {
+				m.nodes[p] = n
+			}
 		}
 		m.zxid, m.events, *m.trace = savedZxid, savedEvents, (*m.trace)[:savedTrace]
 		return res, failed
@@ -464,7 +487,8 @@ func (m *memStore) applyOne(op any) (zk.MultiResponse, error) {
 		if len(m.children(o.Path)) > 0 {
 			return zk.MultiResponse{}, zk.ErrNotEmpty
 		}
-		m.remove(o.Path)
+		delete(m.nodes, o.Path) // a leaf: checked above
+		m.changed(o.Path, true)
 		*m.trace = append(*m.trace, fmt.Sprintf("zk delete %s", o.Path))
 		return zk.MultiResponse{}, nil
 	}
