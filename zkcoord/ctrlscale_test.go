@@ -129,6 +129,12 @@ func (s *countStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 	return s.ctrlStore.Multi(ops...)
 }
 
+func (s *countStore) Batch(calls []storeCall) []storeResult {
+	s.calls += len(calls)
+	s.rounds++
+	return s.ctrlStore.Batch(calls)
+}
+
 // scaleBackend is where the scale harness's cluster lives: memStore, or a
 // real ZooKeeper.
 type scaleBackend interface {
