@@ -224,57 +224,63 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]cluster.
 	shutting := slices.Sorted(maps.Keys(c.shuttingDown))
 	var changed, stopped, remaining []cluster.TopicPartition
 	var first error
+	var tps []cluster.TopicPartition
+	wasLeader := map[cluster.TopicPartition]bool{}
 	for _, tp := range c.partitionsWithState() {
 		replicas := c.replicas(tp)
 		if len(replicas) < 2 || !slices.Contains(replicas, id) {
 			continue // RF=1 partitions are never moved (Kafka)
 		}
-		if c.stopped() {
-			return nil, fmt.Errorf("controlled shutdown of broker %d: %w", id, ErrNotController)
-		}
+		tps = append(tps, tp)
 		// Whether it led as the context knew before this call: a former
 		// leader learns it follows from LeaderAndIsr, not StopReplica.
-		wasLeader := c.states[tp].Leader == id
-		st, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
-			if st.Leader == id {
-				l, isr, ok := ElectControlledShutdownLeader(replicas, st.Isr, electable, shutting)
-				if !ok {
-					return st, false
-				}
-				st.Leader, st.Isr = l, isr
-				st.LeaderEpoch++
-				return st, true
+		wasLeader[tp] = c.states[tp].Leader == id
+	}
+	if c.stopped() {
+		return nil, fmt.Errorf("controlled shutdown of broker %d: %w", id, ErrNotController)
+	}
+	res := c.updateStates(tps, nil, func(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
+		if st.Leader == id {
+			l, isr, ok := ElectControlledShutdownLeader(c.replicas(tp), st.Isr, electable, shutting)
+			if !ok {
+				return st, false
 			}
-			if slices.Contains(st.Isr, id) && len(st.Isr) > 1 {
-				st.Isr = slices.DeleteFunc(slices.Clone(st.Isr), func(m int32) bool { return m == id })
-				st.LeaderEpoch++
-				return st, true
-			}
-			return st, false
-		})
-		if ch {
+			st.Leader, st.Isr = l, isr
+			st.LeaderEpoch++
+			return st, true
+		}
+		if slices.Contains(st.Isr, id) && len(st.Isr) > 1 {
+			st.Isr = slices.DeleteFunc(slices.Clone(st.Isr), func(m int32) bool { return m == id })
+			st.LeaderEpoch++
+			return st, true
+		}
+		return st, false
+	})
+	for i, tp := range tps {
+		r := res[i]
+		if r.changed {
 			changed = append(changed, tp)
 		}
-		if err != nil {
-			if errors.Is(err, ErrNotController) || zkSessionLost(err) {
-				c.checkFenced(err) // fenced: changed is left to the successor
-				return nil, fmt.Errorf("controlled shutdown of broker %d: %w: %w", id, ErrNotController, err)
+		if r.err != nil {
+			if errors.Is(r.err, ErrNotController) || zkSessionLost(r.err) || c.fenced {
+				c.checkFenced(r.err) // fenced: changed is left to the successor
+				return nil, fmt.Errorf("controlled shutdown of broker %d: %w: %w", id, ErrNotController, r.err)
 			}
 			if first == nil {
-				first = err
+				first = r.err
 			}
 			if c.states[tp].Leader == id {
 				remaining = append(remaining, tp)
 			}
 			continue
 		}
-		if !ok {
+		if !r.ok {
 			continue
 		}
 		switch {
-		case st.Leader == id:
+		case r.st.Leader == id:
 			remaining = append(remaining, tp)
-		case !wasLeader:
+		case !wasLeader[tp]:
 			// A follower stops fetching (StopReplica without delete); a
 			// former leader learns it follows from LeaderAndIsr instead.
 			stopped = append(stopped, tp)
@@ -304,24 +310,23 @@ func (c *controller) checkRebalance() error {
 	electable := c.electableIDs()
 	var changed []cluster.TopicPartition
 	var first error
-	for _, tp := range tps {
-		if c.stopped() {
-			return errControllerStopped
+	if c.stopped() {
+		return errControllerStopped
+	}
+	res := c.updateStates(tps, nil, func(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
+		l, ok := ElectPreferredLeader(c.replicas(tp), st.Isr, electable)
+		if !ok || st.Leader == l {
+			return st, false
 		}
-		replicas := c.replicas(tp)
-		_, ch, _, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
-			l, ok := ElectPreferredLeader(replicas, st.Isr, electable)
-			if !ok || st.Leader == l {
-				return st, false
-			}
-			st.Leader = l
-			st.LeaderEpoch++
-			return st, true
-		})
-		if ch {
+		st.Leader = l
+		st.LeaderEpoch++
+		return st, true
+	})
+	for i, tp := range tps {
+		if res[i].changed {
 			changed = append(changed, tp)
 		}
-		if err != nil {
+		if err := res[i].err; err != nil {
 			if errors.Is(err, ErrNotController) || zkSessionLost(err) {
 				c.announce(changed, false)
 				return err

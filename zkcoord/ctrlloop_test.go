@@ -55,6 +55,12 @@ func (l lockedStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 	return l.s.Multi(ops...)
 }
 
+func (l lockedStore) Batch(calls []storeCall) []storeResult {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Batch(calls)
+}
+
 type lockedQueue struct {
 	mu *sync.Mutex
 	q  requestQueue

@@ -1182,7 +1182,8 @@ func TestControllerCreateStateAfterTwoLostReplies(t *testing.T) {
 }
 
 // TestControllerFencedSendsNothing: controller 1's ISR removal for t/0
-// lands with its reply and read-back lost; controller 2 takes over before
+// lands with its reply and read-back lost (and its t/1 write keeps
+// meeting a leader's ISR writes); controller 2 takes over before
 // 1 retries. 1's retry finds its t/0 write landed, then is fenced on t/1:
 // it must announce nothing after the fence (the successor owns the
 // brokers now), and its broker queues' context is cancelled.
@@ -1193,7 +1194,10 @@ func TestControllerFencedSendsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.store.writeFaults = map[string][]faultKind{partitionStatePath("t", 0): {faultLossAfterTwice}}
+	// t/1's write, in the same batch, meets a leader's ISR write at every
+	// attempt: it is left to controller 2.
+	moving := slices.Repeat([]faultKind{faultBadVersion}, maxStateWriteAttempts)
+	h.store.writeFaults = map[string][]faultKind{partitionStatePath("t", 0): {faultLossAfterTwice}, partitionStatePath("t", 1): moving}
 	z := h.ctrl
 	z.step(h.store.takeEvents())
 	if len(z.unknown) != 1 {
@@ -1247,6 +1251,15 @@ func (f *fenceSpy) Get(p string) ([]byte, *zk.Stat, error) {
 		}
 	}
 	return data, st, err
+}
+
+// Batch runs calls one by one through the spy.
+func (f *fenceSpy) Batch(calls []storeCall) []storeResult {
+	out := make([]storeResult, len(calls))
+	for i, c := range calls {
+		out[i] = doCall(f, c)
+	}
+	return out
 }
 
 func (f *fenceSpy) Multi(ops ...any) ([]zk.MultiResponse, error) {

@@ -148,22 +148,22 @@ func (c *controller) syncBrokers() error {
 			theirs = append(theirs, tp)
 		}
 	}
-	for _, tp := range theirs {
-		if c.stopped() {
-			return errControllerStopped
-		}
-		st, ok, err := c.readState(tp)
-		if c.skipState(tp, err) {
+	if c.stopped() {
+		return errControllerStopped
+	}
+	for i, r := range c.readStates(theirs) {
+		tp := theirs[i]
+		if c.skipState(tp, r.err) {
 			continue
 		}
-		if err != nil {
-			if err := c.stepError(err); err != nil {
+		if r.err != nil {
+			if err := c.stepError(r.err); err != nil {
 				return err
 			}
 			continue // unreadable: the context's state is the best we have
 		}
-		if ok {
-			c.states[tp] = st
+		if r.exists {
+			c.states[tp] = r.st
 		}
 	}
 	c.sendUpdateMetadata(ids, c.partitionsWithState())
@@ -179,8 +179,11 @@ func (c *controller) syncBrokers() error {
 // initPartitions writes the first state of each partition in c.work.init
 // (PSM NewPartition -> OnlinePartition) with the epoch check, then sends
 // LeaderAndIsr (IsNew) to the replicas of those it created and
-// UpdateMetadata to every broker. A partition without a live replica stays
-// without a state (a replica's startup puts it back in the work).
+// UpdateMetadata to every broker, one request per broker. A partition
+// without a live replica stays without a state (a replica's startup puts
+// it back in the work). The writes go in pipelined batches (createStates);
+// a partition whose write failed stays in the work, and the first error
+// that stops the step is returned once every result was applied.
 func (c *controller) initPartitions() error {
 	if len(c.work.init) == 0 {
 		return nil
@@ -189,10 +192,12 @@ func (c *controller) initPartitions() error {
 	electable := c.electableIDs()
 	var created []cluster.TopicPartition
 	defer func() { c.announce(created, true) }()
+	if c.stopped() {
+		return errControllerStopped
+	}
+	var todo []cluster.TopicPartition
+	var sts []cluster.LeaderAndIsr
 	for _, tp := range tps {
-		if c.stopped() {
-			return errControllerStopped
-		}
 		replicas := c.replicas(tp)
 		if _, has := c.states[tp]; replicas == nil || has {
 			delete(c.work.init, tp)
@@ -206,96 +211,182 @@ func (c *controller) initPartitions() error {
 			delete(c.unknown, tp) // a create that landed is read when the partition is retried
 			continue
 		}
-		ours, err := c.createState(tp, st)
-		if err != nil {
-			if err := c.stepError(err); err != nil {
-				return err
+		todo = append(todo, tp)
+		sts = append(sts, st)
+	}
+	var first error
+	for i, r := range c.createStates(todo, sts) {
+		tp := todo[i]
+		if r.err != nil {
+			if err := c.stepError(r.err); err != nil && first == nil {
+				first = err
 			}
 			continue
 		}
 		delete(c.work.init, tp)
-		if ours {
+		if r.ours {
 			created = append(created, tp)
 		}
 		if _, moving := c.reassigning[tp]; moving {
 			c.work.reassign[tp] = true // it waited for a state
 		}
 	}
-	return nil
+	return first
 }
 
-// createState writes tp's first state st. ours reports whether this
-// controller created it (now or in an earlier attempt whose reply was
-// lost), so it is announced as new; false means another state was there,
-// which the context adopts. A stored state with this controller's epoch
-// that the context does not hold is ours too, whatever it decided then:
-// only this controller writes with its epoch, and initPartitions only
-// creates partitions the context has no state for, so it was never
-// announced. Announcing the state actually stored is always safe.
-func (c *controller) createState(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (ours bool, err error) {
-	if err := c.createParents(tp); err != nil {
-		return false, err
+// createResult is one partition's outcome of createStates.
+type createResult struct {
+	ours bool
+	err  error
+}
+
+// createStates writes the first state sts[i] of each tps[i] (sorted), in
+// three pipelined batches of fenced multis: the topics'
+// /brokers/topics/<t>/partitions, then each .../partitions/<p>, then each
+// state (Kafka's createTopicPartitionStatesRaw, with
+// expectedControllerEpochZkVersion). A parent's create is its own multi,
+// since a failing op fails a whole multi and NODEEXISTS is success here;
+// after a lost reply the retry finds the parent or creates it. A state
+// create whose outcome is unknown, or that met NODEEXISTS, is read back
+// in one more batch. ours reports whether this controller created the
+// state (now or in an earlier attempt whose reply was lost), so it is
+// announced as new; false means another state was there, which the
+// context adopts. A stored state with this controller's epoch that the
+// context does not hold is ours too, whatever it decided then: only this
+// controller writes with its epoch, and initPartitions only creates
+// partitions the context has no state for, so it was never announced.
+// Announcing the state actually stored is always safe.
+func (c *controller) createStates(tps []cluster.TopicPartition, sts []cluster.LeaderAndIsr) []createResult {
+	out := make([]createResult, len(tps))
+	if len(tps) == 0 {
+		return out
 	}
-	sp := partitionStatePath(tp.Topic, tp.Partition)
-	res, err := c.multi(&zk.CreateRequest{Path: sp, Data: encodePartitionState(st)})
-	switch {
-	case err == nil:
-		delete(c.unknown, tp)
-		st.ZkVersion = 0
-		c.setState(tp, st, "partition created")
-		return true, nil
-	case errors.Is(err, ErrNotController):
-		return false, err
-	case zkConnectionLost(err), len(res) > 1 && errors.Is(res[1].Error, zk.ErrNodeExists):
-		if _, had := c.unknown[tp]; zkConnectionLost(err) && !had {
-			// Keep an earlier attempt's entry: that one may have landed.
-			c.unknown[tp] = st
+	live := make([]int, len(tps)) // indices still going
+	for i := range live {
+		live[i] = i
+	}
+	// parents creates, for each index in live, the parent of path(i); one
+	// create per distinct path. Indices whose parent failed leave live.
+	parents := func(path func(i int) string) {
+		var paths []string
+		of := map[string]int{}
+		for _, i := range live {
+			p := path(i)
+			if _, ok := of[p]; !ok {
+				of[p] = len(paths)
+				paths = append(paths, p)
+			}
 		}
-		cur, exists, rerr := c.readState(tp)
-		if c.skipState(tp, rerr) {
-			return false, nil
+		writes := make([][]any, len(paths))
+		for k, p := range paths {
+			writes[k] = []any{&zk.CreateRequest{Path: p}}
 		}
-		if rerr != nil {
-			return false, fmt.Errorf("create %s: %w; read back: %w", sp, err, rerr)
+		res := c.batchMulti(writes)
+		kept := live[:0]
+		for _, i := range live {
+			k := of[path(i)]
+			r := res[k]
+			switch {
+			case r.err == nil, len(r.res) > 1 && errors.Is(r.res[1].Error, zk.ErrNodeExists):
+				kept = append(kept, i)
+			case errors.Is(r.err, ErrNotController):
+				out[i].err = r.err
+			default:
+				out[i].err = fmt.Errorf("create %s: %w", paths[k], r.err)
+			}
 		}
-		if !exists {
+		live = kept
+	}
+	stop := func() bool {
+		if !c.stopped() {
+			return false
+		}
+		for _, i := range live {
+			out[i].err = errControllerStopped
+		}
+		return true
+	}
+	if stop() {
+		return out
+	}
+	parents(func(i int) string { return partitionsPath(tps[i].Topic) })
+	if stop() {
+		return out
+	}
+	parents(func(i int) string { return partitionPath(tps[i].Topic, tps[i].Partition) })
+	if stop() || len(live) == 0 {
+		return out
+	}
+	writes := make([][]any, len(live))
+	for k, i := range live {
+		tp := tps[i]
+		writes[k] = []any{&zk.CreateRequest{Path: partitionStatePath(tp.Topic, tp.Partition), Data: encodePartitionState(sts[i])}}
+	}
+	res := c.batchMulti(writes)
+	var back []int
+	var backErr []error
+	for k, i := range live {
+		tp, st, r := tps[i], sts[i], res[k]
+		switch err := r.err; {
+		case err == nil:
 			delete(c.unknown, tp)
-			return false, fmt.Errorf("create %s: %w", sp, err)
+			st.ZkVersion = 0
+			c.setState(tp, st, "partition created")
+			out[i].ours = true
+		case errors.Is(err, ErrNotController):
+			out[i].err = err
+		case zkConnectionLost(err), len(r.res) > 1 && errors.Is(r.res[1].Error, zk.ErrNodeExists):
+			if _, had := c.unknown[tp]; zkConnectionLost(err) && !had {
+				// Keep an earlier attempt's entry: that one may have landed.
+				c.unknown[tp] = st
+			}
+			back = append(back, i)
+			backErr = append(backErr, err)
+		default:
+			out[i].err = fmt.Errorf("create %s: %w", partitionStatePath(tp.Topic, tp.Partition), err)
+		}
+	}
+	if len(back) == 0 {
+		return out
+	}
+	if c.stopped() {
+		for _, i := range back {
+			out[i].err = errControllerStopped
+		}
+		return out
+	}
+	backTPs := make([]cluster.TopicPartition, len(back))
+	for k, i := range back {
+		backTPs[k] = tps[i]
+	}
+	for k, r := range c.readStates(backTPs) {
+		i, tp, err := back[k], tps[back[k]], backErr[k]
+		sp := partitionStatePath(tp.Topic, tp.Partition)
+		if c.skipState(tp, r.err) {
+			continue
+		}
+		if r.err != nil {
+			out[i].err = fmt.Errorf("create %s: %w; read back: %w", sp, err, r.err)
+			continue
+		}
+		if !r.exists {
+			delete(c.unknown, tp)
+			out[i].err = fmt.Errorf("create %s: %w", sp, err)
+			continue
 		}
 		_, announced := c.states[tp]
-		if c.adoptUnknown(tp, cur) {
-			return true, nil
+		if c.adoptUnknown(tp, r.st) {
+			out[i].ours = true
+			continue
 		}
-		if cur.ControllerEpoch == c.epoch && !announced {
-			c.setState(tp, cur, "partition created by an earlier attempt whose reply was lost")
-			return true, nil
+		if r.st.ControllerEpoch == c.epoch && !announced {
+			c.setState(tp, r.st, "partition created by an earlier attempt whose reply was lost")
+			out[i].ours = true
+			continue
 		}
-		c.states[tp] = cur
-		return false, nil
-	default:
-		return false, fmt.Errorf("create %s: %w", sp, err)
+		c.states[tp] = r.st
 	}
-}
-
-// createParents creates /brokers/topics/<t>/partitions and
-// .../partitions/<p> if missing, each in its own multi fenced by
-// /controller_epoch's zkVersion (Kafka's createTopicPartitions passes
-// expectedControllerEpochZkVersion): one multi per parent, since a failing
-// op fails a whole multi and NODEEXISTS is success here. After a lost
-// reply the next attempt finds the parent or creates it.
-func (c *controller) createParents(tp cluster.TopicPartition) error {
-	for _, p := range []string{partitionsPath(tp.Topic), partitionPath(tp.Topic, tp.Partition)} {
-		res, err := c.multi(&zk.CreateRequest{Path: p})
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrNotController):
-			return err
-		case len(res) > 1 && errors.Is(res[1].Error, zk.ErrNodeExists):
-		default:
-			return fmt.Errorf("create %s: %w", p, err)
-		}
-	}
-	return nil
+	return out
 }
 
 // readBackUnknown re-reads the state of each partition with a write of
@@ -303,95 +394,128 @@ func (c *controller) createParents(tp cluster.TopicPartition) error {
 // whose write landed. A partition still owed its first state or an
 // election is left to initPartitions or reconcile, which read it first.
 func (c *controller) readBackUnknown() error {
-	var changed []cluster.TopicPartition
-	defer func() { c.announce(changed, false) }()
+	var tps []cluster.TopicPartition
 	for _, tp := range slices.SortedFunc(maps.Keys(c.unknown), compareTP) {
 		if c.work.init[tp] || c.work.reconcile[tp] {
 			continue
-		}
-		if c.stopped() {
-			return errControllerStopped
 		}
 		if c.replicas(tp) == nil {
 			delete(c.unknown, tp)
 			continue
 		}
-		_, ch, _, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) { return st, false })
-		if ch {
+		tps = append(tps, tp)
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	if c.stopped() {
+		return errControllerStopped
+	}
+	var changed []cluster.TopicPartition
+	defer func() { c.announce(changed, false) }()
+	res := c.updateStates(tps, nil, func(_ cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) { return st, false })
+	var first error
+	for i, tp := range tps {
+		if res[i].changed {
 			changed = append(changed, tp)
 		}
-		if err != nil {
-			if err := c.stepError(err); err != nil {
-				return err
+		if res[i].err != nil {
+			if err := c.stepError(res[i].err); err != nil && first == nil {
+				first = err
 			}
 		}
 	}
-	return nil
+	return first
 }
 
 // ---- offline partitions ----
 
 // reconcile applies offlineTransition to each partition in c.work.reconcile:
 // elect a leader where the leader is gone, drop dead replicas from ISRs.
-// The changed partitions get LeaderAndIsr (to their live replicas) and
-// UpdateMetadata (to every live broker); they are returned.
+// The states are read, decided and written in batches (updateStates). The
+// changed partitions get LeaderAndIsr (to their live replicas) and
+// UpdateMetadata (to every live broker), one request per broker; they are
+// returned. A partition whose read or write failed stays in the work; the
+// first error that stops the step is returned once every result was
+// applied.
 func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 	if len(c.work.reconcile) == 0 {
 		return nil, nil
 	}
 	tps := slices.SortedFunc(maps.Keys(c.work.reconcile), compareTP)
 	alive, electable := c.aliveIDs(), c.electableIDs()
-	unclean := map[string]bool{}
 	var changed []cluster.TopicPartition
 	defer func() { c.announce(changed, false) }()
+	if c.stopped() {
+		return nil, errControllerStopped
+	}
+	kept := tps[:0]
 	for _, tp := range tps {
-		if c.stopped() {
-			return changed, errControllerStopped
-		}
-		replicas := c.replicas(tp)
-		if replicas == nil {
+		if c.replicas(tp) == nil {
 			delete(c.work.reconcile, tp)
 			continue
 		}
-		// The topic's unclean.leader.election.enable is read before the
-		// decision (Kafka's collectUncleanLeaderElectionState), only when
-		// the leader is gone, once per topic and pass.
-		prepare := func(st cluster.LeaderAndIsr) error {
-			if _, known := unclean[tp.Topic]; known || (st.Leader >= 0 && slices.Contains(alive, st.Leader)) {
-				return nil
+		kept = append(kept, tp)
+	}
+	tps = kept
+	// The topic's unclean.leader.election.enable is read before the
+	// decision (Kafka's collectUncleanLeaderElectionState), only when the
+	// leader is gone, once per topic and pass, in one batch per round.
+	unclean := map[string]bool{}
+	prepare := func(tps []cluster.TopicPartition, cur []cluster.LeaderAndIsr) []error {
+		var need []string
+		for i, tp := range tps {
+			if _, known := unclean[tp.Topic]; known || (cur[i].Leader >= 0 && slices.Contains(alive, cur[i].Leader)) {
+				continue
 			}
-			u, err := c.readUncleanAllowed(tp.Topic)
-			if err != nil {
-				return err
+			if !slices.Contains(need, tp.Topic) {
+				need = append(need, tp.Topic)
 			}
-			unclean[tp.Topic] = u
+		}
+		if len(need) == 0 {
 			return nil
 		}
-		lastUnclean := false
-		_, ch, _, err := c.updateState(tp, prepare, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
-			next, ch, wasUnclean := offlineTransition(replicas, st, alive, electable, unclean[tp.Topic])
-			lastUnclean = wasUnclean
-			if wasUnclean {
-				c.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Int32("leader", next.Leader).
-					Ints32("old_isr", st.Isr).Msg("unclean leader election: records may be lost")
+		got, failed := c.readUncleanAllowedMany(need)
+		maps.Copy(unclean, got)
+		if len(failed) == 0 {
+			return nil
+		}
+		errs := make([]error, len(tps))
+		for i, tp := range tps {
+			if _, known := unclean[tp.Topic]; !known {
+				errs[i] = failed[tp.Topic] // nil when the leader is alive
 			}
-			return next, ch
-		})
-		if ch {
+		}
+		return errs
+	}
+	wasUnclean := map[cluster.TopicPartition]bool{}
+	res := c.updateStates(tps, prepare, func(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
+		next, ch, u := offlineTransition(c.replicas(tp), st, alive, electable, unclean[tp.Topic])
+		wasUnclean[tp] = u
+		if u {
+			c.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Int32("leader", next.Leader).
+				Ints32("old_isr", st.Isr).Msg("unclean leader election: records may be lost")
+		}
+		return next, ch
+	})
+	var first error
+	for i, tp := range tps {
+		r := res[i]
+		if r.changed {
 			// Even on an error: an earlier write found to have landed
 			// is announced now.
 			changed = append(changed, tp)
 		}
-		if err != nil {
-			if err := c.stepError(err); err != nil {
-				return changed, err
+		if r.err != nil {
+			if err := c.stepError(r.err); err != nil && first == nil {
+				first = err
 			}
 			continue
 		}
 		delete(c.work.reconcile, tp)
-		if ch && lastUnclean {
+		if r.changed && wasUnclean[tp] {
 			c.metrics.UncleanLeaderElection(tp)
 		}
 	}
-	return changed, nil
+	return changed, first
 }

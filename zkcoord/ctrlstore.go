@@ -31,6 +31,10 @@ type ctrlStore interface {
 	// Multi applies ops atomically. On failure err is the first failing
 	// op's error and res (when the server answered) holds each op's.
 	Multi(ops ...any) ([]zk.MultiResponse, error)
+	// Batch runs independent Gets and Multis, pipelined (ctrlbatch.go),
+	// and returns their results indexed as calls. Each call has its own
+	// outcome, with the errors above.
+	Batch(calls []storeCall) []storeResult
 }
 
 var _ ctrlStore = (*zkConn)(nil)
@@ -202,16 +206,46 @@ func (c *controller) readUncleanAllowed(t string) (bool, error) {
 	if err != nil {
 		return def, fmt.Errorf("get %s: %w", configTopicPath(t), err)
 	}
+	return uncleanSetting(c, t, data, def), nil
+}
+
+// readUncleanAllowedMany is readUncleanAllowed for many topics in one
+// batch: the setting of each topic read, and the error of each that could
+// not be.
+func (c *controller) readUncleanAllowedMany(topics []string) (map[string]bool, map[string]error) {
+	def := c.uncleanDefault()
+	paths := make([]string, len(topics))
+	for i, t := range topics {
+		paths[i] = configTopicPath(t)
+	}
+	got, failed := map[string]bool{}, map[string]error{}
+	for i, r := range c.batchGet(paths) {
+		t := topics[i]
+		switch {
+		case errors.Is(r.err, zk.ErrNoNode):
+			got[t] = def
+		case r.err != nil:
+			failed[t] = fmt.Errorf("get %s: %w", paths[i], r.err)
+		default:
+			got[t] = uncleanSetting(c, t, r.data, def)
+		}
+	}
+	return got, failed
+}
+
+// uncleanSetting decodes unclean.leader.election.enable from the config
+// data of topic t, def when absent or unreadable.
+func uncleanSetting(c *controller, t string, data []byte, def bool) bool {
 	cfg, err := decodeTopicConfig(t, data)
 	if err != nil {
 		c.log.Error().Err(err).Str("topic", t).Msg("ignoring unreadable topic config")
-		return def, nil
+		return def
 	}
 	switch cfg[uncleanConfigKey] {
 	case "true":
-		return true, nil
+		return true
 	case "false":
-		return false, nil
+		return false
 	}
-	return def, nil
+	return def
 }

@@ -63,7 +63,10 @@ type memStore struct {
 	// writeFaults queues faults for the controller's writes of a path:
 	// each Multi creating or setting the path takes the next one.
 	writeFaults map[string][]faultKind
-	loseCall    int // > 0: the call with this index loses its connection
+	// loseRead, if set, is a path whose next read loses its connection
+	// (a queued faultLossAfterTwice: the write's read-back fails too,
+	// whatever other calls of a batch come between).
+	loseRead string
 	// trace receives a line per applied controller write; the scripted
 	// tests share it with their recording sender.
 	trace *[]string
@@ -215,10 +218,6 @@ func (m *memStore) call() (faultKind, error) {
 	if m.down {
 		return faultNone, zk.ErrConnectionClosed
 	}
-	if m.loseCall > 0 && m.loseCall == i {
-		m.loseCall = 0
-		return faultLossBefore, zk.ErrConnectionClosed
-	}
 	if (m.fault.kind == faultLossAfterTwice || m.fault.kind == faultLossThrice) && m.fault.at+1 == i ||
 		m.fault.kind == faultLossThrice && m.fault.at+2 == i {
 		return faultLossBefore, zk.ErrConnectionClosed
@@ -250,6 +249,10 @@ func (m *memStore) call() (faultKind, error) {
 func (m *memStore) Get(p string) ([]byte, *zk.Stat, error) {
 	if _, err := m.call(); err != nil {
 		return nil, nil, err
+	}
+	if m.loseRead != "" && m.loseRead == p {
+		m.loseRead = ""
+		return nil, nil, zk.ErrConnectionClosed
 	}
 	n, ok := m.nodes[p]
 	if !ok {
@@ -317,12 +320,13 @@ func (m *memStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		return nil, err
 	}
 	if kind == faultNone {
-		kind = m.writeFault(ops)
+		var p string
+		kind, p = m.writeFault(ops)
 		switch kind {
 		case faultLossBefore:
 			return nil, zk.ErrConnectionClosed
 		case faultLossAfterTwice:
-			m.loseCall = m.calls
+			m.loseRead = p
 		}
 	}
 	if kind == faultBadVersion {
@@ -367,7 +371,7 @@ func (m *memStore) shrinkIsr() {
 }
 
 // writeFault takes the next queued fault of a path ops create or set.
-func (m *memStore) writeFault(ops []any) faultKind {
+func (m *memStore) writeFault(ops []any) (faultKind, string) {
 	for _, op := range ops {
 		var p string
 		switch o := op.(type) {
@@ -380,22 +384,42 @@ func (m *memStore) writeFault(ops []any) faultKind {
 		}
 		if q := m.writeFaults[p]; len(q) > 0 {
 			m.writeFaults[p] = q[1:]
-			return q[0]
+			return q[0], p
 		}
 	}
-	return faultNone
+	return faultNone, ""
 }
 
-// apply runs ops on a copy of the tree and keeps it only if all succeed.
+// apply runs ops and keeps their changes only if all succeed: the nodes
+// they touch are saved first (an undo log, so a write costs what it
+// touches, not the size of the tree) and restored on a failure.
 func (m *memStore) apply(ops []any) ([]zk.MultiResponse, error) {
-	saved := make(map[string]memNode, len(m.nodes))
-	for k, n := range m.nodes {
-		saved[k] = *n
+	saved := map[string]*memNode{}
+	save := func(p string) {
+		if _, ok := saved[p]; ok {
+			return
+		}
+		if n, ok := m.nodes[p]; ok {
+			c := *n
+			saved[p] = &c
+		} else {
+			saved[p] = nil
+		}
 	}
 	savedZxid, savedEvents, savedTrace := m.zxid, m.events, len(*m.trace)
+	savedEvents.topics = maps.Clone(savedEvents.topics)
+	savedEvents.configs = maps.Clone(savedEvents.configs)
 	res := make([]zk.MultiResponse, len(ops))
 	var failed error
 	for i, op := range ops {
+		switch o := op.(type) {
+		case *zk.CreateRequest:
+			save(o.Path)
+		case *zk.SetDataRequest:
+			save(o.Path)
+		case *zk.DeleteRequest:
+			save(o.Path)
+		}
 		var err error
 		res[i], err = m.applyOne(op)
 		if err != nil {
@@ -408,9 +432,12 @@ func (m *memStore) apply(ops []any) ([]zk.MultiResponse, error) {
 		}
 	}
 	if failed != nil {
-		m.nodes = make(map[string]*memNode, len(saved))
-		for k, n := range saved {
-			m.nodes[k] = &n
+		for p, n := range saved {
+			if n == nil {
+				delete(m.nodes, p)
+			} else {
+				m.nodes[p] = n
+			}
 		}
 		m.zxid, m.events, *m.trace = savedZxid, savedEvents, (*m.trace)[:savedTrace]
 		return res, failed
@@ -464,11 +491,22 @@ func (m *memStore) applyOne(op any) (zk.MultiResponse, error) {
 		if len(m.children(o.Path)) > 0 {
 			return zk.MultiResponse{}, zk.ErrNotEmpty
 		}
-		m.remove(o.Path)
+		delete(m.nodes, o.Path) // a leaf: checked above
+		m.changed(o.Path, true)
 		*m.trace = append(*m.trace, fmt.Sprintf("zk delete %s", o.Path))
 		return zk.MultiResponse{}, nil
 	}
 	return zk.MultiResponse{}, fmt.Errorf("memStore: multi op %T", op)
+}
+
+// Batch runs calls one by one, in order: each is one controller call,
+// counted and faulted as if it were made alone.
+func (m *memStore) Batch(calls []storeCall) []storeResult {
+	out := make([]storeResult, len(calls))
+	for i, c := range calls {
+		out[i] = doCall(m, c)
+	}
+	return out
 }
 
 var _ ctrlStore = (*memStore)(nil)

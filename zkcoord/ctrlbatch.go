@@ -1,0 +1,318 @@
+package zkcoord
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// Pipelined ZooKeeper calls (Kafka 1.1's KafkaZkClient
+// retryRequestsUntilConnected over the asynchronous client): the
+// controller hands a batch of independent calls to ctrlStore.Batch, which
+// *zkConn sends with up to maxInFlight outstanding on its one connection
+// (go-zookeeper pipelines calls made from several goroutines), and
+// memStore runs one by one, each with its own fault. Results come back
+// indexed as the calls, and the controller applies them in that order,
+// which is sorted: what a batch does to the context never depends on the
+// order the server answered in. Each call keeps its own outcome, so a
+// failure of some calls leaves exactly those partitions as work.
+
+// maxInFlight bounds the calls of one batch outstanding on the connection
+// (Kafka's controller pipelines without a bound; ZooKeeper's server
+// throttles at globalOutstandingLimit, 1,000 by default).
+const maxInFlight = 1000
+
+// storeCall is one call of a batch: a Get of path when ops is nil, else a
+// Multi of ops.
+type storeCall struct {
+	path string
+	ops  []any
+}
+
+// storeResult is one call's outcome: data and stat for a Get, res for a
+// Multi (as ctrlStore.Multi returns them), and err.
+type storeResult struct {
+	data []byte
+	stat *zk.Stat
+	res  []zk.MultiResponse
+	err  error
+}
+
+func doCall(s ctrlStore, c storeCall) storeResult {
+	if c.ops == nil {
+		data, stat, err := s.Get(c.path)
+		return storeResult{data: data, stat: stat, err: err}
+	}
+	res, err := s.Multi(c.ops...)
+	return storeResult{res: res, err: err}
+}
+
+// Batch runs calls with up to maxInFlight outstanding at once, from
+// workers that live only for the call. A lost connection fails the calls
+// in flight (outcome unknown) and go-zookeeper holds the later ones until
+// it reconnects; an expired session fails the rest.
+func (z *zkConn) Batch(calls []storeCall) []storeResult {
+	out := make([]storeResult, len(calls))
+	if len(calls) == 1 {
+		out[0] = doCall(z, calls[0])
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < min(len(calls), maxInFlight); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(calls) {
+					return
+				}
+				out[i] = doCall(z, calls[i])
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// batchGet reads paths in one batch.
+func (c *controller) batchGet(paths []string) []storeResult {
+	calls := make([]storeCall, len(paths))
+	for i, p := range paths {
+		calls[i] = storeCall{path: p}
+	}
+	return c.store.Batch(calls)
+}
+
+// batchMulti is multi for many independent writes in one batch: each op
+// list gets the check of /controller_epoch's zkVersion first, and each
+// result's error is sorted as multi's. Results are examined in order: the
+// first that shows this controller fenced (a failed epoch check, a lost
+// session) fences it, so nothing the caller still has to announce is
+// sent; writes that landed before it are left to the successor, which
+// reads them.
+func (c *controller) batchMulti(writes [][]any) []storeResult {
+	calls := make([]storeCall, len(writes))
+	for i, ops := range writes {
+		all := make([]any, 0, len(ops)+1)
+		all = append(all, &zk.CheckVersionRequest{Path: controllerEpochPath, Version: c.epochZkVersion})
+		calls[i] = storeCall{ops: append(all, ops...)}
+	}
+	out := c.store.Batch(calls)
+	for i := range out {
+		r := &out[i]
+		if r.err != nil && len(r.res) > 0 && errors.Is(r.res[0].Error, zk.ErrBadVersion) {
+			r.err = fmt.Errorf("check %s zk_version %d: %w", controllerEpochPath, c.epochZkVersion, ErrNotController)
+		}
+		c.checkFenced(r.err)
+	}
+	return out
+}
+
+// stateRead is one state znode read by readStates.
+type stateRead struct {
+	st     cluster.LeaderAndIsr
+	exists bool
+	err    error // as readState's: wraps ErrBadZNode when unreadable
+}
+
+// readStates is readState for many partitions in one batch.
+func (c *controller) readStates(tps []cluster.TopicPartition) []stateRead {
+	paths := make([]string, len(tps))
+	for i, tp := range tps {
+		paths[i] = partitionStatePath(tp.Topic, tp.Partition)
+	}
+	res := c.batchGet(paths)
+	out := make([]stateRead, len(tps))
+	for i, r := range res {
+		switch {
+		case errors.Is(r.err, zk.ErrNoNode):
+		case r.err != nil:
+			out[i].err = fmt.Errorf("get %s: %w", paths[i], r.err)
+		default:
+			st, err := decodePartitionState(r.data, r.stat.Version)
+			if err != nil {
+				out[i].err = fmt.Errorf("%s: %w", paths[i], err)
+				break
+			}
+			out[i] = stateRead{st: st, exists: true}
+		}
+	}
+	return out
+}
+
+// stateUpdate is one partition's outcome of updateStates, as updateState
+// returns it: the state now stored, whether it changed (by this call or
+// by an earlier write of ours whose outcome was unknown; either way it
+// must be announced), ok false for a missing or unreadable state znode,
+// and the error that left it undone.
+type stateUpdate struct {
+	st          cluster.LeaderAndIsr
+	changed, ok bool
+	err         error
+}
+
+// updateStates is updateState for many partitions, pipelined: each round
+// reads the states of the partitions still to do in one batch, runs
+// prepare once over those to decide on (reads a decision needs beyond the
+// state; it returns an error per partition, or nil), decides each and
+// writes the changed ones in one batch of fenced multis, each conditional
+// on its state's zkVersion; the writes whose outcome is unknown are read
+// back in one batch. Partitions that met BADVERSION (a leader changed the
+// ISR), or whose unknown write did not land, go to the next round, at
+// most maxStateWriteAttempts. Results are indexed as tps and were applied
+// to the context in that order.
+func (c *controller) updateStates(tps []cluster.TopicPartition,
+	prepare func(tps []cluster.TopicPartition, cur []cluster.LeaderAndIsr) []error,
+	decide func(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool)) []stateUpdate {
+	out := make([]stateUpdate, len(tps))
+	pending := make([]int, len(tps))
+	for i := range pending {
+		pending[i] = i
+	}
+	at := func(idx []int) []cluster.TopicPartition {
+		s := make([]cluster.TopicPartition, len(idx))
+		for k, i := range idx {
+			s[k] = tps[i]
+		}
+		return s
+	}
+	for attempt := 0; attempt < maxStateWriteAttempts && len(pending) > 0; attempt++ {
+		if c.stopped() {
+			break
+		}
+		reads := c.readStates(at(pending))
+		var todo []int
+		var curs []cluster.LeaderAndIsr
+		for k, i := range pending {
+			tp, r := tps[i], reads[k]
+			if c.skipState(tp, r.err) {
+				out[i].ok, out[i].err = false, nil
+				continue
+			}
+			if r.err != nil {
+				out[i].ok, out[i].err = true, r.err
+				continue
+			}
+			if !r.exists {
+				delete(c.unknown, tp)
+				out[i].ok = false
+				continue
+			}
+			if c.adoptUnknown(tp, r.st) {
+				out[i].changed = true
+			}
+			out[i].st, out[i].ok = r.st, true
+			if r.st.ControllerEpoch > c.epoch {
+				err := fmt.Errorf("%s written by controller epoch %d, ours is %d: %w",
+					partitionStatePath(tp.Topic, tp.Partition), r.st.ControllerEpoch, c.epoch, ErrNotController)
+				c.checkFenced(err)
+				out[i].err = err
+				continue
+			}
+			todo = append(todo, i)
+			curs = append(curs, r.st)
+		}
+		if len(todo) > 0 && prepare != nil && !c.stopped() {
+			errs := prepare(at(todo), curs)
+			kept, keptCurs := todo[:0:0], curs[:0:0]
+			for k, i := range todo {
+				if k < len(errs) && errs[k] != nil {
+					out[i].err = errs[k]
+					continue
+				}
+				kept, keptCurs = append(kept, i), append(keptCurs, curs[k])
+			}
+			todo, curs = kept, keptCurs
+		}
+		var writes [][]any
+		var wrote []int
+		var nexts []cluster.LeaderAndIsr
+		for k, i := range todo {
+			tp, cur := tps[i], curs[k]
+			next, change := decide(tp, cur)
+			if !change {
+				c.states[tp] = cur
+				continue
+			}
+			next.ControllerEpoch = c.epoch
+			writes = append(writes, []any{&zk.SetDataRequest{Path: partitionStatePath(tp.Topic, tp.Partition),
+				Data: encodePartitionState(next), Version: cur.ZkVersion}})
+			wrote = append(wrote, i)
+			nexts = append(nexts, next)
+		}
+		pending = pending[:0:0]
+		if len(writes) == 0 {
+			break
+		}
+		if c.stopped() {
+			for _, i := range wrote {
+				out[i].err = errControllerStopped
+			}
+			break
+		}
+		res := c.batchMulti(writes)
+		var lost []int
+		var lostNext []cluster.LeaderAndIsr
+		for k, i := range wrote {
+			tp, next, r := tps[i], nexts[k], res[k]
+			p := partitionStatePath(tp.Topic, tp.Partition)
+			switch err := r.err; {
+			case err == nil:
+				next.ZkVersion = r.res[1].Stat.Version
+				c.setState(tp, next, "partition state changed")
+				out[i].st, out[i].changed = next, true
+			case errors.Is(err, ErrNotController):
+				out[i].err = err
+			case errors.Is(err, zk.ErrBadVersion):
+				pending = append(pending, i)
+			case zkConnectionLost(err):
+				c.unknown[tp] = next
+				lost = append(lost, i)
+				lostNext = append(lostNext, next)
+				out[i].err = fmt.Errorf("set %s at zk_version %d: outcome unknown: %w", p, out[i].st.ZkVersion, err)
+			default:
+				out[i].err = fmt.Errorf("set %s at zk_version %d: %w", p, out[i].st.ZkVersion, err)
+			}
+		}
+		if len(lost) > 0 && !c.stopped() {
+			backs := c.readStates(at(lost))
+			for k, i := range lost {
+				tp, b := tps[i], backs[k]
+				if b.err != nil {
+					out[i].err = fmt.Errorf("%w; read back: %w", out[i].err, b.err)
+					continue // c.unknown keeps it: the next read settles it
+				}
+				if b.exists && c.adoptUnknown(tp, b.st) {
+					out[i].st, out[i].changed, out[i].err = b.st, true, nil
+					continue
+				}
+				delete(c.unknown, tp)
+				out[i].err = nil
+				pending = append(pending, i) // it did not land: decide again on what is there
+			}
+		}
+		slices.Sort(pending)
+	}
+	for _, i := range pending {
+		if out[i].err != nil {
+			continue
+		}
+		if c.stopped() {
+			out[i].err = errControllerStopped
+			continue
+		}
+		tp := tps[i]
+		out[i].err = fmt.Errorf("set %s: zk_version kept moving after %d attempts",
+			partitionStatePath(tp.Topic, tp.Partition), maxStateWriteAttempts)
+		out[i].st = cluster.LeaderAndIsr{}
+	}
+	return out
+}
