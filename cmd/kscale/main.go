@@ -147,6 +147,8 @@ type bench struct {
 	figs   []kbench.Figure
 	// zkHeap0 is ZooKeeper's used heap (KiB) before the topics.
 	zkHeap0 int64
+	// phaseStart is when the current phase began.
+	phaseStart time.Time
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -160,15 +162,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	b := &bench{o: o, c: c, stdout: stdout, stderr: stderr}
 	runErr := b.run(ctx)
+	table := b.figs
 	if runErr != nil {
-		b.fig("phase_failed", 0, "", nil, runErr.Error())
+		// The JSON line carries the whole report; the table only its
+		// first line, below it.
+		b.fig("phase_failed", secs(time.Since(b.phaseStart)), "s", nil, runErr.Error())
 	}
 	fmt.Fprintln(stdout)
 	if o.load != "" {
 		fmt.Fprintf(stdout, "load (uptime) at the start: %s\n\n", o.load)
 	}
-	if err := kbench.WriteScaleTable(stdout, b.figs); err != nil {
+	if err := kbench.WriteScaleTable(stdout, table); err != nil {
 		return err
+	}
+	if runErr != nil {
+		first, _, _ := strings.Cut(runErr.Error(), "\n")
+		fmt.Fprintf(stdout, "\nFAILED after %.0f s in the phase: %s\n", secs(time.Since(b.phaseStart)), first)
 	}
 	return runErr
 }
@@ -198,8 +207,14 @@ func (b *bench) waitLimit() time.Duration {
 // runs, its fatal log lines and its log tail.
 func (b *bench) phaseError(phase string, err error) error {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "phase %s failed at %d partitions: %v", phase, b.o.partitions, err)
+	fmt.Fprintf(&sb, "phase %s failed at %d partitions after %.0f s: %v", phase, b.o.partitions, secs(time.Since(b.phaseStart)), err)
 	for _, id := range b.c.ids() {
+		held := ""
+		mctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if m, err := b.c.metrics(mctx, id, mParts); err == nil {
+			held = fmt.Sprintf(", %.0f replicas", m[mParts])
+		}
+		cancel()
 		state := "running"
 		pid, perr := b.c.pid(id)
 		if perr != nil {
@@ -212,7 +227,7 @@ func (b *bench) phaseError(phase string, err error) error {
 			}
 		}
 		n, first := b.c.fatalCount(id)
-		fmt.Fprintf(&sb, "\n  broker %d: %s%s, %d fatal log line(s)", id, state, fds, n)
+		fmt.Fprintf(&sb, "\n  broker %d: %s%s%s, %d fatal log line(s)", id, state, held, fds, n)
 		if n > 0 {
 			fmt.Fprintf(&sb, "; first: %s", first)
 		}
@@ -290,11 +305,19 @@ func (b *bench) run(ctx context.Context) error {
 			continue
 		}
 		b.progress("phase %s", p.name)
+		b.phaseStart = time.Now()
 		if err := p.fn(ctx); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("phase %s: interrupted: %w", p.name, err)
 			}
-			return b.phaseError(p.name, err)
+			perr := b.phaseError(p.name, err)
+			if b.z != nil && p.name != "zk-snapshot" {
+				// What ZooKeeper holds when the brokers failed: the
+				// controller may have created every state regardless.
+				zkPid, zkErr := b.c.zkPid()
+				b.zkFigures(ctx, zkPid, zkErr)
+			}
+			return perr
 		}
 	}
 	return nil
@@ -367,9 +390,10 @@ func layout(n, topics, spread int) []int {
 }
 
 func (b *bench) create(ctx context.Context) error {
-	heap0, herr := b.c.zkHeapUsedKiB(ctx)
-	if herr != nil {
-		b.progress("zookeeper heap before: %v", herr)
+	if heap0, err := b.c.zkHeapUsedKiB(ctx); err == nil {
+		b.zkHeap0 = heap0
+	} else {
+		b.progress("zookeeper heap before: %v", err)
 	}
 	counts := layout(b.o.partitions, b.o.topics, b.o.spread)
 	stamp := time.Now().Unix()
@@ -404,6 +428,7 @@ func (b *bench) create(ctx context.Context) error {
 	var answered time.Duration
 	var createErr error
 	answeredOK := false
+	lastMD, pending := time.Now(), "CreateTopics not answered yet"
 	leaders := time.Duration(0)
 	err := b.wait(ctx, "create: every partition has a leader in Metadata", 250*time.Millisecond, func() (bool, string, error) {
 		select {
@@ -429,7 +454,15 @@ func (b *bench) create(ctx context.Context) error {
 		default:
 		}
 		if !answeredOK {
-			return false, "CreateTopics not answered yet", nil
+			// Progress, every few seconds: how far the creation got.
+			if time.Since(lastMD) > 5*time.Second {
+				lastMD = time.Now()
+				if led, full, _, err := b.metadataLeaders(ctx); err == nil {
+					pending = fmt.Sprintf("CreateTopics not answered after %.0f s; %d of %d partitions have a leader, %d a full ISR in Metadata",
+						secs(time.Since(start)), led, len(b.parts), full)
+				}
+			}
+			return false, pending, nil
 		}
 		led, full, why, err := b.metadataLeaders(ctx)
 		if err != nil {
@@ -465,9 +498,6 @@ func (b *bench) create(ctx context.Context) error {
 		for p, r := range a {
 			b.assign[tp{t, p}] = r
 		}
-	}
-	if herr == nil {
-		b.zkHeap0 = heap0
 	}
 	return nil
 }

@@ -89,6 +89,13 @@ func (b *bench) idle(ctx context.Context) error {
 			b.fig("replicas", m[mParts], "replicas", &id, "kafka_server_replicamanager_partitioncount")
 		}
 	}
+	b.zkFigures(ctx, zkPid, zkErr)
+	return nil
+}
+
+// zkFigures are ZooKeeper's mntr counts, RSS and heap used after a full GC
+// (per partition against before the topics).
+func (b *bench) zkFigures(ctx context.Context, zkPid int, zkErr error) {
 	if m, err := b.c.mntr(); err == nil {
 		b.fig("zk_znode_count", m["zk_znode_count"], "znodes", nil, "mntr")
 		b.fig("zk_approximate_data_size", m["zk_approximate_data_size"]/(1<<20), "MiB", nil, "mntr")
@@ -110,7 +117,6 @@ func (b *bench) idle(ctx context.Context) error {
 	} else {
 		b.progress("zookeeper heap: %v", err)
 	}
-	return nil
 }
 
 func (b *bench) produce(ctx context.Context) error {
