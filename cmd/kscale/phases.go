@@ -448,8 +448,14 @@ func (b *bench) zkSnapshot(ctx context.Context) error {
 		if err != nil {
 			return false, err.Error(), nil
 		}
+		if zxid <= zxid0 {
+			return false, fmt.Sprintf("newest snapshot %s, none newer than %s", n, before), nil
+		}
+		// ZooKeeper may still be writing it: done once its size is
+		// the same on two reads 250 ms apart.
+		stable := n == name && s == size && s > 0
 		size, name = s, n
-		return zxid > zxid0, fmt.Sprintf("newest snapshot %s, none newer than %s", n, before), nil
+		return stable, fmt.Sprintf("snapshot %s still growing (%d bytes)", n, s), nil
 	})
 	if err != nil {
 		return err
