@@ -17,7 +17,7 @@
 #   BENCH_SCALE_ZK_HEAP []       ZooKeeper's -Xmx; default 256 MiB plus
 #                                ZK_HEAP_PER_PARTITION bytes a partition
 #   ZK_HEAP_PER_PARTITION [4096] (measured: ~1.0 KiB of live heap a partition
-#                                at 10,000, ~1.3 KiB at 1,000, after a full GC;
+#                                at 10,000, 0.9-1.6 KiB at 1,000, after a full GC;
 #                                4 KiB leaves room for garbage and the creation)
 #   BENCH_SCALE_PPROF []         a directory: CPU profiles of each broker per phase
 #   KSCALE_ARGS []               more cmd/kscale flags, e.g. '--idle 60s --skip produce'
