@@ -27,6 +27,7 @@ help:
 	@echo "bench-compact  bench twice on one cluster, without and with a compacted topic cleaned beside (BENCH_COMPACT_RATE)"
 	@echo "bench-txn  bench's txn scenarios: transactional produce (10 and 1,000 records a transaction) beside idempotent produce"
 	@echo "bench-go   go test benchmarks of logstore, partition and protocol"
+	@echo "bench-scale  cmd/kscale: issue 16's table at BENCH_SCALE_PARTITIONS (default \"1000 10000\") partitions RF 3 on 3 brokers"
 	@echo "run        scripts/cluster.sh up: ZooKeeper and BROKERS (default 1) brokers"
 	@echo "down       scripts/cluster.sh down"
 	@echo "status     scripts/cluster.sh status"
