@@ -27,6 +27,7 @@ help:
 	@echo "bench-compact  bench twice on one cluster, without and with a compacted topic cleaned beside (BENCH_COMPACT_RATE)"
 	@echo "bench-txn  bench's txn scenarios: transactional produce (10 and 1,000 records a transaction) beside idempotent produce"
 	@echo "bench-go   go test benchmarks of logstore, partition and protocol"
+	@echo "bench-scale  cmd/kscale: issue 16's table at BENCH_SCALE_PARTITIONS (default \"1000 10000\") partitions RF 3 on 3 brokers"
 	@echo "run        scripts/cluster.sh up: ZooKeeper and BROKERS (default 1) brokers"
 	@echo "down       scripts/cluster.sh down"
 	@echo "status     scripts/cluster.sh status"
@@ -175,3 +176,16 @@ CHAOS_ARGS   ?=
 .PHONY: chaos
 chaos:
 	$(GO) run ./cmd/chaos -random $(CHAOS_RANDOM) -out $(CHAOS_REPORT) $(CHAOS_ARGS)
+
+# bench-scale (issue 16): scripts/bench-scale.sh runs cmd/kscale on a
+# fresh ZooKeeper (heap sized for the count) and 3 brokers per partition
+# count in BENCH_SCALE_PARTITIONS (default "1000 10000"; add 100000 where
+# the machine allows), RF 3: create, idle CPU/RSS/fds, produce spread over
+# 1,000 partitions vs 6, controlled shutdown, kill -9 of a broker and of
+# the controller, restarts, ZooKeeper's znodes and snapshot. One JSON line
+# per figure and a table; nothing asserted. BENCH_SCALE_PPROF=DIR saves a
+# CPU profile of each broker per phase; KSCALE_ARGS adds kscale flags.
+BENCH_SCALE_PARTITIONS ?= 1000 10000
+.PHONY: bench-scale
+bench-scale:
+	@BENCH_SCALE_PARTITIONS="$(BENCH_SCALE_PARTITIONS)" scripts/bench-scale.sh
