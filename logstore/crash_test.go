@@ -45,6 +45,19 @@ type crashRun struct {
 	// right after a truncation, as Kafka's LogManager.truncateTo does.
 	// Without it, the checkpoint on disk may be above a truncation.
 	checkpointOnTruncate bool
+	// opts change crashConfig for the run and for verifyAfterCrash's
+	// Open (each call makes what it needs, e.g. a FileCache, anew).
+	opts []func(*Config)
+}
+
+// config is crashConfig on r.fs with r.opts applied.
+func (r *crashRun) config() Config {
+	cfg := crashConfig()
+	cfg.FS = r.fs
+	for _, o := range r.opts {
+		o(&cfg)
+	}
+	return cfg
 }
 
 type crashStep struct {
@@ -140,11 +153,11 @@ func crashScript() []crashStep {
 
 // runCrashScript runs the script on m with inject installed after the
 // setup, and returns the run (its log closed).
-func runCrashScript(t *testing.T, m *MemFS, checkpointOnTruncate bool, inject func(op MemOp, name string) error) *crashRun {
+func runCrashScript(t *testing.T, m *MemFS, checkpointOnTruncate bool, inject func(op MemOp, name string) error, opts ...func(*Config)) *crashRun {
 	t.Helper()
 	mkdirSynced(t, m, "/data")
-	r := &crashRun{fs: m, cfg: crashConfig(), model: map[int64][]byte{}, checkpointOnTruncate: checkpointOnTruncate}
-	r.cfg.FS = m
+	r := &crashRun{fs: m, model: map[int64][]byte{}, checkpointOnTruncate: checkpointOnTruncate, opts: opts}
+	r.cfg = r.config()
 	m.SetInjector(inject)
 	l, err := Open(crashLogDir, r.cfg, 0)
 	if err != nil {
@@ -184,9 +197,7 @@ func verifyAfterCrash(r *crashRun) string {
 	if len(entries) == 1 {
 		rp = entries[0].Offset
 	}
-	cfg := crashConfig()
-	cfg.FS = r.fs
-	l, err := Open(crashLogDir, cfg, rp)
+	l, err := Open(crashLogDir, r.config(), rp)
 	if err != nil {
 		return fmt.Sprintf("Open with recovery point %d: %v", rp, err)
 	}
@@ -248,9 +259,17 @@ func TestCrashAtEveryOperation(t *testing.T) {
 	}
 }
 
-func crashAtEveryOperation(t *testing.T, checkpointOnTruncate bool) {
+// TestCrashAtEveryOperationWithFileCache is TestCrashAtEveryOperation with
+// a FileCache of one descriptor, so that every segment's .log is closed
+// (fsynced first when it has unsynced writes) and reopened all along.
+func TestCrashAtEveryOperationWithFileCache(t *testing.T) {
+	t.Parallel()
+	crashAtEveryOperation(t, true, func(cfg *Config) { cfg.Files = NewFileCache(1) })
+}
+
+func crashAtEveryOperation(t *testing.T, checkpointOnTruncate bool, opts ...func(*Config)) {
 	counter := NewMemFS()
-	clean := runCrashScript(t, counter, checkpointOnTruncate, func(MemOp, string) error { return nil })
+	clean := runCrashScript(t, counter, checkpointOnTruncate, func(MemOp, string) error { return nil }, opts...)
 	total := counter.Ops()
 	if clean.offline || total < 50 {
 		t.Fatalf("the script without faults went offline (%v) or did only %d operations", clean.offline, total)
@@ -278,7 +297,7 @@ func crashAtEveryOperation(t *testing.T, checkpointOnTruncate bool) {
 					return ErrInjected
 				}
 				return nil
-			})
+			}, opts...)
 			if mode == "crash keeping data" {
 				m.CrashKeepingData()
 			} else {

@@ -34,7 +34,54 @@
 // checks: the caller (partition) tracks transactions and tells the log
 // which ones were aborted (AppendAbortedTxn), and it never preallocates or mmaps
 // index files: indexes live in memory (about 0.5% of the log's size at the
-// default index interval) and are written to disk on roll, flush and close.
+// default index interval) and are written to disk by the flush that
+// follows a roll, by Close, and on truncation and recovery (see "Open
+// files" below).
+//
+// # Open files
+//
+// Index files (.index, .timeindex, .txnindex) are never held open: each
+// is opened to be loaded (Open), to take the entries not yet in it and be
+// fsynced (the background flush of a rolled segment, Flush and the flush
+// policy for the segments below the active one, Close for every segment),
+// to be rewritten or truncated (truncation, recovery, a cleaner swap, an
+// aborted transaction's entry) and closed again at once, all through the
+// FS, so MemFS sees every operation. A flush leaves the active segment's
+// offset and time indexes in memory, since an Open without CleanShutdown
+// rebuilds the last segment's indexes anyway: an fsyncing append opens no
+// index file. Its .txnindex is fsynced with it, entries being durable
+// below the recovery point. An index file changed since its last fsync
+// is fsynced by the flush that needs it; one unchanged is not opened. So
+// the flush after a roll fsyncs through a descriptor other than the one
+// the roll-time writes went through (the entries are in fact written by
+// that flush, in the same open, unless a truncation rewrote the file
+// before): Linux reports a write-back error not yet seen by anyone to
+// the next fsync of the file on any descriptor (since 4.16), so a lost
+// index write still fails the flush.
+//
+// A segment's .log is held open for the segment's life, unless
+// Config.Files names a FileCache shared by the broker's logs: then every
+// .log, the active one included, goes through a handle that opens it on
+// demand (os.O_RDWR, never O_CREATE or O_TRUNC, except when the segment
+// is created) and the cache closes the least recently used descriptor
+// that no operation has pinned (a pread, write, truncate, stat or fsync
+// pins it for its length) once it holds its capacity, making room before
+// it opens, so the bound holds at every instant unless more descriptors
+// than that are pinned at once (it then goes over rather than wait, and
+// sheds the surplus as they are released). A .log with writes since its
+// last fsync is fsynced before its descriptor is closed: a write-back
+// error reported only to the closed descriptor would otherwise be lost;
+// if that fsync fails, the file's next Sync returns the error, so the
+// log fails (ErrStorage) rather than advance its recovery point. A
+// reopen that fails is the I/O error it is: a read returns it, a write
+// fails the log (ErrStorage), as any failed write it cannot undo. A
+// handle without a write since its last fsync is not reopened to be
+// fsynced. The cleaner's new segment stays outside the cache, open, from
+// its creation as <base>.log.cleaned until the swap renames it to
+// <base>.log. So a log holds no index descriptor at all, and one .log
+// descriptor per segment without a FileCache, or a share of the cache's
+// bound with one. The hot paths allocate nothing for the handle while
+// the file is open (a cache hit is a mutex, a counter and an LRU unlink).
 //
 // # File system seam
 //
@@ -58,6 +105,7 @@
 // loops until no request is pending. Flush, the
 // FlushMessages/FlushMs policy and Close do the same up to LogEndOffset.
 // So RecoveryPoint is always an offset below which segment data, indexes
+// (but the active segment's, which Open rebuilds unless Close wrote them)
 // and directory entries are all fsynced; the caller checkpoints it
 // (recovery-point-offset-checkpoint) and passes it back to Open. A
 // truncation that takes RecoveryPoint down is made durable at once, and
@@ -67,6 +115,33 @@
 // first, newest first, and (below the recovery point) fsyncs the
 // directory before it cuts the segment it ends in (Kafka's order), so a
 // crash cannot keep the cut and bring the later segments back.
+//
+// # Clean shutdown
+//
+// Close writes every segment's index entries and fsyncs them (the active
+// segment's too, after the data), adding an offset index entry for the
+// last batch of the active segment and a time index entry for its
+// largest timestamp, so that the index files then describe the whole log.
+// A Close that returns an error does not promise this: its caller must
+// not write Kafka's clean-shutdown marker (.kafka_cleanshutdown). With
+// Config.CleanShutdown (the caller found the marker) Open trusts the
+// recovery point and every index file Close wrote: each segment's indexes
+// get the sanity checks of a trusted segment (sizes, entries inside the
+// segment and increasing) and the log's end comes from the last
+// segment's last offset index entry: Open reads the batch headers from
+// that entry's position to the end (the one header of the last batch,
+// after Close) and checks they are whole batches up to the file's size,
+// the first being the batch the entry names. No other .log byte is read,
+// and no segment is fsynced. A segment whose index is missing or fails a
+// check, or a last segment whose tail does not match, is recovered by a
+// scan as below (damage in the last segment cuts a torn tail; in an
+// earlier segment below the recovery point it is ErrCorrupt); so is
+// everything after an interrupted clean pass. The first batch's
+// timestamp, which segment.ms counts from, is then read by the first
+// append (Kafka loads its rollingBasedTimestamp lazily too). The leader
+// epochs come from leader-epoch-checkpoint, which every change rewrites.
+// Recovery leaves the last segment's indexes as Close does (the final
+// entries added), so both opens agree.
 //
 // Open follows Kafka's LogLoader.recoverLog: segments wholly below the
 // recovery point are trusted (only their indexes are sanity-checked and,
@@ -277,7 +352,11 @@
 //	Log.cmu -> Log.wmu -> Log.fmu -> Log.mu -> LeaderEpochCache.mu
 //
 // and a caller may hold its own replica lock outside all of them
-// (partition's Replica.mu -> Log.wmu).
+// (partition's Replica.mu -> Log.wmu). A FileCache has one mutex of its
+// own, taken inside any of these and never held across a file operation
+// (an eviction's fsync and close, and a reopen, run outside it); it takes
+// no Log lock, so an eviction of another log's file needs none of that
+// log's locks.
 //
 // # Formats
 //

@@ -159,12 +159,39 @@ const (
 )
 
 // newSegFile wraps f, the open file name, in a handle that goes through
-// cache (nil: none). dirty says f has changes not yet fsynced (it was
-// just created or truncated).
+// cache (nil: none). dirty says f has changes not yet fsynced.
 func newSegFile(fsys FS, name string, f File, cache *FileCache, dirty bool) *segFile {
 	h := &segFile{fsys: fsys, name: name, f: f, dirty: dirty}
 	h.adopt(cache, name)
 	return h
+}
+
+// createSegFile creates (or truncates) the file name with flags and
+// returns its handle, through cache (nil: none): the cache makes room
+// before the file is opened, so the bound holds at every instant.
+func createSegFile(fsys FS, name string, flags int, cache *FileCache) (*segFile, error) {
+	if cache == nil {
+		f, err := fsys.OpenFile(name, flags, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		return &segFile{fsys: fsys, name: name, f: f, dirty: true}, nil
+	}
+	c := cache
+	c.mu.Lock()
+	c.makeRoomLocked(c.max)
+	c.open++ // reserved
+	c.mu.Unlock()
+	f, err := fsys.OpenFile(name, flags, 0o644)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.open--
+		return nil, err
+	}
+	h := &segFile{fsys: fsys, name: name, cache: c, f: f, dirty: true}
+	c.pushFrontLocked(h)
+	return h, nil
 }
 
 // lazySegFile is a handle of the existing file name that opens it on its
@@ -181,8 +208,9 @@ func lazySegFile(fsys FS, name string, cache *FileCache) (*segFile, error) {
 }
 
 // adopt puts an uncached handle's open file under cache, to be reopened
-// as name from then on (the cleaner's segment, once renamed into place).
-// Caller excludes every other user of h.
+// as name from then on (the cleaner's segment, once renamed into place:
+// until then its descriptor is outside the cache's bound, one per clean
+// pass). Caller excludes every other user of h.
 func (h *segFile) adopt(cache *FileCache, name string) {
 	h.name = name
 	if cache == nil {
@@ -275,6 +303,17 @@ func (h *segFile) release() {
 		}
 	}
 	c.mu.Unlock()
+}
+
+// markDirty makes the next Sync fsync the file even without a write
+// through this handle: recovery validated bytes a crashed process may
+// have left in the page cache only. Caller owns the log (Open).
+func (h *segFile) markDirty() {
+	if c := h.cache; c != nil {
+		c.mu.Lock()
+		h.dirty = true
+		c.mu.Unlock()
+	}
 }
 
 // Name is the .log's path.

@@ -124,14 +124,18 @@ func readFile(fsys FS, name string) ([]byte, error) {
 // a crash (a log whose directory vanished would lose everything fsynced
 // inside it): a directory made by an earlier run, or by someone else,
 // that crashed before syncing its parent is not durable yet. It costs one
-// fsync per Open.
-func mkdirDurable(fsys FS, dir string) error {
+// fsync per Open, except for an existing dir when trustExisting says the
+// run that made it shut down cleanly (its Open synced the parent before
+// returning).
+func mkdirDurable(fsys FS, dir string, trustExisting bool) error {
 	if _, err := fsys.ReadDir(dir); errors.Is(err, fs.ErrNotExist) {
 		if err := fsys.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
 	} else if err != nil {
 		return err
+	} else if trustExisting {
+		return nil
 	}
 	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
 		return fmt.Errorf("fsync %s: %w", filepath.Dir(dir), err)

@@ -191,9 +191,15 @@ var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 // truncation whose deletion of the later segments did not reach the
 // disk) is recovered as an unflushed one: the later segments go. The
 // recovered segments are fsynced, so RecoveryPoint is then LogEndOffset.
+// With cfg.CleanShutdown, Open instead trusts every segment and its index
+// files as Close left them and reads only the last batch header of the
+// last segment (see the package documentation, "Clean shutdown"); a
+// segment whose indexes fail their checks is recovered as above. Nor does
+// it fsync the parent of an existing dir: the Open of the run that shut
+// down cleanly did.
 func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 	fsys := orOS(cfg.FS)
-	if err := mkdirDurable(fsys, dir); err != nil {
+	if err := mkdirDurable(fsys, dir, cfg.CleanShutdown); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, fs: fsys, files: cfg.Files, cfg: cfg, firstUnflushedMs: -1}
@@ -415,6 +421,7 @@ func (l *Log) load(recoveryPoint int64) error {
 		if err := s.rewriteIndexes(&l.indexScratch); err != nil {
 			return err
 		}
+		s.logFile.markDirty() // validated, maybe only in the page cache
 		if err := s.sync(&l.flushScratch, true); err != nil {
 			return err
 		}
@@ -1453,7 +1460,10 @@ func (l *Log) flushLocked() error {
 }
 
 // Close flushes the log (so RecoveryPoint is LogEndOffset, ready to be
-// checkpointed), waits for the background flushes and closes its files. A
+// checkpointed), writes and fsyncs every index file complete (the active
+// segment's with a final entry for its last batch), waits for the
+// background flushes and closes its files. Only after a Close that
+// returned nil may a caller open the log with Config.CleanShutdown. A
 // log that failed (ErrStorage) is closed without a flush and Close
 // returns the failure. It is safe to call twice: the second
 // call returns nil, and every other method then returns ErrClosed.

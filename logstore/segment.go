@@ -183,11 +183,10 @@ func openSegment(fsys FS, dir string, baseOffset int64, create bool, nowMs int64
 		}
 		return s, nil
 	}
-	f, err := fsys.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	var err error
+	if s.logFile, err = createSegFile(fsys, name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, cache); err != nil {
 		return nil, err
 	}
-	s.logFile = newSegFile(fsys, name, f, cache, true)
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
 		idx, err := fsys.OpenFile(segmentFileName(dir, baseOffset, suffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err == nil {
