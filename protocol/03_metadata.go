@@ -30,6 +30,10 @@ package protocol
 //     asked (IncludeClusterAuthorizedOperations v8-10: 0 without Describe
 //     on the cluster), else left at Kafka's "not requested" default.
 //   - Topic ids are all zero.
+//   - Cost: a request naming topics costs what those topics hold, not
+//     what the cluster holds (MetadataCache.Topic copies one topic out in
+//     two allocations, sorting nothing); only the all-topics form walks
+//     every topic.
 
 import (
 	"context"

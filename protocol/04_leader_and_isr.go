@@ -35,6 +35,8 @@ package protocol
 //     leader epoch that is not newer, KAFKA_STORAGE_ERROR, ...); its
 //     error fails the whole request like a fencing error.
 //   - The response lists every requested partition, in request order.
+//     The request decodes into slices sized from it: a 10,000-partition
+//     request costs two allocations per partition (kmsg's lists).
 //   - Authorization: ClusterAction on the cluster, checked first in
 //     admitControl (CLUSTER_AUTHORIZATION_FAILED for the whole request, no
 //     epoch adopted).

@@ -12,7 +12,9 @@
 // followers use as partition.LeaderClient, the controller as its
 // BrokerSender, and a stopping broker for ControlledShutdown.
 // MetadataCache (metadata_cache.go) is a Metadata filled only by
-// UpdateMetadata, as Kafka's is. CreateTopics, CreatePartitions and
+// UpdateMetadata, as Kafka's is, indexed by topic with each topic's
+// partitions kept sorted, so a Metadata request for a few topics costs
+// what they hold. CreateTopics, CreatePartitions and
 // DeleteTopics answer once it shows their outcome (leaders for new
 // partitions, a deleted topic gone), woken by its Changed channel, or at
 // timeout_ms with REQUEST_TIMED_OUT, as Kafka's delayed admin operations.
