@@ -86,7 +86,10 @@
 // still follows in the same epoch at the same LEO. A partition the response
 // leaves out (an incremental fetch session, KIP-227, answers only those with
 // records, errors or new offsets) has nothing new: no records, no error,
-// and the leader's HW and log start as last answered.
+// and the leader's HW and log start as last answered. On the leader side,
+// such a session reads every partition with Read (recording the follower's
+// fetch) and, while it long-polls, asks Manager.PeekFetch (one replica
+// lock, no log read, nothing recorded) which partitions changed.
 //
 // # ISR and HW
 //

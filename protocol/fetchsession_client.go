@@ -37,8 +37,11 @@ type fetchSessionHandler struct {
 	// partition as of the last fetch that succeeded.
 	parts map[cluster.TopicPartition]partition.FetchPartition
 
-	// pending is the wish list of the fetch in flight, adopted by handled.
-	pending []partition.FetchPartition
+	// The fetch in flight, adopted by handled: a full fetch's wish list,
+	// or an incremental one's changed and forgotten partitions.
+	pending        []partition.FetchPartition
+	pendingChanged []partition.FetchPartition
+	pendingGone    []cluster.TopicPartition
 }
 
 func newFetchSessionHandler() *fetchSessionHandler {
@@ -49,30 +52,41 @@ func newFetchSessionHandler() *fetchSessionHandler {
 // (every partition the fetcher wants now). It reports whether the fetch
 // is incremental. Caller holds h.mu until handled or failed.
 func (h *fetchSessionHandler) build(kreq *kmsg.FetchRequest, want []partition.FetchPartition) (incremental bool) {
-	h.pending = want
+	h.pending, h.pendingChanged, h.pendingGone = nil, h.pendingChanged[:0], h.pendingGone[:0]
 	kreq.SessionID = h.id
 	kreq.SessionEpoch = h.epoch
 	if h.id == invalidSessionID || h.epoch == initialEpoch {
 		kreq.SessionEpoch = initialEpoch
+		h.pending = want
 		appendFetchTopics(kreq, want)
 		return false
 	}
-	var changed []partition.FetchPartition
+	// want comes from the fetcher's map: no partition twice. When every
+	// one of them is in the session and the counts match, none is gone.
+	found := 0
+	for _, p := range want {
+		old, ok := h.parts[p.TopicPartition]
+		if ok {
+			found++
+		}
+		if !ok || old != p {
+			h.pendingChanged = append(h.pendingChanged, p)
+		}
+	}
+	appendFetchTopics(kreq, h.pendingChanged)
+	if found == len(h.parts) {
+		return true
+	}
 	wanted := make(map[cluster.TopicPartition]struct{}, len(want))
 	for _, p := range want {
 		wanted[p.TopicPartition] = struct{}{}
-		if old, ok := h.parts[p.TopicPartition]; !ok || old != p {
-			changed = append(changed, p)
-		}
 	}
-	appendFetchTopics(kreq, changed)
-	var gone []cluster.TopicPartition
 	for tp := range h.parts {
 		if _, ok := wanted[tp]; !ok {
-			gone = append(gone, tp)
+			h.pendingGone = append(h.pendingGone, tp)
 		}
 	}
-	topics, byTopic := topicOrder(gone, func(tp cluster.TopicPartition) string { return tp.Topic })
+	topics, byTopic := topicOrder(h.pendingGone, func(tp cluster.TopicPartition) string { return tp.Topic })
 	for _, t := range topics {
 		ft := kmsg.NewFetchRequestForgottenTopic()
 		ft.Topic = t
@@ -109,7 +123,7 @@ func appendFetchTopics(kreq *kmsg.FetchRequest, parts []partition.FetchPartition
 // for another session): the fetch is then treated as failed. Caller holds
 // h.mu.
 func (h *fetchSessionHandler) handled(incremental bool, respSessionID int32) bool {
-	want := h.pending
+	want, changed, gone := h.pending, h.pendingChanged, h.pendingGone
 	h.pending = nil
 	if respSessionID == invalidSessionID {
 		// No session (the cache was full, or the session closed):
@@ -122,11 +136,18 @@ func (h *fetchSessionHandler) handled(incremental bool, respSessionID int32) boo
 		h.failed(false)
 		return false
 	}
-	if !incremental {
-		h.id = respSessionID
-		h.epoch = initialEpoch
-	}
 	h.epoch = nextSessionEpoch(h.epoch)
+	if incremental {
+		for _, p := range changed {
+			h.parts[p.TopicPartition] = p
+		}
+		for _, tp := range gone {
+			delete(h.parts, tp)
+		}
+		return true
+	}
+	h.id = respSessionID
+	h.epoch = nextSessionEpoch(initialEpoch)
 	clear(h.parts)
 	for _, p := range want {
 		h.parts[p.TopicPartition] = p
@@ -140,7 +161,7 @@ func (h *fetchSessionHandler) handled(incremental bool, respSessionID int32) boo
 // naming it. Otherwise it names the old session with epoch 0, which the
 // leader closes. Caller holds h.mu.
 func (h *fetchSessionHandler) failed(unknown bool) {
-	h.pending = nil
+	h.pending, h.pendingChanged, h.pendingGone = nil, h.pendingChanged[:0], h.pendingGone[:0]
 	if unknown {
 		h.id = invalidSessionID
 	}
