@@ -465,15 +465,23 @@ func (c *controller) deleteIsrNotifications(names []string) error {
 // the override revives them without waiting for another event.
 func (c *controller) onTopicConfigChange(topics map[string]bool) error {
 	n := 0
+	var names []string
 	for _, t := range slices.Sorted(maps.Keys(topics)) {
-		if _, known := c.assignments[t]; !known {
-			continue
+		if _, known := c.assignments[t]; known {
+			names = append(names, t)
 		}
-		u, err := c.readUncleanAllowed(t)
-		if err != nil {
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	allowed, failed := c.readUncleanAllowedMany(names)
+	for _, t := range names {
+		if err := failed[t]; err != nil {
 			return err
 		}
-		if !u {
+	}
+	for _, t := range names {
+		if !allowed[t] {
 			continue
 		}
 		for p := range c.assignments[t] {
