@@ -36,13 +36,11 @@ func (c *controller) failover() error {
 	if err != nil {
 		return fmt.Errorf("children %s: %w", topicsPath, err)
 	}
-	loaded := make(map[string]loadedTopic, len(topics))
-	for _, t := range topics {
-		lt, err := c.readTopic(t)
-		if err != nil {
-			return err
-		}
-		loaded[t] = lt
+	// The context is replaced below, so every state is read again.
+	clear(c.states)
+	loaded, err := c.readTopics(topics, nil)
+	if err != nil {
+		return err
 	}
 	for _, q := range c.queues {
 		q.close()
@@ -72,13 +70,25 @@ func (c *controller) failover() error {
 	for _, id := range c.aliveIDs() {
 		c.sendLeaderAndIsr(all, false, id)
 	}
+	// Only partitions whose state, just read, has a dead leader or a dead
+	// ISR member are elected for (reconcile reads them again before it
+	// decides): Kafka's startup triggers OnlinePartition only for the
+	// offline ones. The others would cost a read each for nothing.
 	for _, tp := range all {
-		c.work.reconcile[tp] = true
+		if st := c.states[tp]; !c.isAlive(st.Leader) || slices.ContainsFunc(st.Isr, func(m int32) bool { return !c.isAlive(m) }) {
+			c.work.reconcile[tp] = true
+		}
 	}
 	c.work.events.deletions = true
 	c.work.events.reassign = true
 	c.work.events.preferredElection = true
 	return nil
+}
+
+// isAlive reports whether broker id is registered (false for -1).
+func (c *controller) isAlive(id int32) bool {
+	_, ok := c.alive[id]
+	return ok
 }
 
 // onBrokerChange diffs /brokers/ids with the context (KC BrokerChange): a

@@ -49,6 +49,7 @@ func (c *controller) electLeaders(typ cluster.ElectionType, tps []cluster.TopicP
 		// out of the answer (Kafka's KafkaApis).
 		defer maps.DeleteFunc(out, func(_ cluster.TopicPartition, e error) bool { return errors.Is(e, cluster.ErrElectionNotNeeded) })
 	}
+	var todo []cluster.TopicPartition
 	for _, tp := range tps {
 		replicas := c.replicas(tp)
 		st, has := c.states[tp]
@@ -69,57 +70,63 @@ func (c *controller) electLeaders(typ cluster.ElectionType, tps []cluster.TopicP
 			out[tp] = electionFailed(typ, tp)
 			continue
 		}
-		if c.stopped() {
-			return nil, ErrNotController
-		}
-		failed, unclean := false, false
-		_, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
-			failed, unclean = false, false
-			if typ == cluster.ElectPreferred {
-				l, ok := ElectPreferredLeader(replicas, st.Isr, electable)
-				if !ok {
-					failed = true
-					return st, false
-				}
-				if l == st.Leader {
-					return st, false
-				}
-				st.Leader = l
-				st.LeaderEpoch++
-				return st, true
-			}
-			if st.Leader >= 0 && slices.Contains(electable, st.Leader) {
-				return st, false
-			}
-			l, isr, ok := ElectLeader(replicas, st.Isr, electable, true)
+		todo = append(todo, tp)
+	}
+	if c.stopped() {
+		return nil, ErrNotController
+	}
+	// The elections go in pipelined batches (updateStates).
+	failed, unclean := map[cluster.TopicPartition]bool{}, map[cluster.TopicPartition]bool{}
+	res := c.updateStates(todo, nil, func(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
+		replicas := c.replicas(tp)
+		failed[tp], unclean[tp] = false, false
+		if typ == cluster.ElectPreferred {
+			l, ok := ElectPreferredLeader(replicas, st.Isr, electable)
 			if !ok {
-				failed = true
+				failed[tp] = true
 				return st, false
 			}
-			unclean = !slices.Contains(st.Isr, l)
-			st.Leader, st.Isr = l, isr
+			if l == st.Leader {
+				return st, false
+			}
+			st.Leader = l
 			st.LeaderEpoch++
 			return st, true
-		})
-		if ch {
+		}
+		if st.Leader >= 0 && slices.Contains(electable, st.Leader) {
+			return st, false
+		}
+		l, isr, ok := ElectLeader(replicas, st.Isr, electable, true)
+		if !ok {
+			failed[tp] = true
+			return st, false
+		}
+		unclean[tp] = !slices.Contains(st.Isr, l)
+		st.Leader, st.Isr = l, isr
+		st.LeaderEpoch++
+		return st, true
+	})
+	for i, tp := range todo {
+		r := res[i]
+		if r.changed {
 			changed = append(changed, tp)
 		}
-		switch {
+		switch err := r.err; {
 		case err != nil:
-			if errors.Is(err, ErrNotController) || zkSessionLost(err) {
+			if errors.Is(err, ErrNotController) || zkSessionLost(err) || errors.Is(err, errControllerStopped) || c.fenced {
 				c.checkFenced(err)
 				return nil, fmt.Errorf("elect leaders: %w: %w", ErrNotController, err)
 			}
 			out[tp] = err
-		case !ok:
+		case !r.ok:
 			out[tp] = fmt.Errorf("%w: the partition %s-%d does not exist", cluster.ErrUnknownTopic, tp.Topic, tp.Partition)
-		case failed:
+		case failed[tp]:
 			out[tp] = electionFailed(typ, tp)
-		case !ch:
+		case !r.changed:
 			out[tp] = fmt.Errorf("%w: %s-%d", cluster.ErrElectionNotNeeded, tp.Topic, tp.Partition)
 		default:
 			out[tp] = nil
-			if unclean {
+			if unclean[tp] {
 				c.metrics.UncleanLeaderElection(tp)
 				c.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Int32("leader", c.states[tp].Leader).
 					Msg("unclean leader election requested by an admin: records may be lost")

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -146,10 +148,13 @@ type scaleBackend interface {
 	// events returns the watch events of the changes since the last call
 	// (memStore records them; with ZooKeeper the harness names them).
 	events(named pendingEvents) pendingEvents
+	// pid is the ZooKeeper server's process (0: none).
+	pid() int
 }
 
 type memBackend struct{ m *memStore }
 
+func (b memBackend) pid() int                  { return 0 }
 func (b memBackend) store() ctrlStore          { return b.m }
 func (b memBackend) put(p string, data []byte) { b.m.put(p, data, 0) }
 func (b memBackend) remove(p string)           { b.m.remove(p) }
@@ -223,14 +228,46 @@ func (h *scaleCluster) elect(id int32) {
 }
 
 // event is one measured controller event: its store calls and round
-// trips and its duration.
+// trips, its duration, and the CPU time it took in this process and in
+// the ZooKeeper server (zero with memStore): on a loaded machine the CPU
+// times say more than the wall time.
 type event struct {
 	calls, rounds int
 	took          time.Duration
+	cpu, zkCPU    time.Duration
 }
 
 func (e event) String() string {
-	return fmt.Sprintf("%d zk calls in %d round trips, %v", e.calls, e.rounds, e.took.Round(time.Millisecond))
+	return fmt.Sprintf("%d zk calls in %d round trips, %v (cpu: %v here, %v in zookeeper)", e.calls, e.rounds,
+		e.took.Round(time.Millisecond), e.cpu.Round(time.Millisecond), e.zkCPU.Round(time.Millisecond))
+}
+
+// selfCPU is this process's user+system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the user+system CPU time of process pid, from /proc.
+func procCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ 100
 }
 
 // measure runs fn and settles the controller (watch events delivered, work
@@ -238,10 +275,13 @@ func (e event) String() string {
 func (h *scaleCluster) measure(fn func()) event {
 	calls, rounds := h.store.calls, h.store.rounds
 	h.sender.reset()
+	zkPid := h.be.pid()
+	cpu, zkCPU := selfCPU(), procCPU(zkPid)
 	start := time.Now()
 	fn()
 	h.settle()
-	return event{calls: h.store.calls - calls, rounds: h.store.rounds - rounds, took: time.Since(start)}
+	return event{calls: h.store.calls - calls, rounds: h.store.rounds - rounds, took: time.Since(start),
+		cpu: selfCPU() - cpu, zkCPU: procCPU(zkPid) - zkCPU}
 }
 
 func (h *scaleCluster) settle() {
@@ -331,6 +371,7 @@ func BenchmarkControllerScale(b *testing.B) {
 // controller's through the zkConn it gets.
 type zkBackend struct {
 	tb    testing.TB
+	zkPid int
 	ctrl  *zkConn
 	admin *zkConn
 }
@@ -371,6 +412,27 @@ func newZKBackend(tb testing.TB, srv *zktest.Server) *zkBackend {
 }
 
 func (b *zkBackend) store() ctrlStore { return b.ctrl }
+func (b *zkBackend) pid() int         { return b.zkPid }
+
+// serverPid finds the ZooKeeper that zktest started for srv, by its
+// config file on the command line (0 if none: BROKER_TEST_ZK).
+func serverPid(srv *zktest.Server) int {
+	if srv.DataDir == "" {
+		return 0
+	}
+	cfg := filepath.Join(filepath.Dir(srv.DataDir), "zoo.cfg")
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.Contains(string(b), cfg) {
+			return pid
+		}
+	}
+	return 0
+}
 
 func (b *zkBackend) put(p string, data []byte) {
 	if _, err := b.admin.Create(p, data, 0); errors.Is(err, zk.ErrNodeExists) {
@@ -419,9 +481,11 @@ func BenchmarkControllerScaleZK(b *testing.B) {
 		}
 	}
 	srv := zktest.Start(b)
+	zkPid := serverPid(srv)
 	times := map[string]time.Duration{}
 	for i := 0; i < b.N; i++ {
 		be := newZKBackend(b, &zktest.Server{Addr: srv.Addr, Chroot: fmt.Sprintf("/scale-%d-%d", time.Now().UnixNano(), i)})
+		be.zkPid = zkPid
 		scaleEvents(b, be, n, 100, func(name string, e event, h *scaleCluster) {
 			times[name] += e.took
 			b.Logf("%s: %v; %v", name, e, h.sender)

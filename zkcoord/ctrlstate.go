@@ -240,22 +240,22 @@ type createResult struct {
 	err  error
 }
 
-// createStates writes the first state sts[i] of each tps[i] (sorted), in
-// three pipelined batches of fenced multis: the topics'
-// /brokers/topics/<t>/partitions, then each .../partitions/<p>, then each
-// state (Kafka's createTopicPartitionStatesRaw, with
-// expectedControllerEpochZkVersion). A parent's create is its own multi,
-// since a failing op fails a whole multi and NODEEXISTS is success here;
-// after a lost reply the retry finds the parent or creates it. A state
-// create whose outcome is unknown, or that met NODEEXISTS, is read back
-// in one more batch. ours reports whether this controller created the
-// state (now or in an earlier attempt whose reply was lost), so it is
-// announced as new; false means another state was there, which the
-// context adopts. A stored state with this controller's epoch that the
-// context does not hold is ours too, whatever it decided then: only this
-// controller writes with its epoch, and initPartitions only creates
-// partitions the context has no state for, so it was never announced.
-// Announcing the state actually stored is always safe.
+// createStates writes the first state sts[i] of each tps[i] (sorted) in
+// pipelined batches of fenced multis (Kafka's createTopicPartitionStatesRaw
+// with expectedControllerEpochZkVersion): first each topic's
+// /brokers/topics/<t>/partitions, alone in its multi (NODEEXISTS is
+// success, and a failing op fails a whole multi); then, per partition, one
+// multi creating .../partitions/<p> and its state together, or, where
+// .../partitions/<p> already exists (an earlier attempt), one creating the
+// state alone. A state create whose outcome is unknown, or that met
+// NODEEXISTS, is read back in one more batch. ours reports whether this
+// controller created the state (now or in an earlier attempt whose reply
+// was lost), so it is announced as new; false means another state was
+// there, which the context adopts. A stored state with this controller's
+// epoch that the context does not hold is ours too, whatever it decided
+// then: only this controller writes with its epoch, and initPartitions
+// only creates partitions the context has no state for, so it was never
+// announced. Announcing the state actually stored is always safe.
 func (c *controller) createStates(tps []cluster.TopicPartition, sts []cluster.LeaderAndIsr) []createResult {
 	out := make([]createResult, len(tps))
 	if len(tps) == 0 {
@@ -265,94 +265,96 @@ func (c *controller) createStates(tps []cluster.TopicPartition, sts []cluster.Le
 	for i := range live {
 		live[i] = i
 	}
-	// parents creates, for each index in live, the parent of path(i); one
-	// create per distinct path. Indices whose parent failed leave live.
-	parents := func(path func(i int) string) {
-		var paths []string
-		of := map[string]int{}
-		for _, i := range live {
-			p := path(i)
-			if _, ok := of[p]; !ok {
-				of[p] = len(paths)
-				paths = append(paths, p)
-			}
-		}
-		writes := make([][]any, len(paths))
-		for k, p := range paths {
-			writes[k] = []any{&zk.CreateRequest{Path: p}}
-		}
-		res := c.batchMulti(writes)
-		kept := live[:0]
-		for _, i := range live {
-			k := of[path(i)]
-			r := res[k]
-			switch {
-			case r.err == nil, len(r.res) > 1 && errors.Is(r.res[1].Error, zk.ErrNodeExists):
-				kept = append(kept, i)
-			case errors.Is(r.err, ErrNotController):
-				out[i].err = r.err
-			default:
-				out[i].err = fmt.Errorf("create %s: %w", paths[k], r.err)
-			}
-		}
-		live = kept
-	}
-	stop := func() bool {
+	stop := func(idx []int) bool {
 		if !c.stopped() {
 			return false
 		}
-		for _, i := range live {
+		for _, i := range idx {
 			out[i].err = errControllerStopped
 		}
 		return true
 	}
-	if stop() {
+	if stop(live) {
 		return out
 	}
-	parents(func(i int) string { return partitionsPath(tps[i].Topic) })
-	if stop() {
-		return out
+	// The topics' partitions znodes: one create per topic.
+	var paths []string
+	of := map[string]int{}
+	for _, i := range live {
+		if p := partitionsPath(tps[i].Topic); len(paths) == 0 || paths[len(paths)-1] != p {
+			of[p] = len(paths)
+			paths = append(paths, p)
+		}
 	}
-	parents(func(i int) string { return partitionPath(tps[i].Topic, tps[i].Partition) })
-	if stop() || len(live) == 0 {
-		return out
-	}
-	writes := make([][]any, len(live))
-	for k, i := range live {
-		tp := tps[i]
-		writes[k] = []any{&zk.CreateRequest{Path: partitionStatePath(tp.Topic, tp.Partition), Data: encodePartitionState(sts[i])}}
+	writes := make([][]any, len(paths))
+	for k, p := range paths {
+		writes[k] = []any{&zk.CreateRequest{Path: p}}
 	}
 	res := c.batchMulti(writes)
+	kept := live[:0]
+	for _, i := range live {
+		k := of[partitionsPath(tps[i].Topic)]
+		switch r := res[k]; {
+		case r.err == nil, len(r.res) > 1 && errors.Is(r.res[1].Error, zk.ErrNodeExists):
+			kept = append(kept, i)
+		case errors.Is(r.err, ErrNotController):
+			out[i].err = r.err
+		default:
+			out[i].err = fmt.Errorf("create %s: %w", paths[k], r.err)
+		}
+	}
+	live = kept
 	var back []int
 	var backErr []error
-	for k, i := range live {
-		tp, st, r := tps[i], sts[i], res[k]
-		switch err := r.err; {
-		case err == nil:
-			delete(c.unknown, tp)
-			st.ZkVersion = 0
-			c.setState(tp, st, "partition created")
-			out[i].ours = true
-		case errors.Is(err, ErrNotController):
-			out[i].err = err
-		case zkConnectionLost(err), len(r.res) > 1 && errors.Is(r.res[1].Error, zk.ErrNodeExists):
-			if _, had := c.unknown[tp]; zkConnectionLost(err) && !had {
-				// Keep an earlier attempt's entry: that one may have landed.
-				c.unknown[tp] = st
+	// create writes the states of idx, with their partition znodes when
+	// withParent, and sorts the outcomes; it returns those whose partition
+	// znode was there already (withParent only).
+	create := func(idx []int, withParent bool) (parentExists []int) {
+		if len(idx) == 0 || stop(idx) {
+			return nil
+		}
+		writes := make([][]any, len(idx))
+		for k, i := range idx {
+			tp := tps[i]
+			st := &zk.CreateRequest{Path: partitionStatePath(tp.Topic, tp.Partition), Data: encodePartitionState(sts[i])}
+			if withParent {
+				writes[k] = []any{&zk.CreateRequest{Path: partitionPath(tp.Topic, tp.Partition)}, st}
+			} else {
+				writes[k] = []any{st}
 			}
-			back = append(back, i)
-			backErr = append(backErr, err)
-		default:
-			out[i].err = fmt.Errorf("create %s: %w", partitionStatePath(tp.Topic, tp.Partition), err)
 		}
-	}
-	if len(back) == 0 {
-		return out
-	}
-	if c.stopped() {
-		for _, i := range back {
-			out[i].err = errControllerStopped
+		res := c.batchMulti(writes)
+		stateOp := 1 // index of the state's create in res (the check is 0)
+		if withParent {
+			stateOp = 2
 		}
+		for k, i := range idx {
+			tp, st, r := tps[i], sts[i], res[k]
+			switch err := r.err; {
+			case err == nil:
+				delete(c.unknown, tp)
+				st.ZkVersion = 0
+				c.setState(tp, st, "partition created")
+				out[i].ours = true
+			case errors.Is(err, ErrNotController):
+				out[i].err = err
+			case withParent && len(r.res) > 1 && errors.Is(r.res[1].Error, zk.ErrNodeExists):
+				parentExists = append(parentExists, i)
+			case zkConnectionLost(err), len(r.res) > stateOp && errors.Is(r.res[stateOp].Error, zk.ErrNodeExists):
+				if _, had := c.unknown[tp]; zkConnectionLost(err) && !had {
+					// Keep an earlier attempt's entry: that one may have landed.
+					c.unknown[tp] = st
+				}
+				back = append(back, i)
+				backErr = append(backErr, err)
+			default:
+				out[i].err = fmt.Errorf("create %s: %w", partitionStatePath(tp.Topic, tp.Partition), err)
+			}
+		}
+		return parentExists
+	}
+	create(create(live, true), false)
+	if len(back) == 0 || stop(back) {
 		return out
 	}
 	backTPs := make([]cluster.TopicPartition, len(back))

@@ -325,6 +325,9 @@ func (m *memStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 		switch kind {
 		case faultLossBefore:
 			return nil, zk.ErrConnectionClosed
+		case faultExpiry:
+			m.expired = true
+			return nil, zk.ErrSessionExpired
 		case faultLossAfterTwice:
 			m.loseRead = p
 		}

@@ -25,39 +25,80 @@ type loadedTopic struct {
 	fresh      []cluster.TopicPartition // partitions without a state znode yet
 }
 
-// readTopic reads topic t: its assignment from /brokers/topics/<t>, then
-// the state znode of each partition the context has no state for. It
-// changes nothing, so a failure leaves the context as it was and the
-// retry reads the topic again.
-func (c *controller) readTopic(t string) (loadedTopic, error) {
-	full, ok, err := c.readAssignmentFull(t)
-	if err != nil {
-		return loadedTopic{}, err
+// readTopics reads topics names: their assignments from
+// /brokers/topics/<t> in one batch, then, in another, the state znode of
+// each partition the context has no state for (Kafka's
+// getTopicPartitionStates, pipelined). The partitions of a topic in
+// unread are taken as new without reading their states (a topic created
+// since the context was loaded, as Kafka's TopicChange does): should one
+// have a state already, its create meets NODEEXISTS and reads it back. It changes nothing but dropping
+// unreadable states from the context (skipState), so a failure leaves the
+// context as it was and the retry reads the topics again. It returns what
+// was read of each topic read whole, and the first error (in name order)
+// of the others.
+func (c *controller) readTopics(names []string, unread map[string]bool) (map[string]loadedTopic, error) {
+	paths := make([]string, len(names))
+	for i, t := range names {
+		paths[i] = topicPath(t)
 	}
-	if !ok {
-		return loadedTopic{gone: true}, nil
-	}
-	a := full.Replicas
-	lt := loadedTopic{assignment: a, full: full, states: map[cluster.TopicPartition]cluster.LeaderAndIsr{}}
-	for _, p := range slices.Sorted(maps.Keys(a)) {
-		tp := cluster.TopicPartition{Topic: t, Partition: p}
-		if _, known := c.states[tp]; known {
+	out := make(map[string]loadedTopic, len(names))
+	errs := map[string]error{}
+	var tps []cluster.TopicPartition
+	for i, r := range c.batchGet(paths) {
+		t := names[i]
+		switch {
+		case errors.Is(r.err, zk.ErrNoNode):
+			out[t] = loadedTopic{gone: true}
+			continue
+		case r.err != nil:
+			errs[t] = fmt.Errorf("get %s: %w", paths[i], r.err)
 			continue
 		}
-		st, ok, err := c.readState(tp)
-		if c.skipState(tp, err) {
-			continue
-		}
+		full, err := decodeTopicAssignmentFull(t, r.data)
 		if err != nil {
-			return loadedTopic{}, err
+			c.log.Error().Err(err).Str("topic", t).Msg("ignoring topic assignment")
+			out[t] = loadedTopic{gone: true}
+			continue
 		}
-		if ok {
-			lt.states[tp] = st
-		} else {
+		lt := loadedTopic{assignment: full.Replicas, full: full, states: map[cluster.TopicPartition]cluster.LeaderAndIsr{}}
+		for _, p := range slices.Sorted(maps.Keys(full.Replicas)) {
+			tp := cluster.TopicPartition{Topic: t, Partition: p}
+			switch _, known := c.states[tp]; {
+			case known:
+			case unread[t]:
+				lt.fresh = append(lt.fresh, tp)
+			default:
+				tps = append(tps, tp)
+			}
+		}
+		out[t] = lt
+	}
+	for i, r := range c.readStates(tps) {
+		tp := tps[i]
+		lt := out[tp.Topic]
+		switch {
+		case c.skipState(tp, r.err):
+		case r.err != nil:
+			if errs[tp.Topic] == nil {
+				errs[tp.Topic] = r.err
+			}
+		case r.exists:
+			lt.states[tp] = r.st
+		default:
 			lt.fresh = append(lt.fresh, tp)
+			out[tp.Topic] = lt
 		}
 	}
-	return lt, nil
+	var first error
+	for _, t := range names {
+		if err := errs[t]; err != nil {
+			delete(out, t)
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return out, first
 }
 
 // commitTopic puts what readTopic read into the context; partitions
@@ -144,12 +185,20 @@ func (c *controller) onTopicChange(list bool, touched map[string]bool) error {
 	}
 	slices.Sort(names)
 	names = slices.Compact(names)
+	unread := map[string]bool{}
 	for _, t := range names {
-		lt, err := c.readTopic(t)
-		if err != nil {
-			return err
+		if _, known := c.assignments[t]; !known && !c.isDeleting(t) {
+			unread[t] = true
 		}
-		c.commitTopic(t, lt)
+	}
+	loaded, err := c.readTopics(names, unread)
+	for _, t := range names {
+		if lt, ok := loaded[t]; ok {
+			c.commitTopic(t, lt)
+		}
+	}
+	if err != nil {
+		return err
 	}
 	return c.initPartitions()
 }
@@ -312,16 +361,19 @@ func (c *controller) onIsrChange() error {
 	}
 	slices.Sort(kids)
 	set := map[cluster.TopicPartition]bool{}
-	for _, k := range kids {
-		p := isrChangeNotificationNodePath(k)
-		data, _, err := c.store.Get(p)
-		if errors.Is(err, zk.ErrNoNode) {
+	paths := make([]string, len(kids))
+	for i, k := range kids {
+		paths[i] = isrChangeNotificationNodePath(k)
+	}
+	for i, r := range c.batchGet(paths) {
+		p := paths[i]
+		if errors.Is(r.err, zk.ErrNoNode) {
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("get %s: %w", p, err)
+		if r.err != nil {
+			return fmt.Errorf("get %s: %w", p, r.err)
 		}
-		tps, err := decodeIsrChangeNotification(data)
+		tps, err := decodeIsrChangeNotification(r.data)
 		if err != nil {
 			c.log.Error().Err(err).Str("zk_path", p).Msg("ignoring isr change notification")
 			continue
@@ -330,20 +382,23 @@ func (c *controller) onIsrChange() error {
 			set[tp] = true
 		}
 	}
-	var tps []cluster.TopicPartition
+	var known []cluster.TopicPartition
 	for _, tp := range slices.SortedFunc(maps.Keys(set), compareTP) {
-		if c.replicas(tp) == nil {
+		if c.replicas(tp) != nil {
+			known = append(known, tp)
+		}
+	}
+	var tps []cluster.TopicPartition
+	for i, r := range c.readStates(known) {
+		tp := known[i]
+		if c.skipState(tp, r.err) {
 			continue
 		}
-		st, ok, err := c.readState(tp)
-		if c.skipState(tp, err) {
-			continue
+		if r.err != nil {
+			return r.err
 		}
-		if err != nil {
-			return err
-		}
-		if ok {
-			c.states[tp] = st
+		if r.exists {
+			c.states[tp] = r.st
 			tps = append(tps, tp)
 		}
 	}
@@ -379,25 +434,28 @@ func (c *controller) deleteIsrNotifications(names []string) error {
 		names = kids
 		slices.Sort(names)
 	}
-	for _, k := range names {
-		if c.stopped() {
-			return fmt.Errorf("delete isr change notifications: %w", errControllerStopped)
-		}
-		p := isrChangeNotificationNodePath(k)
-		res, err := c.multi(&zk.DeleteRequest{Path: p, Version: -1})
-		switch {
+	if c.stopped() {
+		return fmt.Errorf("delete isr change notifications: %w", errControllerStopped)
+	}
+	writes := make([][]any, len(names))
+	for i, k := range names {
+		writes[i] = []any{&zk.DeleteRequest{Path: isrChangeNotificationNodePath(k), Version: -1}}
+	}
+	var first error
+	for i, r := range c.batchMulti(writes) {
+		p := isrChangeNotificationNodePath(names[i])
+		switch err := r.err; {
 		case err == nil:
 		case errors.Is(err, ErrNotController):
 			return err
-		case len(res) > 1 && errors.Is(res[1].Error, zk.ErrNoNode):
-		case zkConnectionLost(err):
-			// Unknown outcome; the retry lists the notifications again.
-			return fmt.Errorf("delete %s: %w", p, err)
-		default:
-			return fmt.Errorf("delete %s: %w", p, err)
+		case len(r.res) > 1 && errors.Is(r.res[1].Error, zk.ErrNoNode):
+		case first == nil:
+			// A lost connection leaves the outcome unknown; the retry
+			// lists the notifications again.
+			first = fmt.Errorf("delete %s: %w", p, err)
 		}
 	}
-	return nil
+	return first
 }
 
 // ---- topic configs ----
@@ -407,15 +465,23 @@ func (c *controller) deleteIsrNotifications(names []string) error {
 // the override revives them without waiting for another event.
 func (c *controller) onTopicConfigChange(topics map[string]bool) error {
 	n := 0
+	var names []string
 	for _, t := range slices.Sorted(maps.Keys(topics)) {
-		if _, known := c.assignments[t]; !known {
-			continue
+		if _, known := c.assignments[t]; known {
+			names = append(names, t)
 		}
-		u, err := c.readUncleanAllowed(t)
-		if err != nil {
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	allowed, failed := c.readUncleanAllowedMany(names)
+	for _, t := range names {
+		if err := failed[t]; err != nil {
 			return err
 		}
-		if !u {
+	}
+	for _, t := range names {
+		if !allowed[t] {
 			continue
 		}
 		for p := range c.assignments[t] {

@@ -51,7 +51,8 @@
 // work, ctrlstore.go its ZooKeeper access and reads, ctrlstate.go the
 // partition state writes, ctrlrequests.go the requests it sends,
 // ctrlbrokers.go and ctrltopics.go the event handlers, election.go the
-// pure decisions, sender.go the per-broker send queues.
+// pure decisions, sender.go the per-broker send queues, ctrlbatch.go the
+// pipelined ZooKeeper calls.
 //
 // On failover it first deletes stale ISR change notifications (before any
 // state is read, as Kafka does, so a leader's ISR write during the
@@ -82,7 +83,40 @@
 //
 // The controller reaches ZooKeeper only through ctrlStore, which *zkConn
 // implements (an in-memory memStore with per-call fault injection drives
-// the scripted tests in testdata/controller). What an event leaves to do is
+// the scripted tests in testdata/controller).
+//
+// Calls that touch many partitions are pipelined, as Kafka 1.1's
+// KafkaZkClient does over the asynchronous client: ctrlStore.Batch takes
+// independent Gets and Multis and *zkConn keeps up to 1,000 of them in
+// flight on its one connection (workers live only for the call), while
+// memStore runs them one by one, each its own call with its own fault.
+// Batched are: the failover's reads (every assignment in one batch, then
+// every partition state), the first states of new partitions (each
+// topic's partitions znode, then each partition's znode and state in one
+// fenced multi, or the state alone where the partition znode exists), the
+// state writes of elections, ISR removals, controlled shutdown and
+// preferred elections (updateStates: read the states in one batch, read
+// the topics' unclean.leader.election.enable where a leader is gone in
+// one batch, decide each, write the changed ones as one batch of fenced
+// multis conditional on their zkVersions; BADVERSION goes to the next
+// round, at most 10), the read-backs of writes whose outcome is unknown,
+// the ISR change notifications and their deletes, and the topic configs
+// of a config change. Every write is still a multi fenced by
+// /controller_epoch's zkVersion. Results are applied in the order of the
+// calls, which is sorted, so the context never depends on the order the
+// server answered in; every call has its own outcome, so a failure leaves
+// exactly its partitions as work, and the first error that stops the step
+// is returned after every result was applied. The first result that shows
+// the controller fenced fences it before anything is announced. A topic
+// new to the context has its states created without reading them first
+// (a state already there meets NODEEXISTS and is read back); a partition
+// of a new topic with no live replica is then not read until a replica
+// starts. After the failover's load, only partitions whose state has a
+// dead leader or a dead ISR member are reconciled. Each event sends at
+// most one LeaderAndIsr and one UpdateMetadata per broker (the failover
+// sends its full UpdateMetadata and LeaderAndIsr first and the requests of
+// its elections after). A 100,000-partition LeaderAndIsr or UpdateMetadata
+// is one request. What an event leaves to do is
 // durable work (ctrlWork): started brokers owed their metadata and
 // LeaderAndIsr, partitions owed a first state, partitions owed an election
 // or ISR removal, failed event handlers (which re-read what they cover),
@@ -148,7 +182,10 @@
 // 2.5 s checks and a 5 s blackout).
 //
 // Brokers read topic configs through a data watch on each
-// /config/topics/<t>, and their dynamic broker configs through one on
+// /config/topics/<t> (and watch each /brokers/topics/<t>: two watches and
+// two parked forwarding goroutines per topic per broker, so 10,000
+// single-partition topics cost each broker 20,000 watches and goroutines;
+// nothing per partition), and their dynamic broker configs through one on
 // /config/brokers/<id> and <default>, not from the /config/changes
 // notifications (written for Kafka's brokers and tools); they
 // only purge those, as Kafka's ZkNodeChangeNotificationListener does:

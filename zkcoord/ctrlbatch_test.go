@@ -1,0 +1,217 @@
+package zkcoord
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// TestControllerOneRequestPerBroker: at 3,000 partitions (RF 3 on three
+// brokers), creating them, a controlled shutdown and a broker failure
+// each send exactly one LeaderAndIsr and one UpdateMetadata to each live
+// broker that needs one (ControllerChannelManager's batch), and pipeline
+// their ZooKeeper calls in a handful of round trips.
+func TestControllerOneRequestPerBroker(t *testing.T) {
+	const n = 3000
+	h := newScaleCluster(t, memBackend{newMemStore()})
+	h.elect(2)
+	h.settle()
+	h.addTopics(n, 100)
+	one := func(event string, kind string, to []int32, parts int) {
+		t.Helper()
+		h.sender.mu.Lock()
+		defer h.sender.mu.Unlock()
+		got := h.sender.reqs[kind]
+		want := map[int32]int{}
+		for _, id := range to {
+			want[id] = 1
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: %s requests per broker %v, want one to each of %v", event, kind, got, to)
+		}
+		if parts >= 0 && h.sender.parts[kind] != parts {
+			t.Errorf("%s: %s carried %d partitions, want %d", event, kind, h.sender.parts[kind], parts)
+		}
+	}
+	rounds := func(event string, e event, max int) {
+		t.Helper()
+		if e.rounds > max {
+			t.Errorf("%s: %d ZooKeeper round trips (%d calls), want at most %d", event, e.rounds, e.calls, max)
+		}
+	}
+	e := h.measure(func() { h.ctrl.step(h.be.events(pendingEvents{topicList: true})) })
+	one("create", "LeaderAndIsr", []int32{1, 2, 3}, 3*n)
+	one("create", "UpdateMetadata", []int32{1, 2, 3}, 3*n)
+	// /brokers/topics, the assignments, the topics' partitions znodes, the
+	// partitions with their states, and (memStore posts the new topics'
+	// config znodes as config changes) their configs.
+	rounds("create", e, 5+1)
+
+	led := h.leaders()[3]
+	e = h.measure(func() {
+		if _, err := h.ctrl.controlledShutdown(3, h.ctrl.alive[3].Epoch); err != nil {
+			t.Fatal(err)
+		}
+	})
+	one("controlled shutdown", "LeaderAndIsr", []int32{1, 2, 3}, 3*n)
+	one("controlled shutdown", "UpdateMetadata", []int32{1, 2, 3}, 3*n)
+	one("controlled shutdown", "StopReplica", []int32{3}, n-led)
+	rounds("controlled shutdown", e, 2) // the states, the writes
+
+	h.be.remove(brokerPath(3))
+	h.ctrl.step(h.be.events(pendingEvents{brokers: true}))
+	h.settle()
+	// Broker 1 dies: every partition loses an ISR member, and those it
+	// led (about half) get a new leader.
+	e = h.measure(func() {
+		h.be.remove(brokerPath(1))
+		h.ctrl.step(h.be.events(pendingEvents{brokers: true}))
+	})
+	one("broker failure", "LeaderAndIsr", []int32{2}, n)
+	one("broker failure", "UpdateMetadata", []int32{2}, n)
+	// /brokers/ids and the registrations, the states, the topics'
+	// unclean.leader.election.enable, the writes.
+	rounds("broker failure", e, 5)
+	if l := h.leaders(); l[2] != n {
+		t.Fatalf("leaders after broker 1 died: %v, want all %d on broker 2", l, n)
+	}
+}
+
+// batchHarness is brokers 1 2 3 4 with controller 4 and topic t of eight
+// partitions on 1 2 3, broker 1 leading t/0, t/3 and t/6.
+func batchHarness(t *testing.T) *ctrlHarness {
+	h := newCtrlHarness(t)
+	for _, cmd := range []string{"brokers 1 2 3 4", "elect 4",
+		"topic t 0=1,2,3 1=2,3,1 2=3,1,2 3=1,2,3 4=2,3,1 5=3,1,2 6=1,2,3 7=2,3,1"} {
+		if _, err := h.run(cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return h
+}
+
+func (h *ctrlHarness) stateOf(tp cluster.TopicPartition) cluster.LeaderAndIsr {
+	n := h.store.nodes[partitionStatePath(tp.Topic, tp.Partition)]
+	st, err := decodePartitionState(n.data, n.stat.Version)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return st
+}
+
+func tpsOf(topic string, parts ...int32) []cluster.TopicPartition {
+	var out []cluster.TopicPartition
+	for _, p := range parts {
+		out = append(out, cluster.TopicPartition{Topic: topic, Partition: p})
+	}
+	return out
+}
+
+// TestControllerBatchFaults: broker 1 dies and the eight state writes go
+// in one batch, in which t/0's lands with its reply lost, t/2's is lost
+// before it lands, t/4's lands with its reply and its read-back lost, and
+// t/6's meets a leader's ISR write. The read-back settles t/0 (landed,
+// announced), t/2 and t/6 are decided again and written in the next round,
+// and only t/4 is left as work, with its write of unknown outcome; the
+// retry reads it back and announces it.
+func TestControllerBatchFaults(t *testing.T) {
+	h := batchHarness(t)
+	if _, err := h.run("hold kill 1"); err != nil {
+		t.Fatal(err)
+	}
+	sp := func(p int32) string { return partitionStatePath("t", p) }
+	h.store.writeFaults = map[string][]faultKind{
+		sp(0): {faultLossAfter}, sp(2): {faultLossBefore}, sp(4): {faultLossAfterTwice}, sp(6): {faultBadVersion}}
+	sent := len(h.sent)
+	h.ctrl.step(h.store.takeEvents())
+	if got, want := slices.SortedFunc(maps.Keys(h.ctrl.work.reconcile), compareTP), tpsOf("t", 4); !slices.Equal(got, want) {
+		t.Fatalf("work left after the batch: %v, want %v", got, want)
+	}
+	if got, want := slices.SortedFunc(maps.Keys(h.ctrl.unknown), compareTP), tpsOf("t", 4); !slices.Equal(got, want) {
+		t.Fatalf("writes of unknown outcome: %v, want %v", got, want)
+	}
+	for p := int32(0); p < 8; p++ {
+		st := h.stateOf(cluster.TopicPartition{Topic: "t", Partition: p})
+		if st.Leader == 1 || slices.Contains(st.Isr, 1) || st.LeaderEpoch != 1 {
+			t.Errorf("t/%d after the batch: %+v, want broker 1 gone at leader epoch 1", p, st)
+		}
+	}
+	// The announce of the step: one LeaderAndIsr to each of 2 and 3 with
+	// every partition but t/4, whose outcome the controller does not know.
+	var to []int32
+	for _, s := range h.sent[sent:] {
+		if s.lai == nil {
+			continue
+		}
+		to = append(to, s.to.ID)
+		var got []cluster.TopicPartition
+		for _, pa := range s.lai.Partitions {
+			got = append(got, pa.TopicPartition)
+		}
+		if want := tpsOf("t", 0, 1, 2, 3, 5, 6, 7); !slices.Equal(got, want) {
+			t.Errorf("LeaderAndIsr to %d: %v, want %v", s.to.ID, got, want)
+		}
+	}
+	if !slices.Equal(to, []int32{2, 3}) {
+		t.Errorf("LeaderAndIsr sent to %v, want one each to 2 and 3", to)
+	}
+	h.settle()
+	if len(h.ctrl.unknown) > 0 || h.ctrl.hasWork() {
+		t.Fatalf("not settled: unknown %v, work %+v", h.ctrl.unknown, h.ctrl.work)
+	}
+	if err := h.checkBrokersTold(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestControllerBatchSessionLost: the session expires at the fourth state
+// write of a batch. The three before it landed, nothing after it did; the
+// controller is fenced at once and announces nothing (not even the three
+// that landed: its successor reads and announces them), and the next
+// controller converges.
+func TestControllerBatchSessionLost(t *testing.T) {
+	h := batchHarness(t)
+	if _, err := h.run("hold kill 1"); err != nil {
+		t.Fatal(err)
+	}
+	h.store.writeFaults = map[string][]faultKind{partitionStatePath("t", 3): {faultExpiry}}
+	z := h.ctrl
+	sent := len(h.sent)
+	z.step(h.store.takeEvents())
+	if !z.fenced {
+		t.Fatal("controller not fenced by the expired session")
+	}
+	if len(h.sent) != sent {
+		t.Errorf("fenced controller sent %d requests", len(h.sent)-sent)
+	}
+	for p := int32(0); p < 8; p++ {
+		st := h.stateOf(cluster.TopicPartition{Topic: "t", Partition: p})
+		if landed := st.LeaderEpoch == 1; landed != (p < 3) {
+			t.Errorf("t/%d after the expiry: %+v (landed %t), want only t/0..t/2 written", p, st, landed)
+		}
+	}
+	h.settle() // a new session, a new controller
+	if h.ctrl == z || h.ctrl.epoch <= z.epoch {
+		t.Fatal("no new controller after the expiry")
+	}
+	if err := h.checkSilentAfterFence(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.checkBrokersTold(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for p := int32(0); p < 8; p++ {
+		st := h.stateOf(cluster.TopicPartition{Topic: "t", Partition: p})
+		if st.Leader == 1 || slices.Contains(st.Isr, 1) {
+			lines = append(lines, fmt.Sprintf("t/%d %+v", p, st))
+		}
+	}
+	if len(lines) > 0 {
+		t.Fatalf("broker 1 still in states after the new controller settled:\n%s", strings.Join(lines, "\n"))
+	}
+}
