@@ -365,7 +365,7 @@ func (b *bench) kill(ctx context.Context, id int32, led []tp, epoch int32, isCon
 		return err
 	}
 	defer w.stop()
-	gone, err := b.z.watchGone(znode)
+	gone, born, err := b.z.watchGone(znode)
 	if err != nil {
 		return err
 	}
@@ -386,12 +386,6 @@ func (b *bench) kill(ctx context.Context, id int32, led []tp, epoch int32, isCon
 		return err
 	}
 	stop := b.profileAll(ctx, "kill-"+what, 10*time.Second)
-	var born <-chan time.Time
-	if isController {
-		if born, err = b.z.watchBorn("/controller"); err != nil {
-			return err
-		}
-	}
 	if err := b.moved(ctx, fmt.Sprintf("kill -9 of %s %d: its partitions led elsewhere", what, id), w); err != nil {
 		return err
 	}
@@ -399,13 +393,21 @@ func (b *bench) kill(ctx context.Context, id int32, led []tp, epoch int32, isCon
 	last, firstNew, _, _ := w.result()
 	gz := fmt.Sprintf("kill -9 to %s vanishing: %.1f s (session timeout)", znode, secs(goneAt.Sub(killAt)))
 	if isController {
-		var bornAt time.Time
 		select {
-		case bornAt = <-born:
+		case bornAt := <-born:
+			b.fig("kill_controller_new_controller", secs(bornAt.Sub(goneAt)), "s", &id,
+				"from /controller vanishing to a new /controller (both by watch); "+gz)
 		case <-time.After(10 * time.Second):
+			b.progress("no new /controller seen by watch")
 		}
-		if !bornAt.IsZero() {
-			b.fig("kill_controller_new_controller", secs(bornAt.Sub(goneAt)), "s", &id, "from /controller vanishing to a new /controller; "+gz)
+		// The same on ZooKeeper's clock, immune to this process's
+		// scheduling: the new /controller's ctime to the mtime of the
+		// first state written in its epoch.
+		if _, st, err := b.z.conn.Get(b.z.path("/controller")); err == nil {
+			if first, ok := w.firstNewWrite(); ok {
+				b.fig("kill_controller_load_zk", secs(first.Sub(time.UnixMilli(st.Ctime))), "s", &id,
+					"ZooKeeper's clock: the new /controller's ctime to the mtime of the first state znode written in its epoch (ms)")
+			}
 		}
 		if !firstNew.IsZero() {
 			b.fig("kill_controller_first_elect", secs(firstNew.Sub(goneAt)), "s", &id,

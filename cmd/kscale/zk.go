@@ -167,14 +167,17 @@ type stateWatch struct {
 	from     int32
 	minEpoch int32
 
-	mu        sync.Mutex
-	movedAt   map[tp]time.Time
-	firstNew  time.Time // first write with controller_epoch > minEpoch
-	left      int
-	allMoved  chan struct{}
-	errs      []error
-	stopped   bool
-	stopWatch chan struct{}
+	mu       sync.Mutex
+	movedAt  map[tp]time.Time
+	firstNew time.Time // first write with controller_epoch > minEpoch
+	// firstNewMtime is the smallest mtime (ZooKeeper's clock, ms) of a
+	// state written with controller_epoch > minEpoch.
+	firstNewMtime int64
+	left          int
+	allMoved      chan struct{}
+	errs          []error
+	stopped       bool
+	stopWatch     chan struct{}
 }
 
 // watchStates sets a watch on the state znode of every partition in tps
@@ -216,11 +219,11 @@ func (z *zkView) watchStates(tps []tp, from, minEpoch int32) (*stateWatch, error
 // arm reads p's state with a watch and checks it; on the watch event it
 // does so again, until p has moved or the watch is stopped.
 func (w *stateWatch) arm(p tp) error {
-	b, _, ch, err := w.z.conn.GetW(w.z.path(statePath(p)))
+	b, st, ch, err := w.z.conn.GetW(w.z.path(statePath(p)))
 	if err != nil {
 		return fmt.Errorf("getw %s: %w", statePath(p), err)
 	}
-	if w.check(p, b, time.Now()) {
+	if w.check(p, b, st, time.Now()) {
 		return nil
 	}
 	go func() {
@@ -233,12 +236,12 @@ func (w *stateWatch) arm(p tp) error {
 					return
 				}
 			}
-			b, _, ch2, err := w.z.conn.GetW(w.z.path(statePath(p)))
+			b, st, ch2, err := w.z.conn.GetW(w.z.path(statePath(p)))
 			if err != nil {
 				w.fail(fmt.Errorf("getw %s: %w", statePath(p), err))
 				return
 			}
-			if !w.check(p, b, at) {
+			if !w.check(p, b, st, at) {
 				w.follow(p, ch2)
 			}
 		case <-w.stopWatch:
@@ -252,12 +255,12 @@ func (w *stateWatch) follow(p tp, ch <-chan zk.Event) {
 	select {
 	case <-ch:
 		at := time.Now()
-		b, _, ch2, err := w.z.conn.GetW(w.z.path(statePath(p)))
+		b, st, ch2, err := w.z.conn.GetW(w.z.path(statePath(p)))
 		if err != nil {
 			w.fail(fmt.Errorf("getw %s: %w", statePath(p), err))
 			return
 		}
-		if !w.check(p, b, at) {
+		if !w.check(p, b, st, at) {
 			w.follow(p, ch2)
 		}
 	case <-w.stopWatch:
@@ -265,7 +268,7 @@ func (w *stateWatch) follow(p tp, ch <-chan zk.Event) {
 }
 
 // check records what the state b of p says; true once p has moved.
-func (w *stateWatch) check(p tp, b []byte, at time.Time) bool {
+func (w *stateWatch) check(p tp, b []byte, st *zk.Stat, at time.Time) bool {
 	var s partState
 	if err := json.Unmarshal(b, &s); err != nil {
 		w.fail(fmt.Errorf("%s: %w", statePath(p), err))
@@ -273,8 +276,13 @@ func (w *stateWatch) check(p tp, b []byte, at time.Time) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if s.ControllerEpoch > w.minEpoch && w.firstNew.IsZero() {
-		w.firstNew = at
+	if s.ControllerEpoch > w.minEpoch {
+		if w.firstNew.IsZero() {
+			w.firstNew = at
+		}
+		if w.firstNewMtime == 0 || st.Mtime < w.firstNewMtime {
+			w.firstNewMtime = st.Mtime
+		}
 	}
 	if _, done := w.movedAt[p]; done {
 		return true
@@ -312,6 +320,13 @@ func (w *stateWatch) result() (last, firstNew time.Time, left int, err error) {
 	return last, w.firstNew, w.left, err
 }
 
+// firstNewWrite is the ZooKeeper mtime of the first new-epoch state seen.
+func (w *stateWatch) firstNewWrite() (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return time.UnixMilli(w.firstNewMtime), w.firstNewMtime != 0
+}
+
 func (w *stateWatch) stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -321,76 +336,52 @@ func (w *stateWatch) stop() {
 	}
 }
 
-// watchGone sets an exists watch on path (which must exist) and returns a
-// channel that gets the time the znode was deleted.
-func (z *zkView) watchGone(path string) (<-chan time.Time, error) {
+// watchGone sets an exists watch on path (which must exist) and returns
+// channels that get the time the znode was deleted and then the time it
+// was created again (by whoever: for /controller, the new controller).
+// Times are when the watch events arrive here: the events of one session
+// arrive in order, so differences between them are consistent, but on a
+// loaded machine their arrival may lag ZooKeeper by a scheduling delay.
+func (z *zkView) watchGone(path string) (gone, born <-chan time.Time, err error) {
 	ok, _, ch, err := z.conn.ExistsW(z.path(path))
 	if err != nil {
-		return nil, fmt.Errorf("existsw %s: %w", path, err)
+		return nil, nil, fmt.Errorf("existsw %s: %w", path, err)
 	}
 	if !ok {
-		return nil, fmt.Errorf("%s does not exist", path)
+		return nil, nil, fmt.Errorf("%s does not exist", path)
 	}
-	out := make(chan time.Time, 1)
+	g, b := make(chan time.Time, 1), make(chan time.Time, 1)
 	go func() {
+		deleted := false
 		for {
 			ev := <-ch
 			at := time.Now()
+			if ev.Type == zk.EventNotWatching {
+				return
+			}
 			if ev.Type == zk.EventNodeDeleted {
-				out <- at
-				return
-			}
-			if ev.Type == zk.EventNotWatching {
-				return
-			}
-			// Data changed: watch again.
-			ok, _, ch2, err := z.conn.ExistsW(z.path(path))
-			if err != nil {
-				return
-			}
-			if !ok {
-				out <- at
-				return
-			}
-			ch = ch2
-		}
-	}()
-	return out, nil
-}
-
-// watchBorn returns a channel that gets the time path (which must not
-// exist yet, or just be deleted) is created.
-func (z *zkView) watchBorn(path string) (<-chan time.Time, error) {
-	out := make(chan time.Time, 1)
-	ok, _, ch, err := z.conn.ExistsW(z.path(path))
-	if err != nil {
-		return nil, fmt.Errorf("existsw %s: %w", path, err)
-	}
-	if ok {
-		out <- time.Now()
-		return out, nil
-	}
-	go func() {
-		for {
-			ev := <-ch
-			at := time.Now()
-			if ev.Type == zk.EventNodeCreated {
-				out <- at
-				return
-			}
-			if ev.Type == zk.EventNotWatching {
+				g <- at
+				deleted = true
+			} else if deleted && ev.Type == zk.EventNodeCreated {
+				b <- at
 				return
 			}
 			ok, _, ch2, err := z.conn.ExistsW(z.path(path))
 			if err != nil {
 				return
 			}
-			if ok {
-				out <- at
+			switch {
+			case !deleted && !ok:
+				g <- at
+				deleted = true
+			case deleted && ok:
+				// Created before the watch was set again: as late as
+				// this answer.
+				b <- time.Now()
 				return
 			}
 			ch = ch2
 		}
 	}()
-	return out, nil
+	return g, b, nil
 }
