@@ -104,6 +104,14 @@
 // at most runs per log: rolls during its fsyncs raise its target and it
 // loops until no request is pending. Flush, the
 // FlushMessages/FlushMs policy and Close do the same up to LogEndOffset.
+// What needs an fsync is judged by each segment's pending state, not by
+// its place relative to RecoveryPoint: a flush that takes RecoveryPoint
+// to LogEndOffset (the flush policy, Flush) fsyncs the active segment's
+// .log but leaves its offset and time indexes in memory, so when that
+// segment then rolls it lies wholly below RecoveryPoint with index
+// entries in no file. The roll's flush, and every later flush and Close,
+// write and fsync the index files of such a segment (and an unsynced
+// .txnindex), without fsyncing its .log again.
 // So RecoveryPoint is always an offset below which segment data, indexes
 // (but the active segment's, which Open rebuilds unless Close wrote them)
 // and directory entries are all fsynced; the caller checkpoints it
@@ -300,8 +308,9 @@
 // calls, does no I/O, and with no entry in the whole log (a count kept
 // with them) it does not look at the segments at all. Entries are written to the page cache and fsynced
 // with their segment (Flush, the flush policy, the roll flush, Close); an
-// entry added to a segment already below the recovery point is fsynced at
-// once. TruncateTo drops the entries at or above the new end, and every
+// entry whose marker is already below the recovery point (in a segment
+// below it, or in the active segment after the flush policy fsynced the
+// marker) is fsynced at once. TruncateTo drops the entries at or above the new end, and every
 // deletion of a segment (truncation, retention, DeleteRecords, the
 // cleaner's swap) deletes its file. Open loads every .txnindex (one
 // without its .log is deleted), cuts a torn last entry, and removes from

@@ -849,9 +849,13 @@ func (l *Log) flushRolled(log zerolog.Logger) {
 // flushUpTo fsyncs the directory and every segment that lies wholly below
 // endOffset and not below the recovery point, never the active one, and
 // then advances the recovery point to the end of the last of them (Kafka's
-// flushUptoOffsetExclusive). It holds fmu but not wmu, so appends go on
-// meanwhile: the segments it syncs are no longer written, and every
-// change to them takes fmu.
+// flushUptoOffsetExclusive). It also persists the index files of the
+// segments below endOffset that are wholly below the recovery point but
+// have index entries not yet written or fsynced (segment.pending): a roll
+// after a flush that took the recovery point to the log end leaves the
+// rolled segment so, since no flush writes the active segment's indexes.
+// It holds fmu but not wmu, so appends go on meanwhile: the segments it
+// syncs are no longer written, and every change to them takes fmu.
 func (l *Log) flushUpTo(endOffset int64) error {
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
@@ -859,30 +863,34 @@ func (l *Log) flushUpTo(endOffset int64) error {
 		return err
 	}
 	rp := l.recoveryPoint.Load()
-	if endOffset <= rp {
-		return nil
-	}
-	var todo []*segment
+	var todo, indexesOnly []*segment
 	newRP := rp
 	l.mu.RLock()
 	for i := 0; i+1 < len(l.segments); i++ {
-		next := l.segments[i+1].baseOffset
+		s, next := l.segments[i], l.segments[i+1].baseOffset
 		if next > endOffset {
 			break
 		}
 		if next > rp {
-			todo = append(todo, l.segments[i])
+			todo = append(todo, s)
 			newRP = next
+		} else if s.pending() {
+			indexesOnly = append(indexesOnly, s)
 		}
 	}
 	l.mu.RUnlock()
-	if len(todo) == 0 {
+	if len(todo) == 0 && len(indexesOnly) == 0 {
 		return nil
 	}
 	// The directory first: it makes the removals of truncated-away
 	// segments durable before any later data that replaced them.
 	if err := syncDir(l.fs, l.dir); err != nil {
 		return l.fail("flush", err)
+	}
+	for _, s := range indexesOnly {
+		if err := s.syncIndexes(&l.flushScratch); err != nil {
+			return l.fail("flush", err)
+		}
 	}
 	for _, s := range todo {
 		if err := s.sync(&l.flushScratch, true); err != nil {
@@ -1452,7 +1460,15 @@ func (l *Log) flushLocked() error {
 	}
 	for i, s := range l.segments {
 		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= rp {
-			continue // wholly below the recovery point: already durable
+			// Wholly below the recovery point: its .log is durable, but
+			// a segment rolled when the recovery point had reached the
+			// roll offset may still have index entries to persist.
+			if s.pending() {
+				if err := s.syncIndexes(&l.flushScratch); err != nil {
+					return l.fail("flush", err)
+				}
+			}
+			continue
 		}
 		if err := s.sync(&l.flushScratch, i+1 < len(l.segments)); err != nil {
 			return l.fail("flush", err)

@@ -559,6 +559,17 @@ func (s *segment) sync(scratch *[indexScratchBytes]byte, indexes bool) error {
 	return s.syncTxnIndex()
 }
 
+// syncIndexes brings the segment's index files up to date and fsyncs
+// them and its .txnindex, each only if it has something pending: for a
+// segment whose .log is already durable (wholly below the recovery
+// point). Caller holds Log.fmu.
+func (s *segment) syncIndexes(scratch *[indexScratchBytes]byte) error {
+	if err := s.persistIndexes(scratch, true); err != nil {
+		return err
+	}
+	return s.syncTxnIndex()
+}
+
 // lookup returns the position from which to scan for offset: that of the
 // last index entry at or below it, or 0. Caller holds Log.mu.
 func (s *segment) lookup(offset int64) int64 {
@@ -703,4 +714,15 @@ func (s *segment) largestTimestampMs() int64 {
 		return math.MaxInt64 // unknown age: keep it
 	}
 	return fi.ModTime().UnixMilli()
+}
+
+// pending reports whether the segment's index files (.index, .timeindex,
+// .txnindex) lack entries it holds in memory, need rewriting, or changed
+// since their last fsync: what a flush must still persist, whatever the
+// segment's place relative to the recovery point. Caller holds Log.wmu,
+// or Log.fmu for a segment no longer active.
+func (s *segment) pending() bool {
+	return s.indexFile.written < len(s.index) || s.indexFile.stale || s.indexFile.unsynced ||
+		s.timeIndexFile.written < len(s.timeIndex) || s.timeIndexFile.stale || s.timeIndexFile.unsynced ||
+		(s.hasTxnFile && s.txnUnsynced)
 }
