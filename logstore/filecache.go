@@ -146,8 +146,10 @@ type segFile struct {
 	pins       int
 	state      uint8
 	closed     bool
-	dirty      bool  // written or truncated since its last fsync
-	syncErr    error // a failed fsync before an eviction, for the next Sync
+	dirty      bool   // written or truncated since its last fsync
+	writing    int    // pins of writes (WriteAt, Truncate) not yet released
+	writeSeq   uint64 // bumped as each write releases its pin
+	syncErr    error  // a failed fsync before an eviction, for the next Sync
 	inLRU      bool
 	prev, next *segFile
 }
@@ -247,6 +249,7 @@ func (h *segFile) acquire(write bool) (File, error) {
 		h.pins++
 		if write {
 			h.dirty = true
+			h.writing++
 		}
 		f := h.f
 		c.mu.Unlock()
@@ -274,18 +277,35 @@ func (h *segFile) acquire(write bool) (File, error) {
 	h.f, h.pins = f, 1
 	if write {
 		h.dirty = true
+		h.writing++
 	}
 	c.mu.Unlock()
 	return f, nil
 }
 
-// release unpins the file acquire returned.
+// release unpins the file acquire(false) returned.
 func (h *segFile) release() {
+	h.releasePin(false)
+}
+
+// releaseWrite unpins the file acquire(true) returned, once the write is
+// done: the file is dirty again and its write sequence moves, so that a
+// Sync whose fsync may have run before the write landed keeps it dirty.
+func (h *segFile) releaseWrite() {
+	h.releasePin(true)
+}
+
+func (h *segFile) releasePin(write bool) {
 	c := h.cache
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
+	if write {
+		h.writing--
+		h.writeSeq++
+		h.dirty = true
+	}
 	h.pins--
 	if h.pins == 0 {
 		if h.closed {
@@ -335,7 +355,7 @@ func (h *segFile) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	n, err := f.WriteAt(p, off)
-	h.release()
+	h.releaseWrite()
 	return n, err
 }
 
@@ -345,7 +365,7 @@ func (h *segFile) Truncate(size int64) error {
 		return err
 	}
 	err = f.Truncate(size)
-	h.release()
+	h.releaseWrite()
 	return err
 }
 
@@ -361,7 +381,10 @@ func (h *segFile) Stat() (fs.FileInfo, error) {
 
 // Sync fsyncs the file. With a cache, a file with no write since its
 // last fsync is not reopened for it, and a failed fsync before an
-// eviction is returned here, by every later Sync too.
+// eviction is returned here, by every later Sync too. The file stays
+// dirty unless no write was in flight or released meanwhile (the write
+// sequence is unchanged after the fsync): a write concurrent with the
+// fsync may not be in it, so the next Sync fsyncs again.
 func (h *segFile) Sync() error {
 	c := h.cache
 	if c == nil {
@@ -385,16 +408,19 @@ func (h *segFile) Sync() error {
 	}
 	c.mu.Lock()
 	err, dirty = h.syncErr, h.dirty
-	h.dirty = false
+	seq := h.writeSeq
 	c.mu.Unlock()
 	if err == nil && dirty {
-		if err = f.Sync(); err != nil {
-			c.mu.Lock()
+		err = f.Sync()
+		c.mu.Lock()
+		if err != nil {
 			if h.syncErr == nil {
 				h.syncErr = err
 			}
-			c.mu.Unlock()
+		} else if h.writeSeq == seq && h.writing == 0 {
+			h.dirty = false
 		}
+		c.mu.Unlock()
 	}
 	h.release()
 	return err
