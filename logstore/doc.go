@@ -126,12 +126,22 @@
 //
 // # Clean shutdown
 //
-// Close writes every segment's index entries and fsyncs them (the active
-// segment's too, after the data), adding an offset index entry for the
-// last batch of the active segment and a time index entry for its
-// largest timestamp, so that the index files then describe the whole log.
-// A Close that returns an error does not promise this: its caller must
-// not write Kafka's clean-shutdown marker (.kafka_cleanshutdown). With
+// Close writes the pending index entries of every segment and fsyncs its
+// index files and .txnindex (each segment with anything pending: entries
+// not yet in the files, a file to rewrite, a change not yet fsynced; a
+// segment with none opens no file), the active segment's after its data,
+// adding an offset index entry for the last batch of the active segment
+// and a time index entry for its largest timestamp, so that the index
+// files then describe the whole log. A Close that returns an error does
+// not promise this, and neither does a later Close, which returns the
+// same error: the caller must not write Kafka's clean-shutdown marker
+// (.kafka_cleanshutdown). Nor may the marker outlive the first write
+// after an Open that trusted it: the caller removes it durably (unlink,
+// then fsync the log dir) before it lets any log of that dir take a
+// write, a truncation, retention or a clean pass, since a crash after
+// such a change would otherwise leave the marker beside index files that
+// no longer describe the log (Kafka deletes the marker as it loads the
+// logs, before they serve). With
 // Config.CleanShutdown (the caller found the marker) Open trusts the
 // recovery point and every index file Close wrote: each segment's indexes
 // get the sanity checks of a trusted segment (sizes, entries inside the

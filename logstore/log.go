@@ -43,7 +43,11 @@ type Config struct {
 	// complete and fsynced. Open then trusts the recovery point and the
 	// index files and reads no segment data beyond the last batches of
 	// the last segment (from its last index entry on, normally one
-	// header): see the package documentation, "Clean shutdown".
+	// header): see the package documentation, "Clean shutdown". The
+	// caller must have removed the marker durably (unlink, then fsync of
+	// the log dir) before the log takes its first write, truncation,
+	// retention or clean pass: after a crash a marker left in place
+	// would vouch for index files that no longer describe the log.
 	CleanShutdown bool
 }
 
@@ -147,6 +151,10 @@ type Log struct {
 	// alone and readers under mu (read). It is atomic so that the test
 	// takes no lock and a read without either lock is not a data race.
 	closed atomic.Bool
+	// closeErr is what the Close that closed the log returned (or the
+	// failed full truncation that left it closed), returned again by
+	// every later Close. Guarded by wmu.
+	closeErr error
 
 	// cmu serialises clean passes (Clean); it is taken before wmu.
 	cmu sync.Mutex
@@ -1283,11 +1291,14 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	seg, err := openSegment(l.fs, l.dir, offset, true, l.cfg.nowMs(), l.files)
 	if err != nil {
-		// Leave an unusable log closed rather than without segments.
+		// Leave an unusable log closed rather than without segments;
+		// Close then reports why.
+		err = fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, errors.Join(append(errs, err)...))
+		l.closeErr = fmt.Errorf("log %s closed by a failed full truncation: %w", l.dir, err)
 		l.mu.Lock()
 		l.closed.Store(true)
 		l.mu.Unlock()
-		return fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, errors.Join(append(errs, err)...))
+		return err
 	}
 	oldRP := l.recoveryPoint.Load()
 	l.mu.Lock()
@@ -1485,8 +1496,10 @@ func (l *Log) flushLocked() error {
 // background flushes and closes its files. Only after a Close that
 // returned nil may a caller open the log with Config.CleanShutdown. A
 // log that failed (ErrStorage) is closed without a flush and Close
-// returns the failure. It is safe to call twice: the second
-// call returns nil, and every other method then returns ErrClosed.
+// returns the failure. It is safe to call twice: a later call returns
+// what the first returned (nil only if that one did; the error of a
+// failed TruncateFullyAndStartAt, which leaves the log closed), and every
+// other method then returns ErrClosed.
 func (l *Log) Close() error {
 	return l.close(true)
 }
@@ -1510,7 +1523,7 @@ func (l *Log) close(flush bool) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if l.isClosed() {
-		return nil
+		return l.closeErr
 	}
 	var errs []error
 	if flush {
@@ -1541,7 +1554,7 @@ func (l *Log) close(flush bool) error {
 	}
 	l.fmu.Unlock()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("close log %s: %w", l.dir, err)
+		l.closeErr = fmt.Errorf("close log %s: %w", l.dir, err)
 	}
-	return nil
+	return l.closeErr
 }
