@@ -80,7 +80,13 @@
 // its creation as <base>.log.cleaned until the swap renames it to
 // <base>.log. So a log holds no index descriptor at all, and one .log
 // descriptor per segment without a FileCache, or a share of the cache's
-// bound with one. The hot paths allocate nothing for the handle while
+// bound with one. Index opens, a .log opened over the bound while every
+// cached one is pinned, and the cleaner's segment are outside the bound:
+// FileCache's documentation says how much headroom below RLIMIT_NOFILE a
+// broker leaves for them. An open that meets EMFILE or ENFILE anyway
+// closes idle cached descriptors (least recently used first, fsyncing
+// dirty ones) and is retried a few times over about 30 ms before it
+// fails, so a brief shortage does not take a log offline. The hot paths allocate nothing for the handle while
 // the file is open (a cache hit is a mutex, a counter and an LRU unlink).
 //
 // # File system seam

@@ -28,6 +28,21 @@ import (
 //
 // A FileCache is safe for concurrent use. Index files never go through
 // it: logstore opens them only to load, write or fsync them.
+//
+// Headroom: the bound counts the cached .log descriptors only. Beside
+// them a broker's logs hold, each for the length of one call: an index,
+// time index or transaction index file (one at a time per writer and
+// one per background flush, so at most two per log being written), a
+// .log over the bound while every cached one is pinned (one per
+// concurrent read beyond it), the cleaner's new segment and its
+// .txnindex.cleaned (per clean pass), a checkpoint's temporary file, and
+// one index file per Open under way. So a broker sizes the cache below
+// its RLIMIT_NOFILE by its sockets and by about twice the number of
+// threads that write or fetch at once (request handlers, replica
+// fetchers, flushes), plus its cleaner and recovery threads. Should the
+// process run out anyway (EMFILE, or ENFILE for the system), every open
+// of logstore's files sheds idle descriptors of the cache and retries
+// briefly (see fdRetries) before it fails.
 type FileCache struct {
 	max  int
 	mu   sync.Mutex
@@ -173,7 +188,7 @@ func newSegFile(fsys FS, name string, f File, cache *FileCache, dirty bool) *seg
 // before the file is opened, so the bound holds at every instant.
 func createSegFile(fsys FS, name string, flags int, cache *FileCache) (*segFile, error) {
 	if cache == nil {
-		f, err := fsys.OpenFile(name, flags, 0o644)
+		f, err := openFile(fsys, nil, name, flags, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -184,7 +199,7 @@ func createSegFile(fsys FS, name string, flags int, cache *FileCache) (*segFile,
 	c.makeRoomLocked(c.max)
 	c.open++ // reserved
 	c.mu.Unlock()
-	f, err := fsys.OpenFile(name, flags, 0o644)
+	f, err := openFile(fsys, c, name, flags, 0o644)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -200,7 +215,7 @@ func createSegFile(fsys FS, name string, flags int, cache *FileCache) (*segFile,
 // first use; without a cache it opens it now.
 func lazySegFile(fsys FS, name string, cache *FileCache) (*segFile, error) {
 	if cache == nil {
-		f, err := fsys.OpenFile(name, os.O_RDWR, 0o644)
+		f, err := openFile(fsys, nil, name, os.O_RDWR, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -259,7 +274,7 @@ func (h *segFile) acquire(write bool) (File, error) {
 	c.makeRoomLocked(c.max)
 	c.open++ // reserved
 	c.mu.Unlock()
-	f, err := h.fsys.OpenFile(h.name, os.O_RDWR, 0o644)
+	f, err := openFile(h.fsys, c, h.name, os.O_RDWR, 0o644)
 	c.mu.Lock()
 	h.state = stateIdle
 	c.cond.Broadcast()

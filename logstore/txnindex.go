@@ -75,7 +75,7 @@ func encodeAbortedTxns(entries []AbortedTxn) []byte {
 // (truncateTxns).
 func (s *segment) loadTxnIndex(fsys FS, dir string) error {
 	name := segmentFileName(dir, s.baseOffset, txnIndexSuffix)
-	f, err := fsys.OpenFile(name, os.O_RDWR, 0o644)
+	f, err := openFile(fsys, s.files, name, os.O_RDWR, 0o644)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -134,7 +134,7 @@ func (s *segment) syncTxnIndex() error {
 		return nil
 	}
 	name := segmentFileName(s.dir, s.baseOffset, txnIndexSuffix)
-	f, err := s.fsys.OpenFile(name, os.O_RDWR, 0o644)
+	f, err := openFile(s.fsys, s.files, name, os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("open transaction index %s: %w", name, err)
 	}
@@ -164,7 +164,7 @@ func (s *segment) truncateTxns(endOffset int64) (bool, error) {
 	s.txns = s.txns[:k:k]
 	if s.hasTxnFile {
 		name := segmentFileName(s.dir, s.baseOffset, txnIndexSuffix)
-		f, err := s.fsys.OpenFile(name, os.O_RDWR, 0o644)
+		f, err := openFile(s.fsys, s.files, name, os.O_RDWR, 0o644)
 		if err == nil {
 			err = f.Truncate(int64(k * abortedTxnSize))
 			if cerr := f.Close(); err == nil {
@@ -255,7 +255,7 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 		// the same name is replaced.
 		flags |= os.O_CREATE | os.O_TRUNC
 	}
-	f, err := l.fs.OpenFile(name, flags, 0o644)
+	f, err := openFile(l.fs, l.files, name, flags, 0o644)
 	if err != nil {
 		return l.fail("append aborted transaction", fmt.Errorf("open transaction index %s: %w", name, err))
 	}
