@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -159,4 +160,41 @@ func BenchmarkFileCacheHit(b *testing.B) {
 			buf = out
 		}
 	})
+}
+
+// BenchmarkAppendReadManyLogs is a fetch response built as a Fetch builds
+// it: one read per partition, each appended to the same buffer, over 1,000
+// logs of a few small batches each.
+func BenchmarkAppendReadManyLogs(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Log = zerolog.Nop()
+	dir := b.TempDir()
+	logs := make([]*Log, 1000)
+	for i := range logs {
+		l, err := Open(filepath.Join(dir, fmt.Sprintf("t-%d", i)), cfg, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		for range 2 {
+			if _, err := l.AppendAsLeader(makeBatch(batchSpec{records: 1, valueSize: 1024, firstTs: 1}), 1, -1); err != nil {
+				b.Fatal(err)
+			}
+		}
+		logs[i] = l
+	}
+	b.ReportAllocs()
+	var n int64
+	for b.Loop() {
+		var buf []byte
+		for _, l := range logs {
+			out, err := l.AppendRead(buf, 0, 1<<20, l.LogEndOffset())
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf = out
+		}
+		n += int64(len(buf))
+	}
+	b.SetBytes(n / int64(b.N))
 }

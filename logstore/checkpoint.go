@@ -137,7 +137,7 @@ func WriteFileAtomic(path string, data []byte) error {
 // returned as it is: the caller must not take the file as written.
 func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := openFile(fsys, nil, tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}

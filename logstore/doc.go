@@ -80,7 +80,13 @@
 // its creation as <base>.log.cleaned until the swap renames it to
 // <base>.log. So a log holds no index descriptor at all, and one .log
 // descriptor per segment without a FileCache, or a share of the cache's
-// bound with one. The hot paths allocate nothing for the handle while
+// bound with one. Index opens, a .log opened over the bound while every
+// cached one is pinned, and the cleaner's segment are outside the bound:
+// FileCache's documentation says how much headroom below RLIMIT_NOFILE a
+// broker leaves for them. An open that meets EMFILE or ENFILE anyway
+// closes idle cached descriptors (least recently used first, fsyncing
+// dirty ones) and is retried a few times over about 30 ms before it
+// fails, so a brief shortage does not take a log offline. The hot paths allocate nothing for the handle while
 // the file is open (a cache hit is a mutex, a counter and an LRU unlink).
 //
 // # File system seam
@@ -104,6 +110,14 @@
 // at most runs per log: rolls during its fsyncs raise its target and it
 // loops until no request is pending. Flush, the
 // FlushMessages/FlushMs policy and Close do the same up to LogEndOffset.
+// What needs an fsync is judged by each segment's pending state, not by
+// its place relative to RecoveryPoint: a flush that takes RecoveryPoint
+// to LogEndOffset (the flush policy, Flush) fsyncs the active segment's
+// .log but leaves its offset and time indexes in memory, so when that
+// segment then rolls it lies wholly below RecoveryPoint with index
+// entries in no file. The roll's flush, and every later flush and Close,
+// write and fsync the index files of such a segment (and an unsynced
+// .txnindex), without fsyncing its .log again.
 // So RecoveryPoint is always an offset below which segment data, indexes
 // (but the active segment's, which Open rebuilds unless Close wrote them)
 // and directory entries are all fsynced; the caller checkpoints it
@@ -118,12 +132,22 @@
 //
 // # Clean shutdown
 //
-// Close writes every segment's index entries and fsyncs them (the active
-// segment's too, after the data), adding an offset index entry for the
-// last batch of the active segment and a time index entry for its
-// largest timestamp, so that the index files then describe the whole log.
-// A Close that returns an error does not promise this: its caller must
-// not write Kafka's clean-shutdown marker (.kafka_cleanshutdown). With
+// Close writes the pending index entries of every segment and fsyncs its
+// index files and .txnindex (each segment with anything pending: entries
+// not yet in the files, a file to rewrite, a change not yet fsynced; a
+// segment with none opens no file), the active segment's after its data,
+// adding an offset index entry for the last batch of the active segment
+// and a time index entry for its largest timestamp, so that the index
+// files then describe the whole log. A Close that returns an error does
+// not promise this, and neither does a later Close, which returns the
+// same error: the caller must not write Kafka's clean-shutdown marker
+// (.kafka_cleanshutdown). Nor may the marker outlive the first write
+// after an Open that trusted it: the caller removes it durably (unlink,
+// then fsync the log dir) before it lets any log of that dir take a
+// write, a truncation, retention or a clean pass, since a crash after
+// such a change would otherwise leave the marker beside index files that
+// no longer describe the log (Kafka deletes the marker as it loads the
+// logs, before they serve). With
 // Config.CleanShutdown (the caller found the marker) Open trusts the
 // recovery point and every index file Close wrote: each segment's indexes
 // get the sanity checks of a trusted segment (sizes, entries inside the
@@ -300,8 +324,9 @@
 // calls, does no I/O, and with no entry in the whole log (a count kept
 // with them) it does not look at the segments at all. Entries are written to the page cache and fsynced
 // with their segment (Flush, the flush policy, the roll flush, Close); an
-// entry added to a segment already below the recovery point is fsynced at
-// once. TruncateTo drops the entries at or above the new end, and every
+// entry whose marker is already below the recovery point (in a segment
+// below it, or in the active segment after the flush policy fsynced the
+// marker) is fsynced at once. TruncateTo drops the entries at or above the new end, and every
 // deletion of a segment (truncation, retention, DeleteRecords, the
 // cleaner's swap) deletes its file. Open loads every .txnindex (one
 // without its .log is deleted), cuts a torn last entry, and removes from
