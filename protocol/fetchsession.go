@@ -289,6 +289,13 @@ func (s *fetchSession) updateLocked(named []cachedPartition, forgotten []cluster
 	for _, p := range named {
 		if i, ok := s.index[p.tp]; ok {
 			cp := s.parts[i]
+			if cp.currentLeaderEpoch != p.currentLeaderEpoch {
+				// A follower that applied a new leader epoch forgot the
+				// leader's HW (it learns it only from an answer naming the
+				// partition): answer it again even while idle, as for a
+				// partition just added.
+				cp.highWatermark, cp.lastStableOffset, cp.logStartOffset = -1, -1, -1
+			}
 			cp.maxBytes, cp.fetchOffset = p.maxBytes, p.fetchOffset
 			cp.fetcherLogStart, cp.currentLeaderEpoch = p.fetcherLogStart, p.currentLeaderEpoch
 			updated++
