@@ -622,6 +622,17 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Rep
 	m.mu.Lock()
 	delete(m.opening, tp)
 	closed := m.closed
+	if err == nil && !closed && m.dirOffline(filepath.Dir(dir)) != nil {
+		// The dir failed while the log opened, after its failure handling
+		// took the dir's replicas out of the map: this one must not serve.
+		m.mu.Unlock()
+		_ = r.log.CloseHandlers()
+		m.logDirs.mu.Lock()
+		m.logDirs.parts[tp] = filepath.Dir(dir)
+		m.logDirs.mu.Unlock()
+		op.err = m.offlinePartitionErr(tp)
+		return nil, op.err
+	}
 	if err == nil && !closed {
 		m.replicas[tp] = r
 		delete(m.saved, tp) // the open replica checkpoints its own
