@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rs/zerolog"
@@ -106,6 +107,13 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 		tp := st.TopicPartition
 		res := applied[tp]
 		coord := c.coordinatorOf(tp.Topic)
+		if coord != nil && errors.Is(res.Err, partition.ErrStorage) {
+			// The replica is on a log dir that failed: it serves nothing,
+			// so neither does the coordinator of its groups or
+			// transactions, which the controller moves with its leader.
+			coord.OnBecomeFollower(tp.Partition)
+			continue
+		}
 		if coord == nil || res.Err != nil || !res.Applied {
 			continue
 		}
