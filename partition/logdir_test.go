@@ -278,6 +278,12 @@ func TestLogDirFailureOnWrite(t *testing.T) {
 	}
 	st := PartitionState{TopicPartition: tpN(4), Replicas: []int32{1}, Config: h.cfg,
 		LeaderAndIsr: cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 0, Isr: []int32{1}, ZkVersion: 0}}
+	// Not new (is_new false): it may be on the failed d1, so no empty log
+	// is made for it (Kafka's getOrCreateLog).
+	if res := h.m.BecomeLeaderOrFollower([]PartitionState{st}); !errors.Is(res[tpN(4)].Err, ErrStorage) {
+		t.Fatalf("a partition not new, not on an online dir, with d1 offline: %+v, want ErrStorage", res[tpN(4)])
+	}
+	st.IsNew = true
 	if err := h.m.ApplyPartitionStates([]PartitionState{st}); err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,7 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 			TopicPartition: p.TopicPartition, Replicas: p.Replicas, LeaderAndIsr: p.LeaderAndIsr,
 			Config:         c.topicConfig(p.TopicPartition.Topic),
 			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
+			IsNew: p.IsNew,
 		})
 	}
 	if c.beforeApply != nil {
