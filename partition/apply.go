@@ -24,6 +24,7 @@ type dirLayout struct {
 	dirs    []string                          // filepath.Clean of Config.LogDirs, in order
 	located map[cluster.TopicPartition]string // the log dir holding the partition's directory
 	counts  map[string]int                    // partition directories per log dir
+	offline map[string]bool                   // log dirs taken offline (logdir.go): no new partition goes there
 }
 
 func newDirLayout(logDirs []string) *dirLayout {
@@ -93,11 +94,17 @@ func (l *dirLayout) dirFor(tp cluster.TopicPartition) string {
 	if d, ok := l.located[tp]; ok {
 		return filepath.Join(d, partitionDirName(tp))
 	}
-	best := l.dirs[0]
-	for _, d := range l.dirs[1:] {
-		if l.counts[d] < l.counts[best] {
+	best := ""
+	for _, d := range l.dirs {
+		if l.offline[d] {
+			continue
+		}
+		if best == "" || l.counts[d] < l.counts[best] {
 			best = d
 		}
+	}
+	if best == "" { // every dir offline: logDirFor refuses the open
+		best = l.dirs[0]
 	}
 	l.located[tp] = best
 	l.counts[best]++
@@ -128,6 +135,16 @@ func (l *dirLayout) forget(tp cluster.TopicPartition, dir string) {
 		delete(l.located, tp)
 		l.counts[dir]--
 	}
+}
+
+// setOffline keeps new partitions off the clean log dir dir from now on.
+func (l *dirLayout) setOffline(dir string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.offline == nil {
+		l.offline = map[string]bool{}
+	}
+	l.offline[dir] = true
 }
 
 // count is how many partition directories the log dir dir holds.

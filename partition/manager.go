@@ -192,6 +192,9 @@ type Manager struct {
 	// leaderQuota and followerQuota are the replication throttles
 	// (throttle.go).
 	leaderQuota, followerQuota replicationQuota
+
+	// logDirs holds the offline log dirs and their partitions (logdir.go).
+	logDirs logDirState
 }
 
 // goFunc runs f on a goroutine counted in m.wg, unless Close has begun;
@@ -280,8 +283,9 @@ func NewManager(cfg Config) (*Manager, error) {
 			for _, e := range entries {
 				tp := cluster.TopicPartition{Topic: e.Topic, Partition: e.Partition}
 				// An entry without its partition directory is of a log
-				// deleted meanwhile: Kafka's LogManager drops it too.
-				if !m.dirs.holds(dir, tp) {
+				// deleted meanwhile: Kafka's LogManager drops it too. A
+				// stat that failed otherwise (EIO) keeps it (logdir.go).
+				if !m.dirs.holds(dir, tp) && !mayHoldPartition(dir, tp) {
 					continue
 				}
 				o := m.saved[tp]
@@ -341,6 +345,7 @@ func (m *Manager) background() {
 		for _, r := range m.all() {
 			if err := r.log.MaybeFlush(now.UnixMilli()); err != nil {
 				r.logger.Error().Err(err).Msg("flush")
+				m.noteIOError(r.dir, err)
 			}
 		}
 		if now.Sub(lastRetention) >= m.cfg.RetentionCheckInterval {
@@ -348,6 +353,7 @@ func (m *Manager) background() {
 			for _, r := range m.all() {
 				if n, err := r.applyRetention(now.UnixMilli()); err != nil {
 					r.logger.Error().Err(err).Msg("retention")
+					m.noteIOError(r.dir, err)
 				} else if n > 0 {
 					r.logger.Info().Int("segments", n).Int64("log_start_offset", r.log.LogStartOffset()).Msg("retention deleted segments")
 				}
@@ -390,6 +396,7 @@ func (m *Manager) writeCheckpointsLocked(recovery, snapshots bool) map[string]er
 			r.mu.Unlock()
 			if err != nil {
 				r.logger.Error().Err(err).Msg("producer state snapshot")
+				m.noteIOError(r.dir, err)
 			}
 		}
 	}
@@ -401,8 +408,8 @@ func (m *Manager) writeCheckpointsLocked(recovery, snapshots bool) map[string]er
 		rps      []int64
 	}
 	byDir := map[string]*entries{}
-	for _, dir := range m.cfg.LogDirs {
-		byDir[filepath.Clean(dir)] = &entries{}
+	for _, dir := range m.OnlineLogDirs() { // an offline dir is written no more
+		byDir[dir] = &entries{}
 	}
 	add := func(tp cluster.TopicPartition, logDir string, hw, rp, ls int64) {
 		e := byDir[logDir]
@@ -447,6 +454,7 @@ func (m *Manager) writeCheckpointsLocked(recovery, snapshots bool) map[string]er
 			})
 			if err := logstore.WriteOffsetCheckpoint(filepath.Join(dir, f.name), f.es); err != nil {
 				m.log.Error().Err(err).Str("dir", dir).Str("file", f.name).Msg("write checkpoint")
+				m.noteIOError(dir, err)
 				if failed[dir] == nil {
 					failed[dir] = fmt.Errorf("write %s in %s: %w", f.name, dir, err)
 				}
@@ -593,12 +601,20 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets, dir s
 	if m.openHook != nil {
 		m.openHook(tp)
 	}
-	base := logstore.Config{Files: m.cfg.Files, FS: m.cfg.logFS, CleanShutdown: m.cleanOpen(tp, filepath.Dir(dir))}
-	r, err := openReplica(tp, dir, m.cfg.BrokerID, st.Config, base, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
-	if err != nil {
-		m.dirs.openFailed(tp, dir)
+	dir, err := m.logDirFor(st, dir)
+	var r *Replica
+	if err == nil {
+		base := logstore.Config{Files: m.cfg.Files, FS: m.cfg.logFS, CleanShutdown: m.cleanOpen(tp, filepath.Dir(dir))}
+		r, err = openReplica(tp, dir, m.cfg.BrokerID, st.Config, base, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
+		if err != nil {
+			m.dirs.openFailed(tp, dir)
+		}
+		if m.noteIOError(dir, err) {
+			err = mapLogError(err)
+		}
 	}
 	if err == nil {
+		r.ioFailed = func(err error) { m.maybeAddOfflineLogDir(dir, err) }
 		r.lagTimeMax = m.cfg.ReplicaLagTimeMax
 		r.isrWritable = m.cfg.StateWriter != nil
 		r.txnVerification = m.cfg.TxnVerification
@@ -606,6 +622,17 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets, dir s
 	m.mu.Lock()
 	delete(m.opening, tp)
 	closed := m.closed
+	if err == nil && !closed && m.dirOffline(filepath.Dir(dir)) != nil {
+		// The dir failed while the log opened, after its failure handling
+		// took the dir's replicas out of the map: this one must not serve.
+		m.mu.Unlock()
+		_ = r.log.CloseHandlers()
+		m.logDirs.mu.Lock()
+		m.logDirs.parts[tp] = filepath.Dir(dir)
+		m.logDirs.mu.Unlock()
+		op.err = m.offlinePartitionErr(tp)
+		return nil, op.err
+	}
 	if err == nil && !closed {
 		m.replicas[tp] = r
 		delete(m.saved, tp) // the open replica checkpoints its own
@@ -707,6 +734,7 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 				continue
 			}
 			if err := os.RemoveAll(p); err != nil {
+				m.noteIOError(p, err)
 				return fmt.Errorf("stop replica %s: delete %s: %w", tp, p, err)
 			}
 			m.dirs.removed(tp, p)
@@ -738,6 +766,7 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	}
 	r.logger.Info().Bool("deleted", remove).Msg("replica stopped")
 	if err != nil {
+		m.noteIOError(r.dir, err)
 		return fmt.Errorf("stop replica %s: %w", tp, err)
 	}
 	return nil
@@ -759,6 +788,9 @@ func (m *Manager) get(tp cluster.TopicPartition) (*Replica, error) {
 	r := m.replicas[tp]
 	m.mu.RUnlock()
 	if r == nil {
+		if err := m.offlinePartitionErr(tp); err != nil {
+			return nil, err // HostedPartition.Offline: KAFKA_STORAGE_ERROR
+		}
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, tp)
 	}
 	return r, nil

@@ -107,6 +107,12 @@ type Replica struct {
 	// it until the broker restarts (the producer state may not match the
 	// log).
 	storageErr error
+	// ioFailed, set by the Manager, takes the replica's log dir offline
+	// (Manager.maybeAddOfflineLogDir); logFailedLocked calls it.
+	ioFailed func(error)
+	// fs is the file system of the log (nil: the OS's), kept across
+	// config changes.
+	fs logstore.FS
 	// waiterWakeups counts waiters completed or failed, for tests.
 	waiterWakeups uint64
 	// stateCh is closed and replaced whenever the HW, the ISR or the role
@@ -165,7 +171,7 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 		}
 	}
 	r := &Replica{
-		tp: tp, dir: dir, brokerID: brokerID, log: l, logger: logger, notify: notify,
+		tp: tp, dir: dir, brokerID: brokerID, log: l, logger: logger, notify: notify, fs: base.FS,
 		cfg: cfg, leader: cluster.NoLeader, leaderEpoch: -1, zkVersion: -1, leaderHW: -1,
 		followers: map[int32]*followerState{},
 		producers: map[int64]*producerState{},
@@ -643,10 +649,16 @@ func (r *Replica) logFailedLocked(err error) {
 	if !errors.Is(err, ErrStorage) || r.storageErr != nil {
 		return
 	}
+	if !isIOFailure(err) {
+		return // a closed log, not a failed one
+	}
 	r.storageErr = err
 	r.logger.Error().Err(err).Int("waiters", len(r.waiters)).
 		Msg("log storage failed; failing acks=all waits, the log takes no more writes")
 	r.failWaitersLocked(err)
+	if r.ioFailed != nil {
+		r.ioFailed(err)
+	}
 }
 
 // failWaitersLocked ends every waiter with err. Caller holds r.mu.
@@ -910,6 +922,8 @@ func mapLogError(err error) error {
 	case errors.Is(err, logstore.ErrOffsetOutOfRange):
 		return fmt.Errorf("%w: %v", ErrOffsetOutOfRange, err)
 	default:
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		// The cause stays in the chain, so that isIOFailure tells a
+		// closed log from a failed one.
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 }

@@ -28,6 +28,9 @@ func (c *controller) failover() error {
 	if err := c.deleteIsrNotifications(nil); err != nil {
 		return err
 	}
+	if err := c.deleteLogDirNotifications(nil); err != nil {
+		return err
+	}
 	brokers, err := c.readBrokers()
 	if err != nil {
 		return err
@@ -251,7 +254,7 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]cluster.
 	}
 	res := c.updateStates(tps, nil, func(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 		if st.Leader == id {
-			l, isr, ok := ElectControlledShutdownLeader(c.replicas(tp), st.Isr, electable, shutting)
+			l, isr, ok := ElectControlledShutdownLeader(c.replicas(tp), st.Isr, c.onlineFor(tp, electable), shutting)
 			if !ok {
 				return st, false
 			}
@@ -324,7 +327,7 @@ func (c *controller) checkRebalance() error {
 		return errControllerStopped
 	}
 	res := c.updateStates(tps, nil, func(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
-		l, ok := ElectPreferredLeader(c.replicas(tp), st.Isr, electable)
+		l, ok := ElectPreferredLeader(c.replicas(tp), st.Isr, c.onlineFor(tp, electable))
 		if !ok || st.Leader == l {
 			return st, false
 		}

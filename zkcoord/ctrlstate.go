@@ -467,7 +467,7 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 	prepare := func(tps []cluster.TopicPartition, cur []cluster.LeaderAndIsr) []error {
 		var need []string
 		for i, tp := range tps {
-			if _, known := unclean[tp.Topic]; known || (cur[i].Leader >= 0 && slices.Contains(alive, cur[i].Leader)) {
+			if _, known := unclean[tp.Topic]; known || (cur[i].Leader >= 0 && slices.Contains(c.onlineFor(tp, alive), cur[i].Leader)) {
 				continue
 			}
 			if !slices.Contains(need, tp.Topic) {
@@ -492,7 +492,8 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 	}
 	wasUnclean := map[cluster.TopicPartition]bool{}
 	res := c.updateStates(tps, prepare, func(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
-		next, ch, u := offlineTransition(c.replicas(tp), st, alive, electable, unclean[tp.Topic])
+		// A replica on an offline log dir is not alive for tp (ctrllogdir.go).
+		next, ch, u := offlineTransition(c.replicas(tp), st, c.onlineFor(tp, alive), c.onlineFor(tp, electable), unclean[tp.Topic])
 		wasUnclean[tp] = u
 		if u {
 			c.log.Warn().Str("topic", tp.Topic).Int32("partition", tp.Partition).Int32("leader", next.Leader).

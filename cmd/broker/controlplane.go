@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rs/zerolog"
@@ -79,6 +80,7 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 			TopicPartition: p.TopicPartition, Replicas: p.Replicas, LeaderAndIsr: p.LeaderAndIsr,
 			Config:         cfg,
 			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
+			IsNew: p.IsNew,
 		})
 	}
 	if c.beforeApply != nil {
@@ -114,6 +116,13 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 		tp := st.TopicPartition
 		res := applied[tp]
 		coord := c.coordinatorOf(tp.Topic)
+		if coord != nil && errors.Is(res.Err, partition.ErrStorage) {
+			// The replica is on a log dir that failed: it serves nothing,
+			// so neither does the coordinator of its groups or
+			// transactions, which the controller moves with its leader.
+			coord.OnBecomeFollower(tp.Partition)
+			continue
+		}
 		if coord == nil || res.Err != nil || !res.Applied {
 			continue
 		}
