@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/logstore"
 )
 
 func applyTestManager(t *testing.T, dirs []string, threads int) *Manager {
@@ -232,8 +233,9 @@ func TestRecoveryThreadsOpenConcurrently(t *testing.T) {
 		}
 	}
 
-	// Failures: a file where a partition directory should be fails that
-	// log's open, and only that one's.
+	// Failures: a corrupt leader-epoch-checkpoint fails that log's open,
+	// and only that one's (a corrupt file is not an I/O error: the dir
+	// stays online, logdir.go).
 	dir := filepath.Join(t.TempDir(), "logs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -242,7 +244,11 @@ func TestRecoveryThreadsOpenConcurrently(t *testing.T) {
 	for _, p := range []int32{1, 4, 6} {
 		tp := cluster.TopicPartition{Topic: "t", Partition: p}
 		bad[tp] = true
-		if err := os.WriteFile(filepath.Join(dir, partitionDirName(tp)), []byte("x"), 0o644); err != nil {
+		pd := filepath.Join(dir, partitionDirName(tp))
+		if err := os.MkdirAll(pd, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(pd, logstore.LeaderEpochCheckpointFile), []byte("x\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -263,8 +269,8 @@ func TestRecoveryThreadsOpenConcurrently(t *testing.T) {
 			t.Errorf("%s: %+v", tp, tr)
 		}
 	}
-	if got, want := m.dirs.count(dir), onDisk(t, dir); got != want || got != 5 {
-		t.Errorf("after 3 failed opens: %d counted, %d on disk, want 5", got, want)
+	if got, want := m.dirs.count(dir), onDisk(t, dir); got != want || got != 8 {
+		t.Errorf("after 3 failed opens of existing dirs: %d counted, %d on disk, want 8", got, want)
 	}
 }
 
