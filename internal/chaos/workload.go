@@ -2,16 +2,16 @@ package chaos
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/internal/recordcodec"
 )
 
 // Profile is a client and topic configuration from reliability.md §5.
@@ -222,24 +222,10 @@ func (w *Workload) rawWriter(p int32) {
 	}
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // BuildBatch encodes values as one uncompressed v2 record batch without a
-// producer id.
+// producer id (recordcodec.AppendBatch).
 func BuildBatch(values ...[]byte) []byte {
-	now := time.Now().UnixMilli()
-	var records []byte
-	for i, v := range values {
-		kr := kmsg.Record{OffsetDelta: int32(i), Value: v}
-		kr.Length = int32(len(kr.AppendTo(nil)) - 1)
-		records = kr.AppendTo(records)
-	}
-	batch := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(len(values) - 1), FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(values)), Records: records}
-	out := batch.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:12], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:21], crc32.Checksum(out[21:], castagnoli))
-	return out
+	return recordcodec.MustBatch(recordcodec.NewBatch(time.Now().UnixMilli(), recordcodec.Values(values...)...))
 }
 
 func rawProduce(cl *kgo.Client, topic string, p int32, acks int16, val []byte) (int16, int64, error) {
