@@ -2,6 +2,7 @@
 // processes and writes a Markdown report.
 //
 //	chaos [-broker bin] [-zk host:port] [-scenarios a,b] [-random 5m] [-out chaos-report.md]
+//	chaos compose -brokers ... -containers ... -zk ... -network ... (compose.go)
 //
 // Without -broker it builds ./cmd/broker; without -zk it starts a
 // ZooKeeper from Debian's zookeeper package (as the test harness does).
@@ -29,6 +30,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "compose" {
+		os.Exit(runCompose(os.Args[2:]))
+	}
 	os.Exit(run())
 }
 

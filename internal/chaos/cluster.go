@@ -44,6 +44,9 @@ type Cluster struct {
 	dir       string
 	props     map[string]string // every broker's overrides (ClusterConfig.Props)
 	logf      func(string, ...any)
+	// clientOpts are added to every kgo client of the cluster and its
+	// workload (the compose cluster's SASL_SSL settings).
+	clientOpts []kgo.Opt
 }
 
 // Broker is one broker process handle with its two proxies.
@@ -517,7 +520,7 @@ func (c *Cluster) Controller() int32 {
 // CreateTopic creates topic with partitions and RF 3 and waits until every
 // partition has a leader and a full ISR.
 func (c *Cluster) CreateTopic(topic string, partitions int32, configs map[string]string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-admin"))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-admin")}, c.clientOpts...)...)
 	if err != nil {
 		return err
 	}

@@ -31,5 +31,18 @@
 // final read stops every broker and reads each replica's segment files,
 // replication-offset-checkpoint and leader-epoch-checkpoint.
 //
+// The compose backend (compose.go, issue 17 part 5) runs the same
+// workload, sampler, checker and report against the docker-compose
+// cluster: ConnectCompose names its brokers by their published host ports,
+// Docker drives reliability.md §5's docker column (docker kill, stop,
+// pause, network disconnect; iptables and tc in a container's network
+// namespace through nsenter from the host, as the FROM scratch broker image
+// has neither), and RunCompose reads every replica's files copied out with
+// docker cp after a docker stop. cmd/chaos compose runs it for make
+// chaos-compose, make compose-test and make demo.
+//
+// The soak (soak.go, make soak) is the Bufstream-style mix: every 10-20 s
+// a fresh random subset of fault packages, healed between windows.
+//
 // The package writes nothing to stdout: callers pass a Logf.
 package chaos

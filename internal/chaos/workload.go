@@ -91,7 +91,7 @@ func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Pr
 	if !profile.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
-	pcl, err := kgo.NewClient(opts...)
+	pcl, err := kgo.NewClient(append(opts, c.clientOpts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -106,9 +106,9 @@ func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Pr
 	for p := int32(0); p < parts; p++ {
 		offsets[p] = kgo.NewOffset().At(0)
 	}
-	ccl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-consumer"),
+	ccl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-consumer"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxWait(500*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
+		kgo.FetchMaxWait(500 * time.Millisecond), kgo.MetadataMinAge(250 * time.Millisecond)}, c.clientOpts...)...)
 	if err != nil {
 		pcl.Close()
 		return nil, err
@@ -195,8 +195,8 @@ func (w *Workload) rawWriter(p int32) {
 		cl := clients[leader]
 		if cl == nil {
 			var err error
-			cl, err = kgo.NewClient(kgo.SeedBrokers(b.Proxy.Addr), kgo.RequestRetries(0),
-				kgo.DialTimeout(2*time.Second), kgo.ClientID("chaos-raw"))
+			cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Proxy.Addr), kgo.RequestRetries(0),
+				kgo.DialTimeout(2 * time.Second), kgo.ClientID("chaos-raw")}, w.c.clientOpts...)...)
 			if err != nil {
 				continue
 			}
