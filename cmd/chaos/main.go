@@ -2,6 +2,7 @@
 // processes and writes a Markdown report.
 //
 //	chaos [-broker bin] [-zk host:port] [-scenarios a,b] [-random 5m] [-out chaos-report.md]
+//	chaos -soak 30m [-out soak-report.md]
 //	chaos compose -brokers ... -containers ... -zk ... -network ... (compose.go)
 //
 // Without -broker it builds ./cmd/broker; without -zk it starts a
@@ -49,6 +50,7 @@ func run() int {
 	seed := flag.Int64("seed", time.Now().UnixNano(), "random seed for the random mix")
 	keep := flag.Bool("keep", false, "keep the scratch directory (broker logs and data)")
 	list := flag.Bool("list", false, "list the scenarios and exit")
+	soak := flag.Duration("soak", 0, "run only the soak (chaos.SoakScenario) for this long (make soak)")
 	flag.Parse()
 
 	logf := func(format string, args ...any) {
@@ -66,6 +68,9 @@ func run() int {
 		if *only == "" || matches(*only, s) {
 			scs = append(scs, s)
 		}
+	}
+	if *soak > 0 {
+		scs = []chaos.Scenario{chaos.SoakScenario(*soak)}
 	}
 	if len(scs) == 0 {
 		logf("no scenario matches %q (see -list)", *only)
