@@ -41,6 +41,8 @@ help:
 	@echo "demo-secure    the failover demo, unchanged, on the secured compose cluster"
 	@echo "compose-test-secure  compose-test on the secured compose cluster"
 	@echo "bench-secure   kbench 1 KiB acks=all produce and consume over SASL_SSL beside PLAINTEXT on one cluster, with the ratio"
+	@echo "chaos-compose  the chaos workload and checker against the docker-compose cluster with docker faults (project chaosops)"
+	@echo "soak       DURATION (30m) of the random fault mix on local processes, then heal, final read and the table"
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/broker ./cmd/broker
@@ -175,3 +177,28 @@ CHAOS_ARGS   ?=
 .PHONY: chaos
 chaos:
 	$(GO) run ./cmd/chaos -random $(CHAOS_RANDOM) -out $(CHAOS_REPORT) $(CHAOS_ARGS)
+
+# chaos-compose and soak (issue 17 parts 4 and 5).
+#
+# chaos-compose: scripts/chaos-compose.sh: the same workload and history
+# checker as `make chaos` (bin/chaos compose) against the docker-compose
+# cluster, with docker kill / stop / pause / network disconnect, iptables and
+# tc in the containers' namespaces (nsenter) and docker kill of ZooKeeper.
+# Its own project (chaosops) and host ports (39092-39094, ZooKeeper 39181).
+# CHAOS_COMPOSE_SCENARIOS=kill,latency picks scenarios
+# (`go run ./cmd/chaos compose -list`); CHAOS_COMPOSE_ARGS adds flags.
+#
+# soak: the Bufstream-style random mix on local processes for DURATION (a
+# fresh random subset of kill, SIGTERM, pauses, link cuts, ZooKeeper cut and
+# loss and isolation every 10-20 s), then heal, read every replica back and
+# print the table (SOAK_REPORT).
+DURATION    ?= 30m
+SOAK_REPORT ?= soak-report.md
+
+.PHONY: chaos-compose soak
+chaos-compose:
+	@scripts/chaos-compose.sh
+
+soak:
+	@$(GO) run ./cmd/chaos -soak $(DURATION) -out $(SOAK_REPORT) $(CHAOS_ARGS); rc=$$?; \
+		sed -n '/^| scenario/,/^$$/p' $(SOAK_REPORT) 2>/dev/null; exit $$rc
