@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +45,7 @@ type Cluster struct {
 	bin       string
 	dir       string
 	props     map[string]string // every broker's overrides (ClusterConfig.Props)
+	size      int               // brokers at start (ClusterConfig.Brokers)
 	logf      func(string, ...any)
 	// clientOpts are added to every kgo client of the cluster and its
 	// workload (the compose cluster's SASL_SSL settings).
@@ -59,7 +62,11 @@ type Broker struct {
 	DataDir string
 	LogPath string
 	Props   map[string]string
-	c       *Cluster
+	// HTTPAddr is its http.listener (/metrics); Env are extra
+	// environment variables of its process.
+	HTTPAddr string
+	Env      []string
+	c        *Cluster
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -75,7 +82,9 @@ type ClusterConfig struct {
 	Dir     string            // scratch directory (data, logs)
 	Brokers int               // how many (ids 1..n)
 	Props   map[string]string // server.properties overrides for all
-	Logf    func(string, ...any)
+	// Env adds environment variables to chosen brokers (by id).
+	Env  map[int32][]string
+	Logf func(string, ...any)
 }
 
 var chrootSeq int64
@@ -89,7 +98,7 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 	seq := chrootSeq
 	chrootMu.Unlock()
 	c := &Cluster{Chroot: fmt.Sprintf("/chaos-%d-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6, seq),
-		ZK: cfg.ZK, zkAddr: cfg.ZKAddr, bin: cfg.Binary, dir: cfg.Dir, props: cfg.Props, logf: cfg.Logf}
+		ZK: cfg.ZK, zkAddr: cfg.ZKAddr, bin: cfg.Binary, dir: cfg.Dir, props: cfg.Props, size: cfg.Brokers, logf: cfg.Logf}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
@@ -102,6 +111,7 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 			c.Close()
 			return nil, err
 		}
+		b.Env = cfg.Env[b.ID]
 		c.Brokers = append(c.Brokers, b)
 	}
 	errs := make(chan error, len(c.Brokers))
@@ -148,7 +158,11 @@ func (c *Cluster) addBroker(id int32, props map[string]string) (*Broker, error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	b := &Broker{ID: id, Listen: listen, Proxy: px, ZKProxy: zpx, Dir: dir,
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{ID: id, Listen: listen, Proxy: px, ZKProxy: zpx, Dir: dir, HTTPAddr: httpAddr,
 		DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "broker.log"), c: c}
 	b.Props = map[string]string{
 		"broker.id":                        strconv.Itoa(int(id)),
@@ -161,8 +175,13 @@ func (c *Cluster) addBroker(id int32, props map[string]string) (*Broker, error) 
 		"replica.fetch.wait.max.ms":        "500",
 		"auto.leader.rebalance.enable":     "false",
 		"auto.create.topics.enable":        "false",
-		"default.replication.factor":       "3",
-		"offsets.topic.replication.factor": "3",
+		"offsets.topic.replication.factor": strconv.Itoa(min(3, max(1, c.size))),
+		"default.replication.factor":       strconv.Itoa(min(3, max(1, c.size))),
+		// The consumer group's offsets: fewer than Kafka's 50 partitions,
+		// so that a coordinator failover loads few.
+		"offsets.topic.num.partitions":     "6",
+		"group.initial.rebalance.delay.ms": "0",
+		"http.listener":                    httpAddr,
 	}
 	for k, v := range props {
 		b.Props[k] = v
@@ -302,6 +321,10 @@ func (b *Broker) Start() error {
 		}
 		b.Listen = listen
 		b.Props["listeners"] = "PLAINTEXT://" + listen
+		if h, herr := freeAddr(); herr == nil { // the http.listener may be the one taken
+			b.HTTPAddr = h
+			b.Props["http.listener"] = h
+		}
 		b.Proxy.SetTarget(listen)
 	}
 }
@@ -323,7 +346,7 @@ func (b *Broker) startOnce(path string) error {
 	fmt.Fprintf(logf, "==== chaos: start of broker %d at %s ====\n", b.ID, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(b.c.bin, filepath.Join(b.Dir, "server.properties"))
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "BROKER_LOG_LEVEL=info")
+	cmd.Env = append(append(os.Environ(), "BROKER_LOG_LEVEL=info"), b.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -434,6 +457,42 @@ func (b *Broker) Pid() int {
 		return 0
 	}
 	return b.cmd.Process.Pid
+}
+
+// Metric reads one counter or gauge (summed over its label sets) from the
+// broker's /metrics.
+func (b *Broker) Metric(name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.HTTPAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("broker %d /metrics: %w", b.ID, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("broker %d /metrics: %w", b.ID, err)
+	}
+	var sum float64
+	found := false
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name) || len(line) == len(name) || (line[len(name)] != ' ' && line[len(name)] != '{') {
+			continue
+		}
+		fs := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fs[len(fs)-1], 64); err == nil {
+			sum += v
+			found = true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("broker %d: no %s in /metrics", b.ID, name)
+	}
+	return sum, nil
 }
 
 // LogContains reports whether the broker's log holds s.

@@ -289,10 +289,6 @@ wait:
 	return c, nil
 }
 
-type quietZK struct{}
-
-func (quietZK) Printf(string, ...any) {}
-
 // ComposeEnv is the nemesis's view of a compose cluster: Env's leader
 // lookups and notes, with docker faults.
 type ComposeEnv struct {
@@ -684,6 +680,7 @@ func RunCompose(cfg ComposeConfig, c *Cluster, d *Docker, sc ComposeScenario) (r
 		env.fail("ISR not full within 90 s of the end of writes: %v", err)
 	}
 	time.Sleep(3 * time.Second)
+	group := w.StopGroup()
 	w.StopConsumer()
 	stopWatch()
 	final := map[int32]int32{}
@@ -696,7 +693,7 @@ func RunCompose(cfg ComposeConfig, c *Cluster, d *Docker, sc ComposeScenario) (r
 		env.fail("final read: %v", err)
 	}
 	writes, polls, faults := h.snapshot()
-	res.Check = Check(CheckInput{Writes: writes, Polls: polls, Samples: samples, Replicas: reps, FinalLeader: final})
+	res.Check = Check(CheckInput{Writes: writes, Polls: polls, Samples: samples, Replicas: reps, FinalLeader: final, Group: group})
 	res.Figures = ComputeFigures(writes, faults, samples, Partitions, writesEnd)
 	for _, msg := range assertBounds(writes, faults, sc, writesEnd) {
 		env.fail("%s", msg)

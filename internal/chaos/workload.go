@@ -26,6 +26,9 @@ type Profile struct {
 	// Safe says the profile is covered by Kafka's promise: every anomaly
 	// is a failure. Otherwise it is a negative control.
 	Safe bool
+	// Expect is the anomaly (Anomalies.ByName) a negative control must
+	// show; "" means lost.
+	Expect string
 }
 
 // Profiles by name.
@@ -43,6 +46,17 @@ var (
 	ACK1 = Profile{Name: "ACK1", Acks: 1, Idempotent: false,
 		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
 	UNCLEAN = Profile{Name: "UNCLEAN", Acks: -1, Idempotent: true,
+		BrokerProps: map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}}
+	// NONIDEM is SAFE with idempotence off and retries on: duplicates of
+	// retried writes are allowed, and the negative control is caught when
+	// the checker reports one.
+	NONIDEM = Profile{Name: "NONIDEM", Acks: -1, Idempotent: false, Expect: "duplicate",
+		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
+	// EPOCH is the profile of Kafka's epoch acceptance tests
+	// (EpochDrivenReplicationProtocolAcceptanceTest, reliability.md §2.6):
+	// acks=1, min.insync.replicas=1, unclean election on. Acknowledged
+	// writes may be lost; replicas must still agree.
+	EPOCH = Profile{Name: "EPOCH", Acks: 1, Idempotent: false, Safe: true,
 		BrokerProps: map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}}
 )
 
@@ -62,20 +76,31 @@ type Workload struct {
 	prodWG sync.WaitGroup
 	cons   context.CancelFunc
 	consWG sync.WaitGroup
-	pcl    *kgo.Client
+	pcls   []*kgo.Client
+
+	members   []*groupMember
+	adm       *kgo.Client
+	groupStop context.CancelFunc
+	groupWG   sync.WaitGroup
 }
 
-// StartWorkload starts one kgo producer writing round-robin to every
-// partition (one record every 4 ms), one raw writer per partition (a
-// single-attempt, single-record acks=all Produce to the leader named by the
-// latest ZooKeeper sample, every 50 ms; its outcome is exact, so failed
-// writes are known) and one assigned kgo consumer reading every partition
-// from offset 0.
+// Producers is how many kgo producers the workload runs, each writing to
+// every partition.
+const Producers = 3
+
+// StartWorkload starts Producers kgo producers (idempotent in the SAFE
+// profiles), each writing round-robin to every partition (one record every
+// 12 ms each), one raw writer per partition (a single-attempt,
+// single-record Produce to the leader named by the latest ZooKeeper
+// sample, every 50 ms; its outcome is exact, so failed writes are known),
+// one assigned kgo consumer reading every partition from offset 0, and a
+// consumer group of GroupMembers members committing manually after each
+// poll (groupworkload.go).
 func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Profile, leaders func(int32) int32, logf func(string, ...any)) (*Workload, error) {
 	w := &Workload{h: h, c: c, topic: topic, parts: parts, profile: profile, leaders: leaders, logf: logf}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-producer"),
+		kgo.SeedBrokers(c.Seeds()...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MetadataMinAge(250 * time.Millisecond),
@@ -91,13 +116,16 @@ func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Pr
 	if !profile.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
-	pcl, err := kgo.NewClient(append(opts, c.clientOpts...)...)
-	if err != nil {
-		return nil, err
+	for i := 0; i < Producers; i++ {
+		pcl, err := kgo.NewClient(append(append(opts, kgo.ClientID(fmt.Sprintf("chaos-producer-%d", i))), c.clientOpts...)...)
+		if err != nil {
+			w.closeProducers()
+			return nil, err
+		}
+		w.pcls = append(w.pcls, pcl)
+		w.prodWG.Add(1)
+		go w.produce(i, pcl)
 	}
-	w.pcl = pcl
-	w.prodWG.Add(1)
-	go w.produce()
 	for p := int32(0); p < parts; p++ {
 		w.prodWG.Add(1)
 		go w.rawWriter(p)
@@ -110,19 +138,34 @@ func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Pr
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchMaxWait(500 * time.Millisecond), kgo.MetadataMinAge(250 * time.Millisecond)}, c.clientOpts...)...)
 	if err != nil {
-		pcl.Close()
+		w.cancel()
+		w.prodWG.Wait()
+		w.closeProducers()
 		return nil, err
 	}
 	cctx, ccancel := context.WithCancel(context.Background())
 	w.cons = ccancel
 	w.consWG.Add(1)
 	go w.consume(cctx, ccl)
+	if err := w.startGroup(); err != nil {
+		w.cancel()
+		w.prodWG.Wait()
+		w.closeProducers()
+		w.StopConsumer()
+		return nil, fmt.Errorf("consumer group: %w", err)
+	}
 	return w, nil
 }
 
-func (w *Workload) produce() {
+func (w *Workload) closeProducers() {
+	for _, cl := range w.pcls {
+		cl.Close()
+	}
+}
+
+func (w *Workload) produce(i int, pcl *kgo.Client) {
 	defer w.prodWG.Done()
-	tick := time.NewTicker(4 * time.Millisecond)
+	tick := time.NewTicker(12 * time.Millisecond)
 	defer tick.Stop()
 	for seq := int64(0); ; seq++ {
 		select {
@@ -131,11 +174,11 @@ func (w *Workload) produce() {
 		case <-tick.C:
 		}
 		p := int32(seq) % w.parts
-		val := fmt.Sprintf("k-%d-%08d", p, seq)
+		val := fmt.Sprintf("k%d-%d-%08d", i, p, seq)
 		inv := w.h.Now()
 		r := &kgo.Record{Topic: w.topic, Partition: p, Value: []byte(val)}
-		w.pcl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-			wr := Write{Producer: "kgo", Seq: seq, Partition: p, Value: val, Invoke: inv, Complete: w.h.Now(), Offset: -1}
+		pcl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			wr := Write{Producer: fmt.Sprintf("kgo-%d", i), Seq: seq, Partition: p, Value: val, Invoke: inv, Complete: w.h.Now(), Offset: -1}
 			switch {
 			case err == nil:
 				wr.Outcome, wr.Offset = OK, r.Offset
@@ -280,14 +323,20 @@ func (w *Workload) StopWriters(flush time.Duration) {
 	w.prodWG.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), flush)
 	defer cancel()
-	if err := w.pcl.Flush(ctx); err != nil {
-		w.logf("producer flush: %v (%d records outstanding; they end as info)", err, w.pcl.BufferedProduceRecords())
+	for i, pcl := range w.pcls {
+		if err := pcl.Flush(ctx); err != nil {
+			w.logf("producer %d flush: %v (%d records outstanding; they end as info)", i, err, pcl.BufferedProduceRecords())
+		}
 	}
-	w.pcl.Close() // fails what is left (callbacks record info)
+	w.closeProducers() // fails what is left (callbacks record info)
 }
 
-// StopConsumer ends the consumer.
+// StopConsumer ends the assigned consumer.
 func (w *Workload) StopConsumer() {
 	w.cons()
 	w.consWG.Wait()
 }
+
+// StopGroup waits for the group's final rebalance to settle, records the
+// assignment, stops the members and reads the committed offsets.
+func (w *Workload) StopGroup() GroupInput { return w.stopGroup() }
