@@ -26,8 +26,8 @@ type soakPackage struct {
 
 // soakPackages are the fault packages of the mix: hard kill, SIGTERM,
 // SIGSTOP (shorter or longer than the session timeout), a cut from the
-// other brokers, a cut from ZooKeeper, ZooKeeper lost by every broker, and
-// full isolation.
+// other brokers, a cut from ZooKeeper, ZooKeeper lost by every broker, a
+// slow broker (Proxy.Slow: 100 ms, 3,000 kbit/s) and full isolation.
 var soakPackages = []soakPackage{
 	{"kill", func(e *Env, id int32, _ time.Duration) func() {
 		end := e.H.Fault("kill", id, e.Led(id))
@@ -77,6 +77,14 @@ var soakPackages = []soakPackage{
 		for _, b := range e.C.Brokers {
 			b.ZKProxy.BlockAll()
 		}
+		return func() { e.C.HealNetwork(); end() }
+	}},
+	{"slow", func(e *Env, id int32, _ time.Duration) func() {
+		// #21's shape on the target's links (its Kafka and ZooKeeper
+		// proxies): 100 ms each way and 3,000 kbit/s.
+		end := e.H.Fault("slow", id, e.Led(id))
+		e.C.Broker(id).Proxy.Slow(100*time.Millisecond, 3_000_000)
+		e.C.Broker(id).ZKProxy.Slow(100*time.Millisecond, 3_000_000)
 		return func() { e.C.HealNetwork(); end() }
 	}},
 	{"isolate", func(e *Env, id int32, _ time.Duration) func() {
