@@ -165,11 +165,13 @@ bench-compact: build
 bench-txn: build
 	@KBENCH_ARGS="--scenarios=txn $(KBENCH_ARGS)" scripts/bench.sh
 
-# chaos: the fault-injection matrix of issue 6 (cmd/chaos, internal/chaos):
-# every scenario on fresh ZooKeeper-backed 3-broker clusters, a history
-# checker, and a Markdown report in CHAOS_REPORT. CHAOS_ARGS passes more
-# flags (e.g. -scenarios kill-leader,SAFE -keep); `go run ./cmd/chaos -list`
-# lists the scenarios. `make test` runs a subset as TestChaos.
+# chaos: the fault-injection matrix of issues 6 and 17 (cmd/chaos,
+# internal/chaos): every scenario on fresh ZooKeeper-backed clusters (3
+# brokers; 2 for the epoch sequences), a history checker, and a Markdown
+# report in CHAOS_REPORT. CHAOS_ARGS passes more flags (e.g. -scenarios
+# kill-leader,SAFE -keep); `go run ./cmd/chaos -list` lists the scenarios.
+# disk-full mounts a tmpfs and needs root (CAP_SYS_ADMIN); zk-down-kill-leader
+# starts a ZooKeeper of its own. `make test` runs a subset as TestChaos.
 CHAOS_REPORT ?= chaos-report.md
 CHAOS_RANDOM ?= 3m
 CHAOS_ARGS   ?=

@@ -46,6 +46,7 @@ type Cluster struct {
 	dir       string
 	props     map[string]string // every broker's overrides (ClusterConfig.Props)
 	size      int               // brokers at start (ClusterConfig.Brokers)
+	mounts    []string          // tmpfs data dirs to unmount on Close
 	logf      func(string, ...any)
 	// clientOpts are added to every kgo client of the cluster and its
 	// workload (the compose cluster's SASL_SSL settings).
@@ -83,8 +84,11 @@ type ClusterConfig struct {
 	Brokers int               // how many (ids 1..n)
 	Props   map[string]string // server.properties overrides for all
 	// Env adds environment variables to chosen brokers (by id).
-	Env  map[int32][]string
-	Logf func(string, ...any)
+	Env map[int32][]string
+	// Tmpfs puts chosen brokers' data dirs (by id) on a tmpfs of that
+	// many bytes, mounted before the first start (diskfull.go).
+	Tmpfs map[int32]int64
+	Logf  func(string, ...any)
 }
 
 var chrootSeq int64
@@ -113,6 +117,13 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 		}
 		b.Env = cfg.Env[b.ID]
 		c.Brokers = append(c.Brokers, b)
+		if size := cfg.Tmpfs[b.ID]; size > 0 {
+			if err := mountTmpfs(b.DataDir, size); err != nil {
+				c.Close()
+				return nil, err
+			}
+			c.mounts = append(c.mounts, b.DataDir)
+		}
 	}
 	errs := make(chan error, len(c.Brokers))
 	for _, b := range c.Brokers {
@@ -238,13 +249,19 @@ func (c *Cluster) HealNetwork() {
 	}
 }
 
-// Close kills every broker and closes the proxies.
+// Close kills every broker, closes the proxies and unmounts any tmpfs.
 func (c *Cluster) Close() {
 	for _, b := range c.Brokers {
 		b.Kill()
 		b.Proxy.Close()
 		b.ZKProxy.Close()
 	}
+	for _, m := range c.mounts {
+		if err := unmount(m); err != nil {
+			c.logf("%v", err)
+		}
+	}
+	c.mounts = nil
 }
 
 // StopAll stops every broker with SIGTERM (SIGKILL after 15 s each), in

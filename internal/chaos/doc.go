@@ -14,6 +14,22 @@
 // ZooKeeper still reach it. A cut holds bytes rather than dropping or
 // resetting connections, as an iptables DROP does.
 //
+// Issue 17 (faults.go, diskfull.go, groupworkload.go, groupcheck.go): the
+// workload writes Partitions partitions from Producers idempotent kgo
+// producers beside the raw writers, and a consumer group of GroupMembers
+// members commits synchronously after each poll; the checker adds
+// commit-backwards, lost-commit and ownership after the final rebalance.
+// The scenarios add several brokers down at once (up to all three, in
+// varying orders), a lost unflushed tail on the last ISR member (Recorded:
+// reported, not a failure), ZooKeeper itself killed (on a ZooKeeper of the
+// scenario's own, ZKServer), clients cut off, slow links (Proxy.Slow:
+// delay and rate, with ISR shrinks and expands read from the brokers'
+// /metrics), Kafka's epoch sequences on two brokers, a broker's wall clock
+// offset by the KAFKAZK_TEST_CLOCK_OFFSET_MS test hook, and a full data
+// dir on a tmpfs. Scenario.Allowed names the anomalies a scenario may show
+// under §5 (loss after unclean elections at acks=1); Profile.Expect names
+// a negative control's anomaly (NONIDEM: duplicate).
+//
 // Transactions (issue 18): a Scenario with Txn set (txn-random-mix, the
 // random SAFE mix) also runs TxnWorkload: kgo transactional producers
 // whose transactions write several values across partitions and commit or

@@ -52,8 +52,23 @@ func (e *Env) KillTwo(a, b int32, d time.Duration) {
 	e.C.Broker(a).Kill()
 	e.C.Broker(b).Kill()
 	time.Sleep(d)
+	e.noteStates(fmt.Sprintf("with %d and %d down", a, b))
 	e.startAll(a, b)
 	end()
+}
+
+// noteStates notes every partition's leader and ISR from ZooKeeper.
+func (e *Env) noteStates(when string) {
+	var parts []string
+	for p := int32(0); p < e.Parts; p++ {
+		st, err := e.C.State(e.Topic, p)
+		if err != nil {
+			parts = append(parts, fmt.Sprintf("p%d ?", p))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("p%d leader %d isr %v", p, st.Leader, st.ISR))
+	}
+	e.note("%s: %s", when, strings.Join(parts, "; "))
 }
 
 // UncleanTwoDown is #6 with the survivor out of the ISR: s is cut from
@@ -70,6 +85,7 @@ func (e *Env) UncleanTwoDown(s int32, down time.Duration) {
 		e.C.Broker(id).Kill()
 	}
 	time.Sleep(down)
+	e.noteStates(fmt.Sprintf("%d alone", s))
 	e.C.HealNetwork()
 	time.Sleep(3 * time.Second)
 	e.startAll(others...)
@@ -98,9 +114,11 @@ func (e *Env) KillAll(kill []int32, gap, down time.Duration, tail int64, restart
 	if tail > 0 {
 		e.LoseTail(kill[len(kill)-1], tail)
 	}
+	e.noteStates("all down")
 	for i, id := range restart {
 		if i > 0 {
 			time.Sleep(restartGap)
+			e.noteStates(fmt.Sprintf("%v restarted", restart[:i]))
 		}
 		e.start(id)
 	}

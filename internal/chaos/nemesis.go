@@ -290,6 +290,9 @@ type Scenario struct {
 	// BrokerEnv adds environment variables to chosen brokers' processes
 	// (by id), e.g. the clock-offset test hook.
 	BrokerEnv map[int32][]string
+	// Tmpfs puts chosen brokers' data dirs on a tmpfs of that many bytes
+	// (disk full, #24).
+	Tmpfs map[int32]int64
 }
 
 // tailLossAnomalies follow from losing acknowledged data (#8): the lost
@@ -474,6 +477,12 @@ func Scenarios(randomFor time.Duration) []Scenario {
 			Nemesis: func(e *Env) {
 				e.clockNote(1)
 				time.Sleep(8 * time.Second)
+			}},
+		{Name: "disk-full", Profile: SAFE, Tmpfs: map[int32]int64{1: 64 << 20},
+			Desc: "broker 1's data dir is a 64 MiB tmpfs, filled to ENOSPC for 20 s while it leads partitions, then freed (#24: KAFKA_STORAGE_ERROR, leadership moves away, no crash, 0 lost)",
+			Nemesis: func(e *Env) {
+				e.FillDisk(1, 20*time.Second)
+				time.Sleep(10 * time.Second)
 			}},
 		{Name: "ack1-cut-then-kill", Profile: ACK1, Desc: "acks=1: leader cut from followers 2.5 s, then kill -9 (loss expected)", Nemesis: func(e *Env) {
 			e.CutThenKill(e.LeaderTarget(), LagTime/2)

@@ -121,7 +121,7 @@ func Run(cfg RunConfig, sc Scenario) (res Result) {
 		nBrokers = 3
 	}
 	c, err := StartCluster(ClusterConfig{Binary: cfg.Binary, ZKAddr: zkAddr, ZK: zkConn, Dir: dir, Brokers: nBrokers,
-		Props: sc.Profile.BrokerProps, Env: sc.BrokerEnv, Logf: logf})
+		Props: sc.Profile.BrokerProps, Env: sc.BrokerEnv, Tmpfs: sc.Tmpfs, Logf: logf})
 	if err != nil {
 		res.Err = fmt.Errorf("start cluster: %w", err)
 		return res
