@@ -51,6 +51,7 @@ func run() int {
 	keep := flag.Bool("keep", false, "keep the scratch directory (broker logs and data)")
 	list := flag.Bool("list", false, "list the scenarios and exit")
 	soak := flag.Duration("soak", 0, "run only the soak (chaos.SoakScenario) for this long (make soak)")
+	soakDisk := flag.Bool("soak-disk-full", false, "add disk full to the soak's mix (broker 1's data dir on a tmpfs; needs the logdir branch's log dir failure handling)")
 	flag.Parse()
 
 	logf := func(format string, args ...any) {
@@ -70,7 +71,7 @@ func run() int {
 		}
 	}
 	if *soak > 0 {
-		scs = []chaos.Scenario{chaos.SoakScenario(*soak)}
+		scs = []chaos.Scenario{chaos.SoakScenario(*soak, *soakDisk)}
 	}
 	if len(scs) == 0 {
 		logf("no scenario matches %q (see -list)", *only)

@@ -1,9 +1,13 @@
 package chaos
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -96,13 +100,71 @@ var soakPackages = []soakPackage{
 	}},
 }
 
+// SoakDiskBroker is the broker whose data dir the disk-full package fills
+// (on a tmpfs of SoakDiskBytes, SoakScenario's Tmpfs).
+const (
+	SoakDiskBroker = 1
+	SoakDiskBytes  = 512 << 20
+)
+
+// diskFullPackage fills broker SoakDiskBroker's tmpfs data dir with a
+// filler file until ENOSPC, and deletes it on heal (#24); only in the mix
+// with SoakScenario's diskFull, as it needs the broker to take a full log
+// dir offline (the logdir branch's LogDirFailureChannel).
+var diskFullPackage = soakPackage{"disk-full", func(e *Env, _ int32, _ time.Duration) func() {
+	id := int32(SoakDiskBroker)
+	end := e.H.Fault("disk-full", id, e.Led(id))
+	path := filepath.Join(e.C.Broker(id).DataDir, "chaos-soak-filler")
+	n, err := fill(path)
+	if err != nil {
+		e.note("disk full: %v", err)
+	} else {
+		e.Logf("broker %d's data dir filled (%d MiB of filler)", id, n>>20)
+	}
+	return func() {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			e.note("disk full: %v", err)
+		}
+		end()
+	}
+}}
+
+// fill writes path until the filesystem is full and returns the bytes
+// written.
+func fill(path string) (int64, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	var n int64
+	for {
+		k, err := f.Write(buf)
+		n += int64(k)
+		if errors.Is(err, syscall.ENOSPC) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("writing the filler: %w", err)
+		}
+	}
+}
+
 // SoakPackageNames lists the fault packages of the soak's mix.
-func SoakPackageNames() []string {
+func SoakPackageNames(diskFull bool) []string {
 	var out []string
-	for _, p := range soakPackages {
+	for _, p := range packages(diskFull) {
 		out = append(out, p.name)
 	}
 	return out
+}
+
+func packages(diskFull bool) []soakPackage {
+	if diskFull {
+		return append(slices.Clone(soakPackages), diskFullPackage)
+	}
+	return soakPackages
 }
 
 // Soak runs the mix for d: windows of 10–20 s, each with a fresh random
@@ -112,7 +174,7 @@ func SoakPackageNames() []string {
 // paused brokers resumed, then stopped ones restarted). After the last
 // window it requires every partition to be acknowledged again within
 // SoakRecovery.
-func (e *Env) Soak(d time.Duration) {
+func (e *Env) Soak(d time.Duration, diskFull bool) {
 	deadline := time.Now().Add(d)
 	windows := 0
 	for time.Now().Before(deadline) {
@@ -120,7 +182,7 @@ func (e *Env) Soak(d time.Duration) {
 		window = min(window, time.Until(deadline))
 		var names []string
 		var heals []func()
-		for _, p := range soakPackages {
+		for _, p := range packages(diskFull) {
 			if e.Rand.Intn(3) != 0 {
 				continue
 			}
@@ -193,9 +255,15 @@ func (e *Env) waitAcked(since, within time.Duration) error {
 	}
 }
 
-// SoakScenario is `make soak`: the mix for d on a SAFE cluster.
-func SoakScenario(d time.Duration) Scenario {
-	return Scenario{Name: "soak", Profile: SAFE, Nemesis: func(e *Env) { e.Soak(d) },
+// SoakScenario is `make soak`: the mix for d on a SAFE cluster. diskFull
+// adds the disk-full package, with broker SoakDiskBroker's data dir on a
+// tmpfs of SoakDiskBytes (mounting needs CAP_SYS_ADMIN).
+func SoakScenario(d time.Duration, diskFull bool) Scenario {
+	sc := Scenario{Name: "soak", Profile: SAFE, Nemesis: func(e *Env) { e.Soak(d, diskFull) },
 		Desc: fmt.Sprintf("Bufstream-style soak for %s: every 10-20 s a fresh random subset of {%s}, each at a random broker; then heal, every partition acknowledged again within %s, final read",
-			d, strings.Join(SoakPackageNames(), ", "), SoakRecovery)}
+			d, strings.Join(SoakPackageNames(diskFull), ", "), SoakRecovery)}
+	if diskFull {
+		sc.Tmpfs = map[int32]int64{SoakDiskBroker: SoakDiskBytes}
+	}
+	return sc
 }
