@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -609,28 +608,16 @@ func longestGap(acks []ackEvent, part int32, from, to time.Time) time.Duration {
 // the process exits.
 func (b *Broker) terminate() <-chan struct{} {
 	b.c.t.Helper()
-	b.mu.Lock()
-	p := b.proc
-	b.mu.Unlock()
-	if p == nil {
-		b.c.t.Fatalf("terminate broker %d: not started", b.id)
+	done, ok := b.p.Terminate()
+	if !ok {
+		b.c.t.Fatalf("terminate broker %d: not running", b.id)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		b.c.t.Fatalf("terminate broker %d: %v", b.id, err)
-	}
-	return p.done
+	return done
 }
 
 // exitCode is the exit code of the last process (-1 if still running or
 // killed by a signal).
-func (b *Broker) exitCode() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.proc == nil || b.proc.cmd.ProcessState == nil {
-		return -1
-	}
-	return b.proc.cmd.ProcessState.ExitCode()
-}
+func (b *Broker) exitCode() int { return b.p.ExitCode() }
 
 // consistently polls fn every 100 ms for d and fails the test the first time
 // it returns an error.
