@@ -10,18 +10,17 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/internal/harness"
 )
 
 // SessionTimeout is zookeeper.session.timeout.ms of every chaos broker:
@@ -68,11 +67,7 @@ type Broker struct {
 	HTTPAddr string
 	Env      []string
 	c        *Cluster
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	paused bool
+	proc     *harness.Process
 }
 
 // ClusterConfig describes a cluster to start.
@@ -175,6 +170,8 @@ func (c *Cluster) addBroker(id int32, props map[string]string) (*Broker, error) 
 	}
 	b := &Broker{ID: id, Listen: listen, Proxy: px, ZKProxy: zpx, Dir: dir, HTTPAddr: httpAddr,
 		DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "broker.log"), c: c}
+	b.proc = &harness.Process{Bin: c.bin, PropsPath: filepath.Join(dir, "server.properties"), LogPath: b.LogPath,
+		Banner: "chaos", ID: id}
 	b.Props = map[string]string{
 		"broker.id":                        strconv.Itoa(int(id)),
 		"listeners":                        "PLAINTEXT://" + listen,
@@ -282,27 +279,10 @@ func (c *Cluster) StopAll() {
 }
 
 // Running reports whether the process is started and has not exited.
-func (b *Broker) Running() bool {
-	b.mu.Lock()
-	done := b.done
-	b.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
+func (b *Broker) Running() bool { return b.proc != nil && b.proc.Running() }
 
 // Paused reports whether the process is stopped by SIGSTOP.
-func (b *Broker) Paused() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.paused
-}
+func (b *Broker) Paused() bool { return b.proc != nil && b.proc.Paused() }
 
 // Start waits for an earlier session's registration to vanish, starts the
 // process and waits until it is registered and answers Metadata naming
@@ -353,31 +333,13 @@ var errListenerTaken = errors.New("listener address in use")
 // startOnce writes the properties, starts the process and waits until it
 // is ready (Start).
 func (b *Broker) startOnce(path string) error {
-	if err := writeProps(filepath.Join(b.Dir, "server.properties"), b.Props); err != nil {
+	if err := b.proc.Start(b.Props, append([]string{"BROKER_LOG_LEVEL=info"}, b.Env...)); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(b.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(logf, "==== chaos: start of broker %d at %s ====\n", b.ID, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(b.c.bin, filepath.Join(b.Dir, "server.properties"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(append(os.Environ(), "BROKER_LOG_LEVEL=info"), b.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start broker %d: %w", b.ID, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
-	b.mu.Lock()
-	b.cmd, b.done, b.paused = cmd, done, false
-	b.mu.Unlock()
-	return b.waitReady(60*time.Second, path, done)
+	return b.waitReady(60*time.Second, path, b.proc.Done())
 }
 
-func (b *Broker) waitReady(timeout time.Duration, path string, done chan struct{}) error {
+func (b *Broker) waitReady(timeout time.Duration, path string, done <-chan struct{}) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Listen), kgo.RequestRetries(0), kgo.DialTimeout(time.Second), kgo.ClientID("chaos-ready"))
 	if err != nil {
 		return err
@@ -394,87 +356,36 @@ func (b *Broker) waitReady(timeout time.Duration, path string, done chan struct{
 			return &permanentError{fmt.Errorf("broker %d exited while starting; %s ends: %s", b.ID, b.LogPath, last)}
 		default:
 		}
-		ok, _, err := b.c.ZK.Exists(path)
-		if err != nil || !ok {
-			return fmt.Errorf("broker %d: %s not registered (%v)", b.ID, path, err)
+		if err := harness.Ready(b.c.ZK, path, cl, b.ID); err != nil {
+			return fmt.Errorf("broker %d: %w", b.ID, err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		req := kmsg.NewPtrMetadataRequest()
-		req.Topics = []kmsg.MetadataRequestTopic{}
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			return err
-		}
-		for _, mb := range resp.Brokers {
-			if mb.NodeID == b.ID {
-				return nil
-			}
-		}
-		return fmt.Errorf("broker %d: metadata does not list itself", b.ID)
+		return nil
 	})
-}
-
-func (b *Broker) signal(sig syscall.Signal) (chan struct{}, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cmd == nil || b.done == nil {
-		return nil, false
-	}
-	select {
-	case <-b.done:
-		return b.done, false
-	default:
-	}
-	_ = syscall.Kill(-b.cmd.Process.Pid, sig)
-	switch sig {
-	case syscall.SIGSTOP:
-		b.paused = true
-	case syscall.SIGCONT, syscall.SIGKILL:
-		b.paused = false
-	}
-	return b.done, true
 }
 
 // Kill sends SIGKILL and waits for the exit.
 func (b *Broker) Kill() {
-	if done, ok := b.signal(syscall.SIGKILL); ok {
-		<-done
+	if b.proc != nil {
+		b.proc.Kill()
 	}
 }
 
 // Pause sends SIGSTOP.
-func (b *Broker) Pause() { b.signal(syscall.SIGSTOP) }
+func (b *Broker) Pause() { _ = b.proc.Pause() }
 
 // Resume sends SIGCONT.
-func (b *Broker) Resume() { b.signal(syscall.SIGCONT) }
+func (b *Broker) Resume() {
+	if b.proc != nil {
+		_ = b.proc.Resume()
+	}
+}
 
 // Term sends SIGTERM (after SIGCONT if paused) and waits up to timeout,
-// then SIGKILLs and reports it.
-func (b *Broker) Term(timeout time.Duration) error {
-	b.Resume()
-	done, ok := b.signal(syscall.SIGTERM)
-	if !ok {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	case <-time.After(timeout):
-		b.Kill()
-		return fmt.Errorf("still running %s after SIGTERM; killed", timeout)
-	}
-}
+// then SIGKILLs and reports it; a non-zero exit is reported too.
+func (b *Broker) Term(timeout time.Duration) error { return b.proc.Term(timeout) }
 
-// Pid is the process id, 0 when not running.
-func (b *Broker) Pid() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cmd == nil || b.cmd.Process == nil {
-		return 0
-	}
-	return b.cmd.Process.Pid
-}
+// Pid is the process id, 0 when never started.
+func (b *Broker) Pid() int { return b.proc.Pid() }
 
 // Metric reads one counter or gauge (summed over its label sets) from the
 // broker's /metrics.
@@ -538,20 +449,6 @@ func waitFor(timeout time.Duration, fn func() error) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func writeProps(path string, props map[string]string) error {
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var buf strings.Builder
-	buf.WriteString("# generated by chaos\n")
-	for _, k := range keys {
-		fmt.Fprintf(&buf, "%s=%s\n", k, props[k])
-	}
-	return os.WriteFile(path, []byte(buf.String()), 0o644)
 }
 
 // PartState is a partition state znode in Kafka's JSON.
