@@ -123,8 +123,10 @@ func runCompose(args []string) int {
 			return 1
 		}
 	}
+	// Not go test's "ok"/"FAIL" lines: compose-test.sh prints those per
+	// step, and scripts/test.sh counts them.
 	for _, r := range results {
-		fmt.Printf("%s\tcompose/%s\t%.0fs\n", map[bool]string{true: "ok  ", false: "FAIL"}[r.Passed()], r.Scenario, r.Duration.Seconds())
+		fmt.Printf("scenario %s: %s (%.0fs)\n", r.Scenario, r.Verdict(), r.Duration.Seconds())
 	}
 	if !ok {
 		return 1

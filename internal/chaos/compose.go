@@ -505,6 +505,11 @@ func (e *ComposeEnv) KillZK(d time.Duration) {
 		e.fail("ZooKeeper %s not back in the ensemble: %v", z.Name, err)
 	} else {
 		e.Logf("%s back as %s", z.Name, ZKMode(z.HostPort))
+		if len(e.cfg.ZK) > 1 {
+			if err := waitFor(60*time.Second, func() error { return e.servesBrokers(z) }); err != nil {
+				e.fail("ZooKeeper %s alone does not serve /brokers/ids: %v", z.Name, err)
+			}
+		}
 	}
 	end()
 	if len(e.cfg.ZK) > 1 {
@@ -515,6 +520,40 @@ func (e *ComposeEnv) KillZK(d time.Duration) {
 			}
 		}
 	}
+}
+
+// servesBrokers checks that ZooKeeper node z, asked alone, lists every
+// broker under /brokers/ids (it caught up with the ensemble).
+func (e *ComposeEnv) servesBrokers(z ZKNode) error {
+	conn, events, err := zk.Connect([]string{z.HostPort}, 10*time.Second, zk.WithLogger(quietZK{}))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	timeout := time.After(10 * time.Second)
+session:
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				break session
+			}
+		case <-timeout:
+			return fmt.Errorf("no session with %s alone within 10 s", z.Name)
+		}
+	}
+	go func() {
+		for range events {
+		}
+	}()
+	ids, _, err := conn.Children("/brokers/ids")
+	if err != nil {
+		return err
+	}
+	if len(ids) != len(e.cfg.Containers) {
+		return fmt.Errorf("%s lists brokers %v", z.Name, ids)
+	}
+	return nil
 }
 
 func (e *ComposeEnv) fail(format string, args ...any) {
