@@ -261,16 +261,9 @@ func (b *Broker) Running() bool { return b.p.Running() }
 func (b *Broker) Start() {
 	b.c.t.Helper()
 	path := b.c.Path(fmt.Sprintf("/brokers/ids/%d", b.id))
-	eventually(b.c.t, sessionTimeout+20*time.Second, func() error {
-		ok, _, err := b.c.ZK.Exists(path)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return fmt.Errorf("%s still held by an earlier session", path)
-		}
-		return nil
-	})
+	if err := harness.WaitUnregistered(b.c.ZK, path, sessionTimeout+20*time.Second); err != nil {
+		b.c.t.Fatal(err)
+	}
 	if err := b.StartProcess(); err != nil {
 		b.c.t.Fatal(err)
 	}

@@ -292,16 +292,7 @@ func (b *Broker) Start() error {
 		return nil
 	}
 	path := b.c.Path(fmt.Sprintf("/brokers/ids/%d", b.ID))
-	if err := waitFor(SessionTimeout+30*time.Second, func() error {
-		ok, _, err := b.c.ZK.Exists(path)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return fmt.Errorf("%s still held by an earlier session", path)
-		}
-		return nil
-	}); err != nil {
+	if err := harness.WaitUnregistered(b.c.ZK, path, SessionTimeout+30*time.Second); err != nil {
 		return fmt.Errorf("broker %d: %w", b.ID, err)
 	}
 	for try := 1; ; try++ {

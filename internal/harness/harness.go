@@ -303,3 +303,20 @@ func Poll(timeout time.Duration, fn func() error) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// WaitUnregistered waits until path (a broker's /brokers/ids/<id>, with any
+// chroot) is gone: a killed broker's registration outlives it until its
+// ZooKeeper session expires, and a broker cannot tell that from a live
+// duplicate, so it refuses to register over it (as Kafka 2.x does).
+func WaitUnregistered(conn *zk.Conn, path string, timeout time.Duration) error {
+	return Poll(timeout, func() error {
+		ok, _, err := conn.Exists(path)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return fmt.Errorf("%s still held by an earlier session", path)
+		}
+		return nil
+	})
+}
