@@ -198,12 +198,10 @@
 // false state is never saved; a follower appends a fetch a piece at a
 // time, each ending at a control batch, so it stops at the marker and
 // nothing after it enters the log, and its fetcher parks the partition.
-// Reads still answer from what is in the log, bounded by that LSO. The
-// replica stays so until the broker restarts; the open then replays the
-// marker from the last snapshot and writes the entry. Taking the log dir
-// offline (telling the controller, so that another replica is elected) is
-// a later issue: until then a failed replica may still be elected leader,
-// and refuses every write as leader. The snapshot (version 2) keeps each producer's
+// The failure also takes the replica's log dir offline (see Log dirs
+// below), so the replica serves nothing more until the broker restarts;
+// the open then replays the marker from the last snapshot and writes the
+// entry. The snapshot (version 2) keeps each producer's
 // transaction fields and the unreplicated transactions. A truncation that
 // reaches any of it rebuilds it from the snapshot and log below the new
 // end (logstore drops the index entries of the markers it removed); a log
@@ -265,6 +263,30 @@
 // start whose timestamp reaches it, found from the first batch whose max
 // timestamp does (logstore's time index) by walking its records,
 // inflating compressed ones; the walk runs without Replica.mu.
+//
+// # Log dirs
+//
+// An I/O error on a log dir takes the whole dir offline, as Kafka's
+// LogDirFailureChannel (logdir.go): any error of a write to a log (append,
+// roll, flush, truncation, retention, DeleteRecords, a follower's append
+// or truncation, a producer snapshot, a log open or delete) that is not a
+// refusal of the request (corrupt or invalid input, offsets, a closed log)
+// or a shortage of descriptors (EMFILE, ENFILE: unlike Kafka), and any
+// failed checkpoint write of the dir. The first error of a dir marks it
+// offline; a goroutine started for it (ReplicaManager.handleLogDirFailure)
+// takes the dir's replicas out of the replica map and out of their
+// fetchers, fails their acks=all waiters with ErrStorage and closes their
+// logs without flushing (Kafka's closeHandlers). They stay known as
+// offline partitions: Append, Read, ListOffset, OffsetForLeaderEpoch,
+// DeleteRecords and a LeaderAndIsr state for them answer ErrStorage
+// (KAFKA_STORAGE_ERROR), which is how the controller learns which replicas
+// are offline. No checkpoint of the dir is written again, and new
+// partitions go to the online dirs only. Then the handler set with
+// SetLogDirFailureHandler gets a LogDirFailure (dir, error, partitions,
+// dirs still online): cmd/broker writes the log dir event notification
+// and, with no dir online, stops the broker. DescribeLogDirs reports an
+// offline dir with its error and no replicas. A dir stays offline until
+// the process restarts.
 //
 // Partition knows nothing of sockets, ZooKeeper or the wire format: it is
 // told partition states (PartitionState), reaches leaders through

@@ -46,7 +46,7 @@ func (r *Replica) truncateLocked(endOffset int64) error {
 	leo := r.log.LogEndOffset()
 	if endOffset < leo {
 		if err := r.log.TruncateTo(endOffset); err != nil {
-			return fmt.Errorf("truncate %s to %d: %w", r.tp, endOffset, mapLogError(err))
+			return r.logFailedErrLocked(fmt.Errorf("truncate %s to %d: %w", r.tp, endOffset, mapLogError(err)))
 		}
 		r.dropSnapshotsAbove(r.log.LogEndOffset())
 		for cur := r.cleanTruncatedTo.Load(); endOffset < cur && !r.cleanTruncatedTo.CompareAndSwap(cur, endOffset); {
@@ -54,7 +54,7 @@ func (r *Replica) truncateLocked(endOffset int64) error {
 		}
 	}
 	if err := r.log.LeaderEpochs().TruncateFromEnd(r.log.LogEndOffset()); err != nil {
-		return fmt.Errorf("truncate leader epochs of %s at %d: %w", r.tp, endOffset, mapLogError(err))
+		return r.logFailedErrLocked(fmt.Errorf("truncate leader epochs of %s at %d: %w", r.tp, endOffset, mapLogError(err)))
 	}
 	r.hw = min(r.hw, r.log.LogEndOffset())
 	if r.log.LogEndOffset() < leo && r.producersReachLocked(r.log.LogEndOffset()) {
@@ -184,7 +184,7 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 		// only raise the start of a log by emptying it.
 		r.dropSnapshotsAbove(-1)
 		if err := r.log.TruncateFullyAndStartAt(res.LogStartOffset); err != nil {
-			return fmt.Errorf("restart %s at leader log start %d: %w", r.tp, res.LogStartOffset, mapLogError(err))
+			return r.logFailedErrLocked(fmt.Errorf("restart %s at leader log start %d: %w", r.tp, res.LogStartOffset, mapLogError(err)))
 		}
 		r.resetProducerStateLocked()
 		leo = r.log.LogEndOffset()
@@ -193,7 +193,7 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 		// follow it (ReplicaFetcherThread maybeIncrementLogStartOffset),
 		// so the leader's low watermark can pass it.
 		if _, err := r.log.IncrementLogStartOffset(res.LogStartOffset); err != nil {
-			return fmt.Errorf("move log start of %s to the leader's %d: %w", r.tp, res.LogStartOffset, mapLogError(err))
+			return r.logFailedErrLocked(fmt.Errorf("move log start of %s to the leader's %d: %w", r.tp, res.LogStartOffset, mapLogError(err)))
 		}
 	}
 	// Kafka's follower takes the leader's HW as it is, clamped into
@@ -244,7 +244,7 @@ func (r *Replica) appendReplicatedLocked(records []byte) error {
 			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, at, err)
 		}
 		if err != nil {
-			return fmt.Errorf("append from leader to %s at %d: %w", r.tp, at, mapLogError(err))
+			return r.logFailedErrLocked(fmt.Errorf("append from leader to %s at %d: %w", r.tp, at, mapLogError(err)))
 		}
 		if err := r.recordReplicatedLocked(piece, info.Batches); err != nil {
 			r.logFailedLocked(err)
@@ -279,7 +279,7 @@ func (r *Replica) resetOutOfRange(leaderEpoch int32, fetchOffset, leaderLEO, lea
 			Msg("fetch offset below the leader's log start offset, restarting the log there")
 		r.dropSnapshotsAbove(-1)
 		if err := r.log.TruncateFullyAndStartAt(leaderLogStart); err != nil {
-			return fmt.Errorf("restart %s at %d: %w", r.tp, leaderLogStart, mapLogError(err))
+			return r.logFailedErrLocked(fmt.Errorf("restart %s at %d: %w", r.tp, leaderLogStart, mapLogError(err)))
 		}
 		r.resetProducerStateLocked()
 		r.hw = leaderLogStart

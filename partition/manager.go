@@ -164,6 +164,9 @@ type Manager struct {
 	// leaderQuota and followerQuota are the replication throttles
 	// (throttle.go).
 	leaderQuota, followerQuota replicationQuota
+
+	// logDirs holds the offline log dirs and their partitions (logdir.go).
+	logDirs logDirState
 }
 
 // goFunc runs f on a goroutine counted in m.wg, unless Close has begun;
@@ -295,6 +298,7 @@ func (m *Manager) background() {
 		for _, r := range m.all() {
 			if err := r.log.MaybeFlush(now.UnixMilli()); err != nil {
 				r.logger.Error().Err(err).Msg("flush")
+				m.noteIOError(r.dir, err)
 			}
 		}
 		if now.Sub(lastRetention) >= m.cfg.RetentionCheckInterval {
@@ -302,6 +306,7 @@ func (m *Manager) background() {
 			for _, r := range m.all() {
 				if n, err := r.applyRetention(now.UnixMilli()); err != nil {
 					r.logger.Error().Err(err).Msg("retention")
+					m.noteIOError(r.dir, err)
 				} else if n > 0 {
 					r.logger.Info().Int("segments", n).Int64("log_start_offset", r.log.LogStartOffset()).Msg("retention deleted segments")
 				}
@@ -335,6 +340,7 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 			r.mu.Unlock()
 			if err != nil {
 				r.logger.Error().Err(err).Msg("producer state snapshot")
+				m.noteIOError(r.dir, err)
 			}
 		}
 	}
@@ -346,8 +352,8 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 		rps      []int64
 	}
 	byDir := map[string]*entries{}
-	for _, dir := range m.cfg.LogDirs {
-		byDir[filepath.Clean(dir)] = &entries{}
+	for _, dir := range m.OnlineLogDirs() { // an offline dir is written no more
+		byDir[dir] = &entries{}
 	}
 	add := func(tp cluster.TopicPartition, logDir string, hw, rp, ls int64) {
 		e := byDir[logDir]
@@ -391,6 +397,7 @@ func (m *Manager) writeCheckpoints(recovery bool) {
 			})
 			if err := logstore.WriteOffsetCheckpoint(filepath.Join(dir, f.name), f.es); err != nil {
 				m.log.Error().Err(err).Str("dir", dir).Str("file", f.name).Msg("write checkpoint")
+				m.noteIOError(dir, err)
 			} else if f.name == logstore.RecoveryPointCheckpointFile {
 				for i, r := range e.replicas {
 					r.checkpointedRP.Store(e.rps[i])
@@ -598,8 +605,16 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Rep
 	if m.openHook != nil {
 		m.openHook(tp)
 	}
-	r, err := openReplica(tp, m.dirFor(tp), m.cfg.BrokerID, st.Config, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged)
+	dir, err := m.logDirFor(tp)
+	var r *Replica
 	if err == nil {
+		r, err = openReplica(tp, dir, m.cfg.BrokerID, st.Config, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged, m.logDirs.fs)
+		if m.noteIOError(dir, err) {
+			err = mapLogError(err)
+		}
+	}
+	if err == nil {
+		r.ioFailed = func(err error) { m.maybeAddOfflineLogDir(dir, err) }
 		r.lagTimeMax = m.cfg.ReplicaLagTimeMax
 		r.isrWritable = m.cfg.StateWriter != nil
 		r.txnVerification = m.cfg.TxnVerification
@@ -708,6 +723,7 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 				continue
 			}
 			if err := os.RemoveAll(p); err != nil {
+				m.noteIOError(p, err)
 				return fmt.Errorf("stop replica %s: delete %s: %w", tp, p, err)
 			}
 			m.log.Info().Str("topic", tp.Topic).Int32("partition", tp.Partition).Str("dir", p).Msg("deleted log of a replica not open")
@@ -737,6 +753,7 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	}
 	r.logger.Info().Bool("deleted", remove).Msg("replica stopped")
 	if err != nil {
+		m.noteIOError(r.dir, err)
 		return fmt.Errorf("stop replica %s: %w", tp, err)
 	}
 	return nil
@@ -758,6 +775,9 @@ func (m *Manager) get(tp cluster.TopicPartition) (*Replica, error) {
 	r := m.replicas[tp]
 	m.mu.RUnlock()
 	if r == nil {
+		if err := m.offlinePartitionErr(tp); err != nil {
+			return nil, err // HostedPartition.Offline: KAFKA_STORAGE_ERROR
+		}
 		return nil, fmt.Errorf("%w: %s", ErrUnknownTopicOrPartition, tp)
 	}
 	return r, nil

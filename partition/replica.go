@@ -107,6 +107,12 @@ type Replica struct {
 	// it until the broker restarts (the producer state may not match the
 	// log).
 	storageErr error
+	// ioFailed, set by the Manager, takes the replica's log dir offline
+	// (Manager.maybeAddOfflineLogDir); logFailedLocked calls it.
+	ioFailed func(error)
+	// fs is the file system of the log (nil: the OS's), kept across
+	// config changes.
+	fs logstore.FS
 	// waiterWakeups counts waiters completed or failed, for tests.
 	waiterWakeups uint64
 	// stateCh is closed and replaced whenever the HW, the ISR or the role
@@ -147,9 +153,11 @@ func logstoreConfig(c cluster.LogConfig, log zerolog.Logger) logstore.Config {
 // the HW from their checkpoints (the HW never above the LEO) and the
 // producer state from the log.
 func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg cluster.LogConfig,
-	hwCheckpoint, recoveryPoint, logStartCheckpoint int64, logger zerolog.Logger, notify func(wake)) (*Replica, error) {
+	hwCheckpoint, recoveryPoint, logStartCheckpoint int64, logger zerolog.Logger, notify func(wake), fsys logstore.FS) (*Replica, error) {
 	logger = logger.With().Str("topic", tp.Topic).Int32("partition", tp.Partition).Logger()
-	l, err := logstore.Open(dir, logstoreConfig(cfg, logger), recoveryPoint)
+	lc := logstoreConfig(cfg, logger)
+	lc.FS = fsys
+	l, err := logstore.Open(dir, lc, recoveryPoint)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
@@ -162,7 +170,7 @@ func openReplica(tp cluster.TopicPartition, dir string, brokerID int32, cfg clus
 		}
 	}
 	r := &Replica{
-		tp: tp, dir: dir, brokerID: brokerID, log: l, logger: logger, notify: notify,
+		tp: tp, dir: dir, brokerID: brokerID, log: l, logger: logger, notify: notify, fs: fsys,
 		cfg: cfg, leader: cluster.NoLeader, leaderEpoch: -1, zkVersion: -1, leaderHW: -1,
 		followers: map[int32]*followerState{},
 		producers: map[int64]*producerState{},
@@ -628,10 +636,16 @@ func (r *Replica) logFailedLocked(err error) {
 	if !errors.Is(err, ErrStorage) || r.storageErr != nil {
 		return
 	}
+	if !isIOFailure(err) {
+		return // a closed log, not a failed one
+	}
 	r.storageErr = err
 	r.logger.Error().Err(err).Int("waiters", len(r.waiters)).
 		Msg("log storage failed; failing acks=all waits, the log takes no more writes")
 	r.failWaitersLocked(err)
+	if r.ioFailed != nil {
+		r.ioFailed(err)
+	}
 }
 
 // failWaitersLocked ends every waiter with err. Caller holds r.mu.
@@ -895,6 +909,8 @@ func mapLogError(err error) error {
 	case errors.Is(err, logstore.ErrOffsetOutOfRange):
 		return fmt.Errorf("%w: %v", ErrOffsetOutOfRange, err)
 	default:
-		return fmt.Errorf("%w: %v", ErrStorage, err)
+		// The cause stays in the chain, so that isIOFailure tells a
+		// closed log from a failed one.
+		return fmt.Errorf("%w: %w", ErrStorage, err)
 	}
 }

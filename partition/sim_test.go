@@ -306,7 +306,8 @@ func (s *sim) push() {
 			continue
 		}
 		st := PartitionState{TopicPartition: tp0, Replicas: s.replicas, Config: s.cfg, LeaderAndIsr: lai}
-		if err := s.mgr(id).ApplyPartitionStates([]PartitionState{st}); err != nil {
+		if err := s.mgr(id).ApplyPartitionStates([]PartitionState{st}); err != nil && s.mgr(id).offlinePartitionErr(tp0) == nil {
+			// (A replica of an offline log dir answers ErrStorage.)
 			s.t.Fatalf("broker %d: apply state: %v", id, err)
 		}
 	}
@@ -498,8 +499,8 @@ func (s *sim) check() {
 	s.settle()
 	leaders := map[int32]int32{}
 	for _, id := range s.replicas {
-		if !s.alive(id) {
-			continue
+		if !s.alive(id) || s.mgr(id).offlinePartitionErr(tp0) != nil {
+			continue // an offline replica serves nothing
 		}
 		st := s.status(id)
 		if st.HighWatermark > st.LogEndOffset {

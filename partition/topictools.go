@@ -154,7 +154,9 @@ func (r *Replica) setConfig(cfg cluster.LogConfig) bool {
 		return false
 	}
 	r.cfg = cfg
-	r.log.SetConfig(logstoreConfig(cfg, r.logger))
+	lc := logstoreConfig(cfg, r.logger)
+	lc.FS = r.fs
+	r.log.SetConfig(lc)
 	r.setThrottlesLocked()
 	r.logger.Info().Interface("config", cfg).Msg("topic config updated")
 	return true
@@ -162,7 +164,10 @@ func (r *Replica) setConfig(cfg cluster.LogConfig) bool {
 
 // LogDirInfo is one log dir of this broker and the replicas in it.
 type LogDirInfo struct {
-	Dir      string // absolute path
+	Dir string // absolute path
+	// Err is set for an offline dir (wrapping ErrStorage: Kafka's
+	// KAFKA_STORAGE_ERROR), which lists no replicas.
+	Err      error
 	Replicas []ReplicaLogInfo
 }
 
@@ -190,6 +195,9 @@ func (m *Manager) DescribeLogDirs() []LogDirInfo {
 			abs = dir
 		}
 		out[i] = LogDirInfo{Dir: abs, Replicas: []ReplicaLogInfo{}}
+		if err := m.dirOffline(dir); err != nil {
+			out[i].Err = fmt.Errorf("%w: log dir %s is offline: %w", ErrStorage, abs, err)
+		}
 		index[filepath.Clean(dir)] = i
 	}
 	for _, r := range m.all() {

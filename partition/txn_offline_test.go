@@ -36,12 +36,18 @@ func failTxnIndex(t *testing.T, s *sim, id int32) (r *Replica, lift func()) {
 	}
 }
 
-// killFailed stops broker id, whose log failed: its close reports the
-// failure (the log is closed unflushed) and is otherwise what s.kill does.
+// killFailed stops broker id, whose log failed: the failure took its log
+// dir offline (the log closed unflushed, the replica gone), and the rest
+// is what s.kill does.
 func killFailed(t *testing.T, s *sim, id int32) {
 	t.Helper()
-	if err := s.mgr(id).Close(); err == nil {
-		t.Fatalf("close of broker %d with a failed log reported no error", id)
+	m := s.mgr(id)
+	m.waitLogDirFailures()
+	if len(m.OfflineLogDirs()) == 0 {
+		t.Fatalf("broker %d: its log dir is not offline after the failure", id)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("close of broker %d: %v", id, err)
 	}
 	s.mu.Lock()
 	s.brokers[id].m = nil
@@ -65,7 +71,7 @@ func TestFollowerIndexFailureStopsAtMarker(t *testing.T) {
 	s.fetch(2)
 	lift()
 	s.fetch(2)
-	fst := s.status(2)
+	fst := r2.status() // the replica is offline: its last state
 	if fst.LogEndOffset != 2 {
 		t.Fatalf("follower log end offset %d, want 2: nothing after the marker whose entry failed", fst.LogEndOffset)
 	}
@@ -109,7 +115,7 @@ func TestFollowerIndexFailureThenLeader(t *testing.T) {
 	mustAppendWith(t, leader, tb(5, 0, 0, 1, true, 1), AppendOptions{Acks: 1}) // 0 txn of 5
 	s.catchUp()
 	s.catchUp()
-	_, lift := failTxnIndex(t, s, 2)
+	r2, lift := failTxnIndex(t, s, 2)
 	mustMarker(t, leader, TxnMarker{ProducerID: 5, ProducerEpoch: 0, CoordinatorEpoch: 1}) // 1 abort of 5
 	mustAppendWith(t, leader, tb(6, 0, 0, 1, true, 1), AppendOptions{Acks: 1})             // 2 txn of 6
 	s.fetch(2)
@@ -128,12 +134,12 @@ func TestFollowerIndexFailureThenLeader(t *testing.T) {
 	if _, err := m.DeleteRecords(t.Context(), tp0, 1, s.alive); !errors.Is(err, ErrStorage) {
 		t.Fatalf("delete records on the failed replica: %v, want ErrStorage", err)
 	}
-	st := s.status(2)
+	st := r2.status() // offline: its last state
 	if st.LogEndOffset != 2 || st.LastStableOffset != 0 {
 		t.Fatalf("failed leader leo %d lso %d, want 2 and 0", st.LogEndOffset, st.LastStableOffset)
 	}
-	if rc := readAt(t, m, 0, 1); len(rc.Records) != 0 {
-		t.Fatalf("read_committed on the failed replica returned batches %v (aborted %+v)", batchBases(t, rc.Records), rc.AbortedTransactions)
+	if _, err := m.Read(tp0, ReadRequest{FetchOffset: 0, MaxBytes: 1 << 20, ReplicaID: -1, CurrentLeaderEpoch: -1, IsolationLevel: 1}); !errors.Is(err, ErrStorage) {
+		t.Fatalf("read_committed on the failed replica: %v, want ErrStorage (its log dir is offline)", err)
 	}
 
 	killFailed(t, s, 2)
@@ -175,7 +181,7 @@ func TestLeaderIndexFailureTakesReplicaOffline(t *testing.T) {
 	if _, err := m.WriteTxnMarker(tp0, TxnMarker{ProducerID: 5, ProducerEpoch: 0, CoordinatorEpoch: 1}); !errors.Is(err, ErrStorage) {
 		t.Fatalf("marker after the failed index write: %v, want ErrStorage", err)
 	}
-	st := statusOf(t, m)
+	st := r.status() // offline: its last state
 	if st.LogEndOffset != 2 || st.LastStableOffset != 0 || len(st.OngoingTxns) != 1 {
 		t.Fatalf("after the failure leo %d lso %d ongoing %+v, want 2, 0 and producer 5's", st.LogEndOffset, st.LastStableOffset, st.OngoingTxns)
 	}
@@ -183,8 +189,12 @@ func TestLeaderIndexFailureTakesReplicaOffline(t *testing.T) {
 	if offs := snapshotOffsets(r.dir); slices.Contains(offs, 2) {
 		t.Fatalf("snapshots %v: the failed replica's state was saved", offs)
 	}
-	if err := m.Close(); err == nil {
-		t.Fatal("close with a failed log reported no error")
+	m.waitLogDirFailures()
+	if len(m.OfflineLogDirs()) != 1 {
+		t.Fatal("the failed log's dir is not offline")
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
 	}
 	m2 := txnManager(t, dir, false, []int32{1}, []int32{1})
 	if st := statusOf(t, m2); len(st.OngoingTxns) != 0 || st.LastStableOffset != 2 {

@@ -640,11 +640,23 @@ func TestStorageErrorOnMarker(t *testing.T) {
 	if _, err := m.WriteTxnMarker(tp0, TxnMarker{ProducerID: 4, ProducerEpoch: 0, CoordinatorEpoch: 0}); !errors.Is(err, ErrStorage) {
 		t.Fatalf("marker with a failing fsync: %v, want ErrStorage", err)
 	}
-	st := statusOf(t, m)
+	st := r.status() // its log dir went offline: the replica's last state
 	if len(st.OngoingTxns) != 1 || st.LastStableOffset != 1 {
 		t.Fatalf("after the failed marker: ongoing %+v lso %d", st.OngoingTxns, st.LastStableOffset)
 	}
-	got := batchBases(t, readAt(t, m, 0, 0).Records)
+	m.waitLogDirFailures()
+	// Read back from the disk, as a restart would.
+	fs.SetInjector(nil)
+	reopened, err := logstore.Open("/logs/t-0", lc, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := reopened.Read(0, 1<<20, reopened.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = reopened.Close()
+	got := batchBases(t, data)
 	for _, a := range acked {
 		if !slices.Contains(got, a.BaseOffset) {
 			t.Fatalf("acknowledged batch at %d lost after the failed marker (read %v)", a.BaseOffset, got)

@@ -10,8 +10,11 @@ package protocol
 //     with no topics.
 //   - Per partition: Size in bytes of its segments, OffsetLag (Kafka's
 //     max(HW - LEO, 0) of the local log: 0 on a leader) and IsFuture
-//     false (replicas never move between dirs). Dirs have no error: an
-//     offline dir stops the broker.
+//     false (replicas never move between dirs).
+//   - A log dir that failed (partition.LogDirInfo.Err, an I/O error took
+//     it offline) answers KAFKA_STORAGE_ERROR with no topics, as Kafka's
+//     ReplicaManager.describeLogDirs does for an offline dir; the others
+//     answer as usual.
 //   - Authorization: Describe on the cluster, else no dirs (v0-2 carry no
 //     error code).
 
@@ -26,6 +29,7 @@ import (
 
 func (s *Server) handleDescribeLogDirs(_ context.Context, rc *reqContext, req *kmsg.DescribeLogDirsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	log := s.log.With().Str("remote_addr", rc.remoteAddr).Int32("correlation_id", rc.correlationID).Logger()
 	if !s.authorizeCluster(rc, security.OpDescribe) {
 		// No dirs: v0-2 have no error code to say why (v3+ would carry
 		// CLUSTER_AUTHORIZATION_FAILED).
@@ -45,6 +49,11 @@ func (s *Server) handleDescribeLogDirs(_ context.Context, rc *reqContext, req *k
 		rd := kmsg.NewDescribeLogDirsResponseDir()
 		rd.Dir = d.Dir
 		rd.Topics = []kmsg.DescribeLogDirsResponseDirTopic{}
+		if d.Err != nil {
+			rd.ErrorCode = errorCode(&log, d.Err)
+			resp.Dirs = append(resp.Dirs, rd)
+			continue
+		}
 		for _, r := range d.Replicas {
 			if want != nil && !want[r.TopicPartition] {
 				continue

@@ -261,6 +261,12 @@
 // than give up (KAFKA-14034). A partition this broker holds no replica of
 // answers NOT_LEADER_OR_FOLLOWER when the metadata knows it, else
 // UNKNOWN_TOPIC_OR_PARTITION, as in Kafka.
+// A replica in a log dir that failed answers KAFKA_STORAGE_ERROR (56,
+// partition.ErrStorage) to Produce, Fetch, ListOffsets,
+// OffsetsForLeaderEpoch, DeleteRecords and LeaderAndIsr; DescribeLogDirs
+// answers such a dir with that error and no topics.
+// BrokerClient.LeaderAndIsrOffline returns the partitions a LeaderAndIsr
+// answered KAFKA_STORAGE_ERROR for, which the controller marks offline.
 //
 // Each handler file (NN_name.go, by API key) opens with its versions and
 // behaviour.

@@ -8,7 +8,8 @@ package test
 // which must show lost writes; and from issue 17 the cheapest telling
 // ones: kill -9 of a follower (#5), two of three replicas down (#6 SAFE),
 // ZooKeeper down while the leader is killed (#19, on a ZooKeeper of its
-// own) and a broker whose wall clock is 5 minutes ahead (#25, short).
+// own), every client cut off for 20 s (#20, short) and a broker whose
+// wall clock is 5 minutes ahead (#25, short).
 // `make chaos` runs the whole matrix and writes chaos-report.md.
 
 import (
@@ -31,7 +32,7 @@ func TestChaos(t *testing.T) {
 	want := map[string]bool{
 		"kill-leader": true, "cut-leader-from-brokers": true, "pause-leader-long": true,
 		"ack1-cut-then-kill": true, "unclean-jepsen-2013": true,
-		"kill-follower": true, "kill-two": true, "zk-down-kill-leader": true, "clock-ahead-short": true,
+		"kill-follower": true, "kill-two": true, "zk-down-kill-leader": true, "clock-ahead-short": true, "client-cut-short": true,
 	}
 	cfg := chaos.RunConfig{Binary: brokerBin, ZKAddr: zkAddr, ZK: zkConn, Seed: 1, Logf: t.Logf}
 	var results []chaos.Result

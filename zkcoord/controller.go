@@ -150,6 +150,9 @@ func (s *Session) becomeController(epoch, epochZkVersion int32) {
 	if err := s.refreshIsrChanges(); err != nil {
 		s.markDirty("read isr changes", err)
 	}
+	if err := s.refreshLogDirEvents(); err != nil {
+		s.markDirty("read log dir events", err)
+	}
 	if err := s.refreshAdminRequests(0); err != nil {
 		s.markDirty("read admin requests", err)
 	}
@@ -173,6 +176,7 @@ func (s *Session) resign(why string) {
 		c.stop()
 	}
 	delete(s.armed, watchKey{kind: wIsrChanges})
+	delete(s.armed, watchKey{kind: wLogDirEvents})
 	s.forgetAdminRequestWatches()
 	if !was {
 		return

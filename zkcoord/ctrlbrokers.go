@@ -28,6 +28,9 @@ func (c *controller) failover() error {
 	if err := c.deleteIsrNotifications(nil); err != nil {
 		return err
 	}
+	if err := c.deleteLogDirNotifications(nil); err != nil {
+		return err
+	}
 	brokers, err := c.readBrokers()
 	if err != nil {
 		return err
@@ -310,7 +313,7 @@ func (c *controller) checkRebalance() error {
 		}
 		replicas := c.replicas(tp)
 		_, ch, _, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
-			l, ok := ElectPreferredLeader(replicas, st.Isr, electable)
+			l, ok := ElectPreferredLeader(replicas, st.Isr, c.onlineFor(tp, electable))
 			if !ok || st.Leader == l {
 				return st, false
 			}

@@ -73,6 +73,10 @@ type pendingEvents struct {
 	// turned on (a dynamic broker config): elect for every offline
 	// partition at once (Kafka's UncleanLeaderElectionEnable).
 	uncleanDefault bool
+	// logDirEvents: /log_dir_event_notification children changed;
+	// logDirOutcomes: LeaderAndIsr responses naming offline replicas
+	// wait in c.logDirs (ctrllogdir.go).
+	logDirEvents, logDirOutcomes bool
 }
 
 func (p *pendingEvents) merge(o pendingEvents) {
@@ -83,6 +87,8 @@ func (p *pendingEvents) merge(o pendingEvents) {
 	p.reassign = p.reassign || o.reassign
 	p.preferredElection = p.preferredElection || o.preferredElection
 	p.uncleanDefault = p.uncleanDefault || o.uncleanDefault
+	p.logDirEvents = p.logDirEvents || o.logDirEvents
+	p.logDirOutcomes = p.logDirOutcomes || o.logDirOutcomes
 	for t := range o.topics {
 		if p.topics == nil {
 			p.topics = map[string]bool{}
@@ -99,7 +105,7 @@ func (p *pendingEvents) merge(o pendingEvents) {
 
 func (p *pendingEvents) empty() bool {
 	return !p.brokers && !p.topicList && !p.deletions && !p.isrChanges && len(p.topics) == 0 && len(p.configs) == 0 &&
-		!p.reassign && !p.preferredElection && !p.uncleanDefault
+		!p.reassign && !p.preferredElection && !p.uncleanDefault && !p.logDirEvents && !p.logDirOutcomes
 }
 
 // ctrlWork is what the controller still has to do. An item leaves only
@@ -229,6 +235,8 @@ type controller struct {
 	// offline is the offline partitions count, written by the loop and
 	// read by Session.OfflinePartitionsCount.
 	offline atomic.Int32
+	// logDirs holds the replicas on offline log dirs (ctrllogdir.go).
+	logDirs ctrlLogDirs
 }
 
 // newController is the controller of Session s for the epoch it won.
@@ -477,6 +485,8 @@ func (c *controller) step(ev pendingEvents) {
 	step(ev.reassign, c.onLegacyReassignment, pendingEvents{reassign: true})
 	step(ev.preferredElection, c.onPreferredElectionZnode, pendingEvents{preferredElection: true})
 	step(ev.uncleanDefault, c.onUncleanDefaultEnabled, pendingEvents{uncleanDefault: true})
+	step(ev.logDirEvents, c.onLogDirEvent, pendingEvents{logDirEvents: true})
+	step(ev.logDirOutcomes, c.onLogDirOutcomes, pendingEvents{logDirOutcomes: true})
 }
 
 func (c *controller) stepFailed(err error) {

@@ -75,7 +75,7 @@ func (c *controller) partitionInfo(tp cluster.TopicPartition) cluster.TopicParti
 	pi := cluster.TopicPartitionInfo{Topic: tp.Topic, PartitionInfo: cluster.PartitionInfo{
 		Partition: tp.Partition, Replicas: replicas, State: st}}
 	for _, r := range replicas {
-		if _, ok := c.alive[r]; !ok {
+		if _, ok := c.alive[r]; !ok || c.replicaOffline(tp, r) {
 			pi.Offline = append(pi.Offline, r)
 		}
 	}
@@ -177,7 +177,7 @@ func (c *controller) sendLeaderAndIsr(tps []cluster.TopicPartition, isNew bool, 
 			Partitions: parts, LiveLeaders: leaders,
 		}
 		q.enqueue(ctrlRequest{kind: "LeaderAndIsr", to: b, send: func(ctx context.Context, to cluster.Broker) error {
-			return c.sender.LeaderAndIsr(ctx, to, req)
+			return c.sendLeaderAndIsrRequest(ctx, to, req)
 		}})
 	}
 }

@@ -65,6 +65,10 @@ type ctrlHarness struct {
 	fencedAt map[*controller]int
 	// verbose logs the controller (set CTRL_SCRIPT_LOG=1).
 	log zerolog.Logger
+	// offlineDirs are, per broker, the replicas of its failed log dirs,
+	// which its LeaderAndIsr answers KAFKA_STORAGE_ERROR for until it
+	// restarts (ctrllogdir_test.go).
+	offlineDirs map[int32]map[cluster.TopicPartition]bool
 }
 
 type sentRequest struct {
@@ -238,6 +242,7 @@ func (h *ctrlHarness) settle() {
 			return
 		}
 		ev := h.store.takeEvents()
+		ev.merge(h.ctrl.takePending()) // posted by the send queues (LeaderAndIsr outcomes)
 		if ev.empty() && !h.ctrl.hasWork() {
 			if len(h.ctrl.unknown) > 0 {
 				// Nothing would wake the controller again for them.
@@ -305,6 +310,7 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		for _, id := range bs {
 			if f[0] == "restart" {
 				h.store.remove(brokerPath(id))
+				delete(h.offlineDirs, id) // its disk was replaced
 			}
 			h.registerBroker(id)
 		}
@@ -327,6 +333,7 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 		}
 		for _, id := range bs {
 			h.store.remove(brokerPath(id))
+			delete(h.offlineDirs, id) // it comes back with its disk replaced
 			if h.ctrl != nil && h.ctrl.id == id {
 				// The controller dies with its broker (and its session's
 				// /controller with it): nobody handles events until the
@@ -530,6 +537,12 @@ func (h *ctrlHarness) run(cmd string) (string, error) {
 			tps = append(tps, tp)
 		}
 		h.store.put(preferredReplicaElectionPath, encodePreferredElection(tps), 0)
+	case "logdir_fail":
+		// logdir_fail ID T/P,...: broker ID's log dir holding those
+		// replicas failed (ctrllogdir_test.go).
+		if err := h.logDirFail(args); err != nil {
+			return "", err
+		}
 	default:
 		return "", fmt.Errorf("unknown command %q", f[0])
 	}

@@ -340,7 +340,7 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 		return nil, nil
 	}
 	tps := slices.SortedFunc(maps.Keys(c.work.reconcile), compareTP)
-	alive, electable := c.aliveIDs(), c.electableIDs()
+	aliveAll, electableAll := c.aliveIDs(), c.electableIDs()
 	unclean := map[string]bool{}
 	var changed []cluster.TopicPartition
 	defer func() { c.announce(changed, false) }()
@@ -353,6 +353,8 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 			delete(c.work.reconcile, tp)
 			continue
 		}
+		// A replica on an offline log dir is not alive for tp (ctrllogdir.go).
+		alive, electable := c.onlineFor(tp, aliveAll), c.onlineFor(tp, electableAll)
 		// The topic's unclean.leader.election.enable is read before the
 		// decision (Kafka's collectUncleanLeaderElectionState), only when
 		// the leader is gone, once per topic and pass.

@@ -182,6 +182,8 @@ func (m *memStore) changed(p string, created bool) {
 			m.events.deletions = true
 		case isrChangeNotificationPath:
 			m.events.isrChanges = true
+		case logDirEventNotificationPath:
+			m.events.logDirEvents = true
 		}
 	}
 	switch par {

@@ -18,6 +18,7 @@
 //	                             (notified as {"version":2,"entity_path":"brokers/<id>"}; brokerconfig.go)
 //	/admin/delete_topics/<t>  P  empty
 //	/isr_change_notification/isr_change_<seq>  PS  {"version":1,"partitions":[{"topic":"t","partition":0}]}
+//	/log_dir_event_notification/log_dir_event_<seq>  PS  {"version":1,"broker":N,"event":1}
 //	/cluster/id               P  {"version":"1","id":"<22-char base64url uuid>"}
 //	/latest_producer_id_block P  {"version":1,"broker":N,"block_start":"S","block_end":"E"}
 //	/kafka-acl/<Type>/<name>, /kafka-acl-extended/prefixed/<Type>/<name>  P
@@ -39,8 +40,7 @@
 // watches or caches a partition state znode (a broker serves metadata from
 // the protocol's MetadataCache, which UpdateMetadata fills, as Kafka's
 // does). It imports partition for StateWriter and ErrStateConflict only,
-// never protocol or logstore. Partition reassignment, preferred-election
-// and log-dir-event znodes are not implemented.
+// never protocol or logstore.
 //
 // # The controller
 //
@@ -69,6 +69,20 @@
 // initialState); the loop reads each partition's state znode fresh before
 // deciding, never its cache, and reads what else a decision needs (a
 // topic's unclean.leader.election.enable) before it, not inside it.
+//
+// Log dir failures (ctrllogdir.go, logdirevent.go) are Kafka's: a broker
+// whose log dir failed writes /log_dir_event_notification/log_dir_event_<seq>
+// (Session.PropagateLogDirEvent); the controller watches those children,
+// deletes the notifications it read (fenced by its epoch, as the ISR
+// change notifications; failover deletes them all first) and sends
+// LeaderAndIsr for every replica of the named brokers. With a BrokerSender
+// that is a LeaderAndIsrOfflineSender, the partitions a broker answered
+// KAFKA_STORAGE_ERROR are its offline replicas (kept per broker
+// incarnation, forgotten when it dies or registers again; answered
+// without error, online again): an offline replica counts as not alive
+// for its partition, so elections pick a leader from the ISR minus the
+// offline replicas and ISRs drop them (leader epoch + 1), and
+// UpdateMetadata lists them in offline_replicas.
 //
 // Partition reassignment (KIP-455, ctrlreassign.go) and admin leader
 // elections (KIP-460, ctrlelect.go) run on the loop too: Session's

@@ -31,6 +31,7 @@ const (
 	wPreferredElection                       // /admin/preferred_replica_election (controller only)
 	wBrokerConfig                            // /config/brokers/<entity>; the entity is in watchKey.topic
 	wACLChanges                              // children of an ACL change store; its path is in watchKey.topic
+	wLogDirEvents                            // children of /log_dir_event_notification (controller only)
 )
 
 type watchKey struct {
@@ -167,6 +168,8 @@ func (s *Session) handleFire(f watchFire) {
 		err = s.refreshDeleteTopics()
 	case wIsrChanges:
 		err = s.refreshIsrChanges()
+	case wLogDirEvents:
+		err = s.refreshLogDirEvents()
 	case wConfigChanges:
 		err = s.refreshConfigChanges()
 	case wBrokerConfig:

@@ -254,6 +254,8 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	if err != nil {
 		return err
 	}
+	logDirsFailed := make(chan error, 1)
+	replicas.SetLogDirFailureHandler(logDirFailureHandler(cfg.LogDirs, session, log, logDirsFailed))
 	replicas.Start()
 	defer func() {
 		if err := replicas.Close(); err != nil {
@@ -380,6 +382,11 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		log.Info().Msg("shutting down")
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-logDirsFailed:
+		if cfg.ControlledShutdownEnable {
+			controlledShutdown(cfg, session, client, log)
+		}
+		return err
 	}
 	if cfg.ControlledShutdownEnable {
 		controlledShutdown(cfg, session, client, log)

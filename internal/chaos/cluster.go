@@ -501,14 +501,27 @@ func (c *Cluster) CreateTopic(topic string, partitions int32, configs map[string
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	for _, r := range resp.Topics {
-		if r.ErrorCode != 0 {
-			return fmt.Errorf("create topic %s: error code %d", topic, r.ErrorCode)
+	// INVALID_REPLICATION_FACTOR (38) right after start: the broker that
+	// answered may not have every new broker in its metadata yet.
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return fmt.Errorf("create topic %s: %w", topic, err)
 		}
+		code := int16(0)
+		for _, r := range resp.Topics {
+			if r.ErrorCode != 0 {
+				code = r.ErrorCode
+			}
+		}
+		if code == 38 && ctx.Err() == nil {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		if code != 0 {
+			return fmt.Errorf("create topic %s: error code %d", topic, code)
+		}
+		break
 	}
 	return c.WaitFullISR(topic, partitions, 45*time.Second)
 }

@@ -39,10 +39,10 @@ func TestProxySlow(t *testing.T) {
 	roundTrip := func(n int) time.Duration {
 		t.Helper()
 		start := time.Now()
-		buf := make([]byte, n)
-		go func() { _, _ = c.Write(buf) }()
+		out, in := make([]byte, n), make([]byte, n)
+		go func() { _, _ = c.Write(out) }()
 		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
-		if _, err := io.ReadFull(c, buf); err != nil {
+		if _, err := io.ReadFull(c, in); err != nil {
 			t.Fatal(err)
 		}
 		return time.Since(start)

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,8 @@ type Profile struct {
 	// Expect is the anomaly (Anomalies.ByName) a negative control must
 	// show; "" means lost.
 	Expect string
+	// DeliveryTimeout is the kgo producers' delivery.timeout (0: 30 s).
+	DeliveryTimeout time.Duration
 }
 
 // Profiles by name.
@@ -49,8 +52,10 @@ var (
 		BrokerProps: map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}}
 	// NONIDEM is SAFE with idempotence off and retries on: duplicates of
 	// retried writes are allowed, and the negative control is caught when
-	// the checker reports one.
-	NONIDEM = Profile{Name: "NONIDEM", Acks: -1, Idempotent: false, Expect: "duplicate",
+	// the checker reports one. Its delivery timeout is Kafka's default
+	// (120 s), so records outlive a 60 s client cut and are retried after
+	// it while their first attempts, held in the cut, land too.
+	NONIDEM = Profile{Name: "NONIDEM", Acks: -1, Idempotent: false, Expect: "duplicate", DeliveryTimeout: 120 * time.Second,
 		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
 	// EPOCH is the profile of Kafka's epoch acceptance tests
 	// (EpochDrivenReplicationProtocolAcceptanceTest, reliability.md §2.6):
@@ -105,7 +110,7 @@ func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Pr
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-		kgo.RecordDeliveryTimeout(30 * time.Second),
+		kgo.RecordDeliveryTimeout(cmp.Or(profile.DeliveryTimeout, 30*time.Second)),
 		kgo.ProduceRequestTimeout(10 * time.Second),
 		kgo.RequestTimeoutOverhead(5 * time.Second),
 		kgo.MaxBufferedRecords(5000),
