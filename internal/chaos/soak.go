@@ -110,7 +110,9 @@ const (
 // diskFullPackage fills broker SoakDiskBroker's tmpfs data dir with a
 // filler file until ENOSPC, and deletes it on heal (#24); only in the mix
 // with SoakScenario's diskFull, as it needs the broker to take a full log
-// dir offline (the logdir branch's LogDirFailureChannel).
+// dir offline (the logdir branch's LogDirFailureChannel). With its only log
+// dir offline the broker shuts itself down, as Kafka's does; the heal's
+// Recover restarts it once the filler is gone.
 var diskFullPackage = soakPackage{"disk-full", func(e *Env, _ int32, _ time.Duration) func() {
 	id := int32(SoakDiskBroker)
 	end := e.H.Fault("disk-full", id, e.Led(id))
@@ -187,6 +189,9 @@ func (e *Env) Soak(d time.Duration, diskFull bool) {
 				continue
 			}
 			id := e.C.Brokers[e.Rand.Intn(len(e.C.Brokers))].ID
+			if p.name == diskFullPackage.name {
+				id = SoakDiskBroker // the broker with the tmpfs
+			}
 			names = append(names, fmt.Sprintf("%s(%d)", p.name, id))
 			heals = append(heals, p.apply(e, id, window))
 		}
