@@ -46,7 +46,6 @@ KCAT_SEC=()
 if [[ $KAFKAZK_SECURE == 1 ]]; then
 	COMPOSE_FILES+=(-f "$ROOT/docker-compose.secure.yml")
 	KCAT_SEC=(-F "$KAFKAZK_SECURE_DIR/kcat.conf")
-	export KAFKAZK_CLIENT_CONFIG=$KAFKAZK_SECURE_DIR/kcat.conf
 fi
 # secure_file: the secured variant's compose file, when KAFKAZK_SECURE=1.
 secure_file() { [[ $KAFKAZK_SECURE != 1 ]] || printf '%s\n' -f "$ROOT/docker-compose.secure.yml"; }
