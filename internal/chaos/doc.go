@@ -5,7 +5,8 @@
 // Markdown report. cmd/chaos runs the whole matrix; test/chaos_test.go runs
 // a short subset.
 //
-// Cluster shape: three broker processes on loopback, each behind a Kafka
+// Cluster shape: three broker processes on loopback (internal/harness
+// Processes, as test/'s brokers are), each behind a Kafka
 // Proxy that is its advertised listener (so clients and the other brokers
 // reach it only through the proxy) and a ZooKeeper Proxy that is its
 // zookeeper.connect. A Kafka proxy names each connection's source by the
