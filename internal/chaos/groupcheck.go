@@ -7,20 +7,28 @@ import (
 
 // GroupAnomalies are the consumer group's checks (issue 17).
 type GroupAnomalies struct {
-	// CommitBackwards: the group's committed offset of a partition, in
-	// OffsetFetch samples in the order they were sent, went down.
+	// CommitBackwards: an acknowledged commit of a partition below one
+	// acknowledged before it was sent (real-time order, so responses that
+	// cross do not count).
 	CommitBackwards int
-	// LostCommit: an acknowledged commit not reflected later: an
-	// OffsetFetch sent after its acknowledgement, the final committed
-	// offset, or the first poll of a member assigned the partition after
-	// it, below the acknowledged offset.
+	// LostCommit: an acknowledged commit the group's durable state does
+	// not reflect: the final committed offset, or the first poll of a
+	// member assigned the partition after the acknowledgement, below it.
 	LostCommit int
 	// Ownership: after the final rebalance a partition owned by no
 	// member or by more than one.
 	Ownership int
+	// StaleCommitRead counts OffsetFetch samples, sent after a commit was
+	// acknowledged, that read less (or a committed offset going down
+	// between samples). It is reported, not a failure: a coordinator that
+	// was paused past its session (a zombie) answers from its cache until
+	// it learns it lost the offsets partition, in Kafka too, and the
+	// members read their offsets from the current coordinator, which
+	// LostCommit checks through their first polls.
+	StaleCommitRead int
 }
 
-// GroupTotal sums the group checks.
+// GroupTotal sums the group checks that Kafka's promise forbids.
 func (a GroupAnomalies) GroupTotal() int { return a.CommitBackwards + a.LostCommit + a.Ownership }
 
 // checkGroup runs the consumer group checks over in (nothing without a
@@ -53,26 +61,40 @@ func checkGroup(res *CheckResult, in GroupInput, polls []Poll) {
 		}
 		return best, at
 	}
+	// Commits in real-time order: b after a when a was acknowledged
+	// before b was sent.
+	for p, cs := range acked {
+		byInvoke := slices.Clone(cs)
+		sort.Slice(byInvoke, func(i, j int) bool { return byInvoke[i].Invoke < byInvoke[j].Invoke })
+		i, best, bestC := 0, int64(-1), GroupCommit{}
+		for _, b := range byInvoke {
+			for i < len(cs) && cs[i].Complete < b.Invoke {
+				if cs[i].Offset > best {
+					best, bestC = cs[i].Offset, cs[i]
+				}
+				i++
+			}
+			if b.Offset < best {
+				res.CommitBackwards++
+				res.note("commit-backwards", "p%d: %s's commit of %d sent at %s after %s's commit of %d was acknowledged at %s",
+					p, b.Member, b.Offset, b.Invoke, bestC.Member, best, bestC.Complete)
+			}
+		}
+	}
 	samples := slices.Clone(in.Samples)
 	sort.SliceStable(samples, func(i, j int) bool { return samples[i].At < samples[j].At })
 	last := map[int32]GroupOffset{}
 	for _, s := range samples {
-		if s.Offset < 0 {
-			// None committed: backwards if something was.
-			if prev, ok := last[s.Partition]; ok && prev.Offset >= 0 {
-				res.CommitBackwards++
-				res.note("commit-backwards", "p%d: no committed offset at %s after %d at %s", s.Partition, s.At, prev.Offset, prev.At)
-			}
-		} else if prev, ok := last[s.Partition]; ok && s.Offset < prev.Offset {
-			res.CommitBackwards++
-			res.note("commit-backwards", "p%d: committed %d at %s after %d at %s", s.Partition, s.Offset, s.At, prev.Offset, prev.At)
+		if prev, ok := last[s.Partition]; ok && s.Offset < prev.Offset {
+			res.StaleCommitRead++
+			res.note("stale-commit-read", "p%d: OffsetFetch sent at %s read %d after one sent at %s read %d", s.Partition, s.At, s.Offset, prev.At, prev.Offset)
 		}
 		if prev, ok := last[s.Partition]; !ok || s.Offset >= prev.Offset {
 			last[s.Partition] = s
 		}
 		if want, c := maxAckedBefore(s.Partition, int64(s.At)); want >= 0 && s.Offset < want {
-			res.LostCommit++
-			res.note("lost-commit", "p%d: OffsetFetch sent at %s read %d; %s's commit of %d was acknowledged at %s", s.Partition, s.At, s.Offset, c.Member, want, c.Complete)
+			res.StaleCommitRead++
+			res.note("stale-commit-read", "p%d: OffsetFetch sent at %s read %d; %s's commit of %d was acknowledged at %s", s.Partition, s.At, s.Offset, c.Member, want, c.Complete)
 		}
 	}
 	if in.FinalOffsets != nil {

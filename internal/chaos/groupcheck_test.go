@@ -50,13 +50,14 @@ func TestGroupCheckerCatches(t *testing.T) {
 		count func(GroupAnomalies) int
 	}{
 		{"clean", func(*GroupInput, *[]Poll) {}, nil},
-		{"commit-backwards", func(in *GroupInput, _ *[]Poll) { in.Samples = append(in.Samples, sample(1, 3, 5*s)) },
-			func(a GroupAnomalies) int { return a.CommitBackwards }},
-		{"commit-backwards to none", func(in *GroupInput, _ *[]Poll) { in.Samples = append(in.Samples, sample(0, -1, 5*s)) },
-			func(a GroupAnomalies) int { return a.CommitBackwards }},
-		{"lost-commit in a later sample", func(in *GroupInput, _ *[]Poll) {
+		{"commit-backwards", func(in *GroupInput, _ *[]Poll) {
+			in.Commits = append(in.Commits, GroupCommit{Member: "g2", Partition: 0, Offset: 7, Invoke: 3*s + 1, Complete: 3*s + 2, OK: true})
+		}, func(a GroupAnomalies) int { return a.CommitBackwards }},
+		{"stale-commit-read: a sample after an acknowledged commit", func(in *GroupInput, _ *[]Poll) {
 			in.Samples = []GroupOffset{sample(0, 5, 2*s), sample(0, 5, 3*s+1)} // sent after the ack of 9
-		}, func(a GroupAnomalies) int { return a.LostCommit }},
+		}, func(a GroupAnomalies) int { return a.StaleCommitRead }},
+		{"stale-commit-read: samples going down", func(in *GroupInput, _ *[]Poll) { in.Samples = append(in.Samples, sample(0, 8, 5*s)) },
+			func(a GroupAnomalies) int { return a.StaleCommitRead }},
 		{"lost-commit in the final offsets", func(in *GroupInput, _ *[]Poll) { in.FinalOffsets[0] = 5 },
 			func(a GroupAnomalies) int { return a.LostCommit }},
 		{"lost-commit: a new owner starts below it", func(_ *GroupInput, polls *[]Poll) { (*polls)[1] = gpoll("g2#1", 0, 3*s+1, 6, 7) },
@@ -78,6 +79,9 @@ func TestGroupCheckerCatches(t *testing.T) {
 		}
 		if tc.count(res.GroupAnomalies) == 0 {
 			t.Errorf("%s: not counted under its own name: %+v", tc.name, res.GroupAnomalies)
+		}
+		if res.StaleCommitRead > 0 && res.GroupTotal() != 0 {
+			t.Errorf("%s: a stale read counted as a failure: %+v", tc.name, res.GroupAnomalies)
 		}
 	}
 	// Through Check: a group member's first poll need not start at 0,
