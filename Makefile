@@ -42,6 +42,8 @@ help:
 	@echo "demo-secure    the failover demo, unchanged, on the secured compose cluster"
 	@echo "compose-test-secure  compose-test on the secured compose cluster"
 	@echo "bench-secure   kbench 1 KiB acks=all produce and consume over SASL_SSL beside PLAINTEXT on one cluster, with the ratio"
+	@echo "chaos-compose  the chaos workload and checker against the docker-compose cluster with docker faults (project chaosops)"
+	@echo "soak       DURATION (30m) of the random fault mix on local processes, then heal, final read and the table"
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o bin/broker ./cmd/broker
@@ -164,11 +166,13 @@ bench-compact: build
 bench-txn: build
 	@KBENCH_ARGS="--scenarios=txn $(KBENCH_ARGS)" scripts/bench.sh
 
-# chaos: the fault-injection matrix of issue 6 (cmd/chaos, internal/chaos):
-# every scenario on fresh ZooKeeper-backed 3-broker clusters, a history
-# checker, and a Markdown report in CHAOS_REPORT. CHAOS_ARGS passes more
-# flags (e.g. -scenarios kill-leader,SAFE -keep); `go run ./cmd/chaos -list`
-# lists the scenarios. `make test` runs a subset as TestChaos.
+# chaos: the fault-injection matrix of issues 6 and 17 (cmd/chaos,
+# internal/chaos): every scenario on fresh ZooKeeper-backed clusters (3
+# brokers; 2 for the epoch sequences), a history checker, and a Markdown
+# report in CHAOS_REPORT. CHAOS_ARGS passes more flags (e.g. -scenarios
+# kill-leader,SAFE -keep); `go run ./cmd/chaos -list` lists the scenarios.
+# disk-full mounts a tmpfs and needs root (CAP_SYS_ADMIN); zk-down-kill-leader
+# starts a ZooKeeper of its own. `make test` runs a subset as TestChaos.
 CHAOS_REPORT ?= chaos-report.md
 CHAOS_RANDOM ?= 3m
 CHAOS_ARGS   ?=
@@ -189,3 +193,31 @@ BENCH_SCALE_PARTITIONS ?= 1000 10000
 .PHONY: bench-scale
 bench-scale:
 	@BENCH_SCALE_PARTITIONS="$(BENCH_SCALE_PARTITIONS)" scripts/bench-scale.sh
+
+# chaos-compose and soak (issue 17 parts 4 and 5).
+#
+# chaos-compose: scripts/chaos-compose.sh: the same workload and history
+# checker as `make chaos` (bin/chaos compose) against the docker-compose
+# cluster, with docker kill / stop / pause / network disconnect, iptables and
+# tc in the containers' namespaces (nsenter) and docker kill of ZooKeeper.
+# Its own project (chaosops) and host ports (39092-39094, ZooKeeper 39181).
+# CHAOS_COMPOSE_SCENARIOS=kill,latency picks scenarios
+# (`go run ./cmd/chaos compose -list`); CHAOS_COMPOSE_ARGS adds flags.
+#
+# soak: the Bufstream-style random mix on local processes for DURATION (a
+# fresh random subset of kill, SIGTERM, pauses, link cuts, ZooKeeper cut and
+# loss and isolation every 10-20 s), then heal, read every replica back and
+# print the table (SOAK_REPORT). SOAK_DISK_FULL=1 adds disk full (broker 1's
+# data dir on a 512 MiB tmpfs, filled at random; needs root and the logdir
+# branch's log dir failure handling).
+DURATION       ?= 30m
+SOAK_REPORT    ?= soak-report.md
+SOAK_DISK_FULL ?= 0
+
+.PHONY: chaos-compose soak
+chaos-compose:
+	@scripts/chaos-compose.sh
+
+soak:
+	@$(GO) run ./cmd/chaos -soak $(DURATION) $(if $(filter 1,$(SOAK_DISK_FULL)),-soak-disk-full) -out $(SOAK_REPORT) $(CHAOS_ARGS); rc=$$?; \
+		sed -n '/^| scenario/,/^$$/p' $(SOAK_REPORT) 2>/dev/null; exit $$rc

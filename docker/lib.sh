@@ -22,7 +22,8 @@
 #                   certificates, passwords and config files in
 #   KAFKAZK_SECURE_DIR [<repo>/.compose-secure], and host-side clients get the
 #                   security config: kcat through KCAT_SEC (-F kcat.conf),
-#                   docker/failover.py through KAFKAZK_CLIENT_CONFIG
+#                   bin/chaos and bin/kafka-admin through the same file and
+#                   client.properties
 
 ROOT=${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-kafkazk}
@@ -34,8 +35,6 @@ export KAFKAZK_PORT_3=${KAFKAZK_PORT_3:-19094}
 export KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS=${KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS:-6000}
 NO_BUILD=${NO_BUILD:-0}
 READY_TIMEOUT=${READY_TIMEOUT:-120}
-PY=/usr/bin/python3 # Debian's python3, where python3-confluent-kafka lives
-export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ beside docker/failover.py
 BROKER_IDS=(1 2 3)
 BOOTSTRAP=127.0.0.1:$KAFKAZK_PORT_1,127.0.0.1:$KAFKAZK_PORT_2,127.0.0.1:$KAFKAZK_PORT_3
 ZK_HOST=127.0.0.1:$ZOOKEEPER_HOST_PORT
@@ -47,7 +46,6 @@ KCAT_SEC=()
 if [[ $KAFKAZK_SECURE == 1 ]]; then
 	COMPOSE_FILES+=(-f "$ROOT/docker-compose.secure.yml")
 	KCAT_SEC=(-F "$KAFKAZK_SECURE_DIR/kcat.conf")
-	export KAFKAZK_CLIENT_CONFIG=$KAFKAZK_SECURE_DIR/kcat.conf
 fi
 # secure_file: the secured variant's compose file, when KAFKAZK_SECURE=1.
 secure_file() { [[ $KAFKAZK_SECURE != 1 ]] || printf '%s\n' -f "$ROOT/docker-compose.secure.yml"; }
@@ -124,17 +122,52 @@ fi
 
 compose() { "${COMPOSE_CMD[@]}" "${COMPOSE_FILES[@]}" "$@"; }
 
-# deps: what the host side needs: kcat, python3-confluent-kafka, python3-kazoo.
+# deps: what the host side needs: kcat (the smoke test and `status`); the
+# failover checks are bin/chaos (cmd/chaos compose), built by chaos_bin.
 deps() {
-	local -a missing=()
-	command -v kcat >/dev/null 2>&1 || missing+=(kcat)
-	"$PY" -c 'import confluent_kafka' 2>/dev/null || missing+=(python3-confluent-kafka)
-	"$PY" -c 'import kazoo' 2>/dev/null || missing+=(python3-kazoo)
-	((${#missing[@]} > 0)) || return 0
-	[[ $(id -u) -eq 0 ]] || die "missing: ${missing[*]}; run as root: apt-get install -y ${missing[*]}"
-	say "installing ${missing[*]}"
+	command -v kcat >/dev/null 2>&1 && return 0
+	[[ $(id -u) -eq 0 ]] || die "missing: kcat; run as root: apt-get install -y kcat"
+	say "installing kcat"
 	DEBIAN_FRONTEND=noninteractive apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kcat >/dev/null
+}
+
+# chaos_bin: build bin/chaos and bin/kafka-admin from this tree (the
+# workload, docker faults and history checker of internal/chaos, which the
+# demo, compose-test and chaos-compose print through).
+chaos_bin() {
+	(cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -o bin/chaos ./cmd/chaos &&
+		CGO_ENABLED=0 go build -trimpath -o bin/kafka-admin ./cmd/kafka-admin) || die "cannot build bin/chaos"
+}
+
+# chaos_compose_args: CHAOS_ARGS, the bin/chaos compose flags naming this
+# project's cluster: the brokers' host listeners and containers, every
+# ZooKeeper server, the network, the session timeout, and the secured
+# variant's client config.
+chaos_compose_args() {
+	local id i cid port_var
+	local -a brokers=() containers=() zks=()
+	for id in "${BROKER_IDS[@]}"; do
+		port_var=KAFKAZK_PORT_$id
+		cid=$(container "broker-$id")
+		[[ -n $cid ]] || die "no container for broker-$id"
+		brokers+=("$id=127.0.0.1:${!port_var}")
+		containers+=("$id=$cid")
+	done
+	for i in "${!ZK_SERVICES[@]}"; do
+		cid=$(container "${ZK_SERVICES[$i]}")
+		[[ -n $cid ]] || die "no container for ${ZK_SERVICES[$i]}"
+		zks+=("${ZK_SERVICES[$i]}=127.0.0.1:${ZK_PORTS[$i]}=$cid")
+	done
+	CHAOS_ARGS=(-brokers "$(IFS=,; echo "${brokers[*]}")" -containers "$(IFS=,; echo "${containers[*]}")"
+		-zk "$(IFS=,; echo "${zks[*]}")" -network "$NETWORK" -session "${KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS}ms")
+	[[ $KAFKAZK_SECURE != 1 ]] || CHAOS_ARGS+=(-client-config "$KAFKAZK_SECURE_DIR/kcat.conf")
+}
+
+# chaos_compose ARGS...: bin/chaos compose against this project's cluster.
+chaos_compose() {
+	chaos_compose_args
+	"$ROOT/bin/chaos" compose "${CHAOS_ARGS[@]}" "$@"
 }
 
 container() { compose ps -q "$1"; }

@@ -1,10 +1,8 @@
 package observe
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"path/filepath"
 	"strings"
@@ -12,9 +10,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/internal/recordcodec"
 	"github.com/kafkazk/broker/partition"
 )
 
@@ -199,18 +197,9 @@ func TestObserveReassignmentFromManager(t *testing.T) {
 // testBatch is a v2 record batch of n records of size-byte values, as a
 // producer sends it (base offset 0), with its CRC-32C.
 func testBatch(n, size int) []byte {
-	var recs []byte
-	for i := range n {
-		r := kmsg.Record{OffsetDelta: int32(i), Key: nil, Value: make([]byte, size)}
-		r.Length = int32(len(r.AppendTo(nil)) - 1) // the body after a 1-byte zero length
-		recs = r.AppendTo(recs)
+	b := recordcodec.NewBatch(0)
+	for range n {
+		b.Records = append(b.Records, recordcodec.Record{Value: make([]byte, size)})
 	}
-	b := kmsg.RecordBatch{FirstOffset: 0, PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(n - 1),
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: recs}
-	raw := b.AppendTo(nil)
-	b.Length = int32(len(raw) - 12)
-	raw = b.AppendTo(nil)
-	crc := crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli))
-	binary.BigEndian.PutUint32(raw[17:], crc)
-	return raw
+	return recordcodec.MustBatch(b)
 }

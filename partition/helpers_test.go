@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/internal/recordcodec"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -34,45 +35,21 @@ func buildBatch(s batchSpec) []byte {
 	if s.records == 0 {
 		s.records = 1
 	}
-	if s.producerID == 0 {
-		s.producerID = -1
-		s.producerEpoch = -1
-		s.baseSequence = -1
+	b := recordcodec.NewBatch(s.timestamp)
+	if s.producerID != 0 {
+		b.ProducerID, b.ProducerEpoch, b.BaseSequence = s.producerID, s.producerEpoch, s.baseSequence
 	}
-	var recs []byte
-	for i := 0; i < s.records; i++ {
-		var body []byte
-		body = append(body, 0)              // attributes
-		body = appendVarint(body, 0)        // timestamp delta
-		body = appendVarint(body, int64(i)) // offset delta
-		body = appendVarint(body, -1)       // null key
-		body = appendVarint(body, int64(s.valueSize))
-		for j := 0; j < s.valueSize; j++ {
-			body = append(body, byte('a'+(i+j)%26))
-		}
-		body = appendVarint(body, 0) // headers
-		recs = appendVarint(recs, int64(len(body)))
-		recs = append(recs, body...)
-	}
-	b := make([]byte, 61, 61+len(recs))
-	binary.BigEndian.PutUint64(b[0:], 0)                    // base offset
-	binary.BigEndian.PutUint32(b[8:], uint32(49+len(recs))) // batch length
-	binary.BigEndian.PutUint32(b[12:], 0xffffffff)          // partition leader epoch
-	b[16] = 2                                               // magic
-	binary.BigEndian.PutUint16(b[21:], 0)                   // attributes
 	if s.transactional {
-		binary.BigEndian.PutUint16(b[21:], 0x10)
+		b.Attributes = 0x10
 	}
-	binary.BigEndian.PutUint32(b[23:], uint32(s.records-1))  // last offset delta
-	binary.BigEndian.PutUint64(b[27:], uint64(s.timestamp))  // first timestamp
-	binary.BigEndian.PutUint64(b[35:], uint64(s.timestamp))  // max timestamp
-	binary.BigEndian.PutUint64(b[43:], uint64(s.producerID)) // producer id
-	binary.BigEndian.PutUint16(b[51:], uint16(s.producerEpoch))
-	binary.BigEndian.PutUint32(b[53:], uint32(s.baseSequence))
-	binary.BigEndian.PutUint32(b[57:], uint32(s.records))
-	b = append(b, recs...)
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
-	return b
+	for i := 0; i < s.records; i++ {
+		v := make([]byte, s.valueSize)
+		for j := range v {
+			v[j] = byte('a' + (i+j)%26)
+		}
+		b.Records = append(b.Records, recordcodec.Record{Value: v})
+	}
+	return recordcodec.MustBatch(b)
 }
 
 // fakeClock is a settable clock for deterministic tests.

@@ -9,13 +9,13 @@ package partition
 // compressed batches, and report which records failed.
 
 import (
-	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/internal/recordcodec"
 )
 
 // testRecord is one record of keyedBatch: a nil key is a null key.
@@ -27,32 +27,11 @@ type testRecord struct {
 // keyedBatch builds a v2 batch whose records carry the given keys and
 // timestamp deltas from firstTimestamp, with a value each.
 func keyedBatch(firstTimestamp int64, recs ...testRecord) []byte {
-	var data []byte
-	maxTs := firstTimestamp
-	for i, r := range recs {
-		var body []byte
-		body = append(body, 0)
-		body = appendVarint(body, r.tsDelta)
-		body = appendVarint(body, int64(i))
-		if r.key == nil {
-			body = appendVarint(body, -1)
-		} else {
-			body = appendVarint(body, int64(len(r.key)))
-			body = append(body, r.key...)
-		}
-		body = appendVarint(body, 1)
-		body = append(body, 'v')
-		body = appendVarint(body, 0)
-		data = appendVarint(data, int64(len(body)))
-		data = append(data, body...)
-		maxTs = max(maxTs, firstTimestamp+r.tsDelta)
+	b := recordcodec.NewBatch(firstTimestamp)
+	for _, r := range recs {
+		b.Records = append(b.Records, recordcodec.Record{Key: r.key, Value: []byte("v"), TimestampDelta: r.tsDelta})
 	}
-	b := buildBatch(batchSpec{records: len(recs)})
-	b = append(b[:61], data...)
-	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
-	binary.BigEndian.PutUint64(b[27:], uint64(firstTimestamp))
-	binary.BigEndian.PutUint64(b[35:], uint64(maxTs))
-	return recrc(b)
+	return recordcodec.MustBatch(b)
 }
 
 func TestCompactedTopicRefusesRecordsWithoutKey(t *testing.T) {

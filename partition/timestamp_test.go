@@ -2,12 +2,11 @@ package partition
 
 import (
 	"context"
-	"encoding/binary"
-	"hash/crc32"
 	"testing"
 	"time"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/internal/recordcodec"
 	"github.com/kafkazk/broker/logstore"
 )
 
@@ -18,29 +17,15 @@ func timedBatch(timestamps []int64, compress bool) []byte {
 	for _, ts := range timestamps {
 		first, maxTs = min(first, ts), max(maxTs, ts)
 	}
-	var recs []byte
+	b := recordcodec.NewBatch(first)
+	b.MaxTimestamp = maxTs
 	for i, ts := range timestamps {
-		var body []byte
-		body = append(body, 0)              // attributes
-		body = appendVarint(body, ts-first) // timestamp delta
-		body = appendVarint(body, int64(i)) // offset delta
-		body = appendVarint(body, -1)       // null key
-		body = appendVarint(body, 3)        // value
-		body = append(body, 'v', byte('0'+i%10), 'x')
-		body = appendVarint(body, 0) // headers
-		recs = appendVarint(recs, int64(len(body)))
-		recs = append(recs, body...)
+		b.Records = append(b.Records, recordcodec.Record{Value: []byte{'v', byte('0' + i%10), 'x'}, TimestampDelta: ts - first})
 	}
-	b := buildBatch(batchSpec{records: len(timestamps)})[:61]
-	binary.BigEndian.PutUint64(b[27:], uint64(first))
-	binary.BigEndian.PutUint64(b[35:], uint64(maxTs))
 	if compress {
-		return gzipBatch(b, recs)
+		b.Attributes = int16(recordcodec.Gzip)
 	}
-	b = append(b, recs...)
-	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
-	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
-	return b
+	return recordcodec.MustBatch(b)
 }
 
 // TestListOffsetByTimestampWithinBatch: ListOffsets for a timestamp

@@ -3,7 +3,6 @@ package protocol
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"io"
 	"net"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/internal/recordcodec"
 )
 
 // testBroker is a Server on 127.0.0.1:0 over in-memory fakes.
@@ -222,37 +222,11 @@ func (r *rawConn) expectClosed() {
 // makeBatch builds a valid v2 record batch (CRC32C included) holding one
 // record per value, with timestamps ts, ts+1, ...
 func makeBatch(ts int64, values ...string) []byte {
-	var records []byte
+	b := recordcodec.NewBatch(ts)
 	for i, v := range values {
-		var rec []byte
-		rec = append(rec, 0)                     // attributes
-		rec = binary.AppendVarint(rec, int64(i)) // timestamp delta
-		rec = binary.AppendVarint(rec, int64(i)) // offset delta
-		rec = binary.AppendVarint(rec, -1)       // null key
-		rec = binary.AppendVarint(rec, int64(len(v)))
-		rec = append(rec, v...)
-		rec = binary.AppendVarint(rec, 0) // no headers
-		records = binary.AppendVarint(records, int64(len(rec)))
-		records = append(records, rec...)
+		b.Records = append(b.Records, recordcodec.Record{Value: []byte(v), TimestampDelta: int64(i)})
 	}
-	rb := kmsg.RecordBatch{
-		FirstOffset:          0,
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		LastOffsetDelta:      int32(len(values) - 1),
-		FirstTimestamp:       ts,
-		MaxTimestamp:         ts + int64(len(values)-1),
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(values)),
-		Records:              records,
-	}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
-	crc := crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli))
-	binary.BigEndian.PutUint32(b[17:21], crc)
-	return b
+	return recordcodec.MustBatch(b)
 }
 
 func produceRequest(version, acks int16, timeoutMillis int32, topic string, part int32, records []byte) *kmsg.ProduceRequest {

@@ -2,13 +2,12 @@ package protocol
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"sync"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/group"
+	"github.com/kafkazk/broker/internal/recordcodec"
 	"github.com/kafkazk/broker/partition"
 	"github.com/kafkazk/broker/txn"
 )
@@ -20,15 +19,15 @@ const testTxnPartitions = 3
 // makeTxnBatch is makeBatch with the producer's id, epoch and base
 // sequence set and, when transactional, attribute bit 0x10.
 func makeTxnBatch(transactional bool, producerID int64, producerEpoch int16, baseSequence int32, values ...string) []byte {
-	b := makeBatch(0, values...)
-	if transactional {
-		binary.BigEndian.PutUint16(b[21:23], binary.BigEndian.Uint16(b[21:23])|0x10)
+	b := recordcodec.NewBatch(0)
+	for i, v := range values {
+		b.Records = append(b.Records, recordcodec.Record{Value: []byte(v), TimestampDelta: int64(i)})
 	}
-	binary.BigEndian.PutUint64(b[43:51], uint64(producerID))
-	binary.BigEndian.PutUint16(b[51:53], uint16(producerEpoch))
-	binary.BigEndian.PutUint32(b[53:57], uint32(baseSequence))
-	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b
+	if transactional {
+		b.Attributes = 0x10
+	}
+	b.ProducerID, b.ProducerEpoch, b.BaseSequence = producerID, producerEpoch, baseSequence
+	return recordcodec.MustBatch(b)
 }
 
 // fakeTxnReplicas adds the TxnPartitions capability to fakeReplicas with

@@ -8,20 +8,27 @@
 #                answering Metadata on 127.0.0.1:19092..19094
 #   3. smoke     a topic with replication factor 1: 100 records produced with kcat
 #                through one broker's host listener, all read back through another
-#   4. failover  for each of VARIANTS, on a fresh cluster: docker/failover.py
-#                --assert: a new leader and the producer acknowledged again within
-#                2 x zookeeper.session.timeout.ms + 10 s, no acknowledged record
-#                lost, the old leader back in an ISR of three
+#   4. failover  for each of VARIANTS, on a fresh cluster: bin/chaos compose
+#                -scenarios VARIANT (cmd/chaos, internal/chaos: the workload and
+#                history checker of make chaos): an idempotent acks=all
+#                producer and single-attempt raw writers on a fresh topic of 3
+#                partitions (RF 3, min.insync.replicas=2) and a consumer, the
+#                leader's container broken (docker kill / pause / network
+#                disconnect), then every replica's segment files read after a
+#                docker stop: zero lost, duplicated, inconsistent or divergent
+#                records, every partition acknowledged again within 2 x
+#                zookeeper.session.timeout.ms + 10 s of the fault, the old
+#                leader back in an ISR of three
 #   5. zk-kill   the variant of VARIANTS on a fresh cluster with a three-node
 #                ZooKeeper ensemble (docker-compose.zk3.yml over
 #                docker-compose.yml, zookeeper.connect naming all three):
-#                docker/zk_failover.py --assert kills the ensemble leader while
-#                producing: no pause between acknowledgements longer than
-#                zookeeper.session.timeout.ms + 5 s, every broker registered
-#                with its old ZooKeeper session, the partition's ISR of three
-#                kept, a topic created during the outage, no acknowledged
-#                record lost, the node back as follower or leader after
-#                docker start (about 50 s with its cluster)
+#                bin/chaos compose -scenarios zk-kill docker-kills the ensemble
+#                leader while producing: no gap between acknowledgements
+#                longer than zookeeper.session.timeout.ms + 5 s, every broker
+#                registered with its old ZooKeeper session, a topic created
+#                during the outage, the ISRs of three kept, the checker's zero
+#                anomalies, the node back as follower or leader after docker
+#                start
 #
 # Containers, the network and the volumes are removed at the end, whatever
 # happened (the images are kept). It prints one `ok`/`FAIL` line per step, the
@@ -30,7 +37,8 @@
 # KAFKAZK_SECURE=1 (make compose-test-secure) runs every step on the secured
 # variant (docker-compose.secure.yml: SASL_SSL + SCRAM-SHA-512 for clients, TLS
 # between brokers, ZooKeeper digest auth), the clients configured through
-# docker/lib.sh's KCAT_SEC and KAFKAZK_CLIENT_CONFIG, the demo itself unchanged.
+# docker/lib.sh's KCAT_SEC and the kcat.conf bin/chaos reads (-client-config),
+# the checks unchanged.
 #
 # Environment (defaults in brackets), besides docker/lib.sh's:
 #   VARIANTS [kill pause partition zk-kill]  the faults to test
@@ -100,6 +108,7 @@ use_single_zookeeper
 
 step=$SECONDS
 deps
+chaos_bin
 if "$ROOT/scripts/images.sh"; then
 	result 1 images $((SECONDS - step))
 else
@@ -119,19 +128,10 @@ step=$SECONDS
 smoke() {
 	local topic n
 	topic=smoke-$(date +%s)
-	"$PY" - "$BOOTSTRAP" "$topic" <<-'PY' || return 1
-		import sys
-		import os
-		from confluent_kafka.admin import AdminClient, NewTopic
-		conf = {"bootstrap.servers": sys.argv[1]}
-		if os.environ.get("KAFKAZK_CLIENT_CONFIG"):  # the secured variant (KAFKAZK_SECURE=1)
-		    for line in open(os.environ["KAFKAZK_CLIENT_CONFIG"]):
-		        line = line.strip()
-		        if line and line[0] not in "#!" and "=" in line:
-		            conf[line.split("=", 1)[0].strip()] = line.split("=", 1)[1].strip()
-		a = AdminClient(conf)
-		a.create_topics([NewTopic(sys.argv[2], 1, 1)], operation_timeout=30)[sys.argv[2]].result(60)
-	PY
+	local -a cc=()
+	[[ $KAFKAZK_SECURE != 1 ]] || cc=(--command-config "$KAFKAZK_SECURE_DIR/client.properties")
+	"$ROOT/bin/kafka-admin" topics "${cc[@]+"${cc[@]}"}" --bootstrap-server "$BOOTSTRAP" --create --topic "$topic" \
+		--partitions 1 --replication-factor 1 >/dev/null || return 1
 	seq 1 100 | sed 's/^/smoke-/' |
 		timeout 60 kcat "${KCAT_SEC[@]+"${KCAT_SEC[@]}"}" -P -b "127.0.0.1:$KAFKAZK_PORT_1" -t "$topic" -X acks=all -X message.timeout.ms=30000 ||
 		{
@@ -161,23 +161,10 @@ for variant in $VARIANTS; do
 		((ok)) && (NO_BUILD=1 cluster_up) || ok=0
 	fi
 	first=0
-	if ((ok)) && ensemble_variant "$variant"; then
-		args=()
-		for i in "${!ZK_SERVICES[@]}"; do
-			args+=(--zk-node "${ZK_SERVICES[$i]}=127.0.0.1:${ZK_PORTS[$i]}=$(container "${ZK_SERVICES[$i]}")")
-		done
-		timeout --foreground -k 10 "$STEP_TIMEOUT" "$PY" -u "$ROOT/docker/zk_failover.py" \
-			--bootstrap "$BOOTSTRAP" --topic "$variant-$(date +%s)" \
-			--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" \
-			--result "$out/$variant.json" --assert "${args[@]}" || ok=0
-	elif ((ok)); then
-		args=()
-		for id in "${BROKER_IDS[@]}"; do args+=(--container "$id=$(container "broker-$id")"); done
-		timeout --foreground -k 10 "$STEP_TIMEOUT" "$PY" -u "$ROOT/docker/failover.py" \
-			--bootstrap "$BOOTSTRAP" --zookeeper "$ZK_HOST" --topic "failover-$variant-$(date +%s)" \
-			--fault "$variant" --network "$NETWORK" \
-			--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" \
-			--result "$out/$variant.json" --assert "${args[@]}" || ok=0
+	if ((ok)); then
+		chaos_compose_args
+		timeout --foreground -k 10 "$STEP_TIMEOUT" "$ROOT/bin/chaos" compose "${CHAOS_ARGS[@]}" \
+			-scenarios "$variant" -out "$out/$variant.md" || ok=0
 	fi
 	if ((!ok)); then
 		say "failover --$variant failed; the brokers' last log lines:"

@@ -6,21 +6,26 @@
 #   scripts/demo-failover.sh --kill-zookeeper [--assert] [--down]
 #   scripts/demo-failover.sh [--zk-ensemble] up | down | status
 #
-# It builds the images (scripts/images.sh), brings the cluster up, creates a
-# topic with one partition, replication factor 3 and min.insync.replicas=2,
-# starts a producer (acks=all) and a consumer on the host, prints the
-# partition's leader and ISR, then breaks the leader's container:
+# It builds the images (scripts/images.sh) and bin/chaos, brings the cluster
+# up, and runs `bin/chaos compose -watch` (cmd/chaos, internal/chaos: the
+# workload and history checker of make chaos): a fresh topic of 3 partitions
+# with replication factor 3 and min.insync.replicas=2, an idempotent acks=all
+# producer, single-attempt raw writers and a consumer on the host; then it
+# breaks partition 0's leader's container:
 #
-#   --kill       docker kill (default); later docker start
+#   --kill       docker kill (default); docker start after 2 x zookeeper.session.timeout.ms
 #   --pause      docker pause for 3 x zookeeper.session.timeout.ms; docker unpause
 #   --partition  docker network disconnect from the compose network for as long;
 #                docker network connect with its old address
 #
-# and prints a timeline as it happens: the broker's /brokers/ids znode gone, the
-# new leader and leader_epoch in the partition state znode, the ISR shrunk, the
-# producer acknowledged again; then the repair, the broker registered again and
-# back in the ISR. It ends with a tally: produced, acknowledged, consumed, lost
-# (must be 0), duplicated; and the checks compose-test.sh asserts.
+# and prints a timeline as it happens: every change of the registered brokers,
+# the controller, and each partition's leader, leader_epoch and ISR (sampled
+# from ZooKeeper every 100 ms); then the repair, the brokers back and the ISRs
+# full. It ends with the checker's table: attempted, acknowledged, failed,
+# indeterminate, lost (must be 0), duplicated, inconsistent, divergent
+# replicas (each broker's segment files, copied out after a docker stop),
+# unavailability and detection/election times; and the checks compose-test.sh
+# asserts (acknowledged again within 2 x session timeout + 10 s).
 #
 #   --zk-ensemble     three ZooKeeper nodes instead of one: docker-compose.zk3.yml
 #                     over docker-compose.yml, the brokers' zookeeper.connect
@@ -28,10 +33,11 @@
 #                     when the project's cluster already has zookeeper-2
 #   --kill-zookeeper  on the ensemble (implies --zk-ensemble): docker kill the
 #                     ZooKeeper leader while producing and show the brokers carry
-#                     on (docker/zk_failover.py): the timeline of the election,
-#                     acknowledgements, a topic created during the outage, the
-#                     brokers' ZooKeeper sessions kept, docker start and the node
-#                     back in the ensemble; the tally as above
+#                     on (bin/chaos compose -scenarios zk-kill): the timeline,
+#                     a topic created during the outage, the brokers'
+#                     ZooKeeper sessions kept, no gap between acknowledgements
+#                     over session timeout + 5 s, docker start and the node
+#                     back in the ensemble; the table as above
 #   --assert   exit non-zero when a check fails (compose-test.sh)
 #   --down     remove the cluster (containers, network, volumes) at the end;
 #              by default it stays up to look at (see the hints printed)
@@ -41,8 +47,7 @@
 #
 # Environment: see docker/lib.sh (COMPOSE, COMPOSE_PROJECT_NAME, ZOOKEEPER_IMAGE,
 # ports, KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS [6000], NO_BUILD, READY_TIMEOUT) and
-#   TOPIC [failover-<unix time>]   RATE [50] records per second
-#   RESULT []  write the tally and timings as JSON to this file
+#   RESULT []  also write the checker's Markdown report to this file
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -77,37 +82,15 @@ cmd_status() {
 }
 
 demo() {
-	local fault=$1 check=$2 down=$3 rc=0 id cid i
-	local -a args=()
+	local fault=$1 check=$2 down=$3 rc=0
+	local -a args=(-watch -scenarios "$fault")
+	chaos_bin
 	cluster_up
 	cluster_repair
-	TOPIC=${TOPIC:-failover-$(date +%s)}
-	for id in "${BROKER_IDS[@]}"; do
-		cid=$(container "broker-$id")
-		[[ -n $cid ]] || die "no container for broker-$id"
-		args+=(--container "$id=$cid")
-	done
-	((check)) && args+=(--assert)
-	[[ -z ${RESULT:-} ]] || args+=(--result "$RESULT")
+	[[ -z ${RESULT:-} ]] || args+=(-out "$RESULT")
 	echo
-	if [[ $fault == kill-zookeeper ]]; then
-		args=()
-		for i in "${!ZK_SERVICES[@]}"; do
-			cid=$(container "${ZK_SERVICES[$i]}")
-			[[ -n $cid ]] || die "no container for ${ZK_SERVICES[$i]}"
-			args+=(--zk-node "${ZK_SERVICES[$i]}=127.0.0.1:${ZK_PORTS[$i]}=$cid")
-		done
-		((check)) && args+=(--assert)
-		[[ -z ${RESULT:-} ]] || args+=(--result "$RESULT")
-		"$PY" -u "$ROOT/docker/zk_failover.py" --bootstrap "$BOOTSTRAP" --topic "$TOPIC" \
-			--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" --rate "${RATE:-50}" \
-			"${args[@]}" || rc=$?
-	else
-		"$PY" -u "$ROOT/docker/failover.py" --bootstrap "$BOOTSTRAP" --zookeeper "$ZK_HOST" \
-			--topic "$TOPIC" --fault "$fault" --network "$NETWORK" \
-			--session-timeout-ms "$KAFKA_ZOOKEEPER_SESSION_TIMEOUT_MS" --rate "${RATE:-50}" \
-			"${args[@]}" || rc=$?
-	fi
+	chaos_compose "${args[@]}" || rc=$?
+	((check)) || rc=0
 	if ((down)); then
 		cluster_down
 	else
@@ -130,7 +113,7 @@ main() {
 		--partition) fault=partition ;;
 		--zk-ensemble) use_zk_ensemble ;;
 		--kill-zookeeper)
-			fault=kill-zookeeper
+			fault=zk-kill
 			use_zk_ensemble
 			;;
 		--assert) check=1 ;;

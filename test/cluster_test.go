@@ -1,26 +1,22 @@
 package test
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/internal/harness"
 )
 
 const (
@@ -146,13 +142,13 @@ func (c *Cluster) AddBroker(id int32) *Broker {
 		c.t.Fatal(err)
 	}
 	b := &Broker{
-		c:         c,
-		id:        id,
-		addr:      fmt.Sprintf("127.0.0.1:%d", port),
-		Dir:       dir,
-		DataDir:   filepath.Join(dir, "data"),
-		propsPath: filepath.Join(dir, "server.properties"),
-		logPath:   filepath.Join(dir, "broker.log"),
+		c:       c,
+		id:      id,
+		addr:    fmt.Sprintf("127.0.0.1:%d", port),
+		Dir:     dir,
+		DataDir: filepath.Join(dir, "data"),
+		p: &harness.Process{Bin: brokerBin, PropsPath: filepath.Join(dir, "server.properties"),
+			LogPath: filepath.Join(dir, "broker.log"), Banner: "harness", ID: id},
 	}
 	b.Props = map[string]string{
 		"broker.id":                    strconv.Itoa(int(id)),
@@ -229,13 +225,14 @@ func (c *Cluster) shutdown() {
 	}
 	if c.t.Failed() {
 		for _, b := range c.Brokers {
-			c.t.Logf("---- broker %d log tail (%s) ----\n%s", b.id, b.logPath, b.LogTail(logTailLines))
+			c.t.Logf("---- broker %d log tail (%s) ----\n%s", b.id, b.p.LogPath, b.LogTail(logTailLines))
 		}
 	}
 }
 
-// Broker is one broker process handle. Its server.properties is rewritten
-// from Props at every Start, so tests may change Props between runs.
+// Broker is one broker process handle (an internal/harness Process). Its
+// server.properties is rewritten from Props at every Start, so tests may
+// change Props between runs.
 type Broker struct {
 	c       *Cluster
 	id      int32
@@ -245,40 +242,15 @@ type Broker struct {
 	Props   map[string]string
 	// Env are extra environment entries of the process (KEY=value), e.g.
 	// KAFKA_OPTS naming a JAAS file.
-	Env       []string
-	propsPath string
-	logPath   string
-
-	mu     sync.Mutex
-	proc   *process
-	starts int
-}
-
-type process struct {
-	cmd    *exec.Cmd
-	done   chan struct{}
-	err    error // cmd.Wait's result, valid once done is closed
-	paused bool
+	Env []string
+	p   *harness.Process
 }
 
 func (b *Broker) ID() int32    { return b.id }
 func (b *Broker) Addr() string { return b.addr }
 
 // Running reports whether the process was started and has not exited.
-func (b *Broker) Running() bool {
-	b.mu.Lock()
-	p := b.proc
-	b.mu.Unlock()
-	if p == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
+func (b *Broker) Running() bool { return b.p.Running() }
 
 // Start starts the process and waits until it is ready: /brokers/ids/<id>
 // is its registration and it answers ApiVersions and Metadata listing
@@ -289,16 +261,9 @@ func (b *Broker) Running() bool {
 func (b *Broker) Start() {
 	b.c.t.Helper()
 	path := b.c.Path(fmt.Sprintf("/brokers/ids/%d", b.id))
-	eventually(b.c.t, sessionTimeout+20*time.Second, func() error {
-		ok, _, err := b.c.ZK.Exists(path)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return fmt.Errorf("%s still held by an earlier session", path)
-		}
-		return nil
-	})
+	if err := harness.WaitUnregistered(b.c.ZK, path, sessionTimeout+20*time.Second); err != nil {
+		b.c.t.Fatal(err)
+	}
 	if err := b.StartProcess(); err != nil {
 		b.c.t.Fatal(err)
 	}
@@ -307,44 +272,11 @@ func (b *Broker) Start() {
 
 // StartProcess starts the broker without waiting for it to be ready.
 func (b *Broker) StartProcess() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.proc != nil {
-		select {
-		case <-b.proc.done:
-		default:
-			return fmt.Errorf("broker %d already running", b.id)
-		}
-	}
-	if err := writeProps(b.propsPath, b.Props); err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	b.starts++
-	fmt.Fprintf(logf, "==== harness: start #%d of broker %d at %s ====\n", b.starts, b.id, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(brokerBin, b.propsPath)
-	cmd.Stdout, cmd.Stderr = logf, logf
 	level := "info"
 	if os.Getenv("BROKER_TEST_LOG") == "debug" {
 		level = "debug"
 	}
-	cmd.Env = append(append(os.Environ(), "BROKER_LOG_LEVEL="+level), b.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start broker %d: %w", b.id, err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logf.Close()
-		close(p.done)
-	}()
-	b.proc = p
-	return nil
+	return b.p.Start(b.Props, append([]string{"BROKER_LOG_LEVEL=" + level}, b.Env...))
 }
 
 // WaitReady waits until the running process is registered and serving. It
@@ -352,10 +284,8 @@ func (b *Broker) StartProcess() error {
 func (b *Broker) WaitReady(timeout time.Duration) {
 	t := b.c.t
 	t.Helper()
-	b.mu.Lock()
-	p := b.proc
-	b.mu.Unlock()
-	if p == nil {
+	done := b.p.Done()
+	if done == nil {
 		t.Fatalf("broker %d was never started", b.id)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
@@ -369,44 +299,20 @@ func (b *Broker) WaitReady(timeout time.Duration) {
 	var last error
 	for {
 		select {
-		case <-p.done:
-			t.Fatalf("broker %d exited while starting (%v); log tail:\n%s", b.id, p.err, b.LogTail(logTailLines))
+		case <-done:
+			t.Fatalf("broker %d exited while starting (%v); log tail:\n%s", b.id, b.p.Err(), b.LogTail(logTailLines))
 		default:
 		}
-		last = b.readyOnce(cl, path)
+		last = harness.Ready(b.c.ZK, path, cl, b.id)
 		if last == nil {
 			t.Logf("broker %d ready at %s after %s", b.id, b.addr, time.Since(start).Round(time.Millisecond))
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("broker %d not ready within %s: %v; log tail:\n%s", b.id, timeout, last, b.LogTail(logTailLines))
+			t.Fatalf("broker %d not ready within %s: %v (%s); log tail:\n%s", b.id, timeout, last, b.addr, b.LogTail(logTailLines))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func (b *Broker) readyOnce(cl *kgo.Client, path string) error {
-	ok, _, err := b.c.ZK.Exists(path)
-	if err != nil {
-		return fmt.Errorf("exists %s: %w", path, err)
-	}
-	if !ok {
-		return fmt.Errorf("%s not registered", path)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req := kmsg.NewPtrMetadataRequest()
-	req.Topics = []kmsg.MetadataRequestTopic{} // no topics, only brokers
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("metadata: %w", err)
-	}
-	for _, mb := range resp.Brokers {
-		if mb.NodeID == b.id {
-			return nil
-		}
-	}
-	return fmt.Errorf("metadata from %s does not list broker %d (brokers %v)", b.addr, b.id, resp.Brokers)
 }
 
 // Stop sends SIGTERM and waits for the exit (SIGKILL after 10 s). A
@@ -418,68 +324,23 @@ func (b *Broker) Stop() {
 	}
 }
 
-func (b *Broker) stop() error {
-	b.mu.Lock()
-	p := b.proc
-	b.mu.Unlock()
-	if p == nil {
-		return nil
-	}
-	if p.paused {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
-		p.paused = false
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(stopTimeout):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-		return fmt.Errorf("still running %s after SIGTERM; killed", stopTimeout)
-	}
-	if p.err != nil {
-		return fmt.Errorf("exit after SIGTERM: %w", p.err)
-	}
-	return nil
-}
+func (b *Broker) stop() error { return b.p.Term(stopTimeout) }
 
 // Kill sends SIGKILL to the broker's process group and waits for the exit.
-func (b *Broker) Kill() {
-	b.mu.Lock()
-	p := b.proc
-	b.mu.Unlock()
-	if p == nil {
-		return
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-	p.paused = false
-}
+func (b *Broker) Kill() { b.p.Kill() }
 
 // Pause freezes the process (SIGSTOP), as a long GC pause or a hung VM would.
 func (b *Broker) Pause() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.proc == nil {
-		b.c.t.Fatalf("pause broker %d: not started", b.id)
+	if err := b.p.Pause(); err != nil {
+		b.c.t.Fatal(err)
 	}
-	if err := syscall.Kill(-b.proc.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
-		b.c.t.Fatalf("pause broker %d: %v", b.id, err)
-	}
-	b.proc.paused = true
 }
 
 // Resume continues a paused process (SIGCONT).
 func (b *Broker) Resume() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.proc == nil {
-		b.c.t.Fatalf("resume broker %d: not started", b.id)
+	if err := b.p.Resume(); err != nil {
+		b.c.t.Fatal(err)
 	}
-	if err := syscall.Kill(-b.proc.cmd.Process.Pid, syscall.SIGCONT); err != nil {
-		b.c.t.Fatalf("resume broker %d: %v", b.id, err)
-	}
-	b.proc.paused = false
 }
 
 // Restart stops the broker cleanly and starts it again.
@@ -493,30 +354,24 @@ func (b *Broker) Restart() {
 // code; it kills the process and fails the test after timeout.
 func (b *Broker) WaitExit(timeout time.Duration) int {
 	b.c.t.Helper()
-	b.mu.Lock()
-	p := b.proc
-	b.mu.Unlock()
 	select {
-	case <-p.done:
+	case <-b.p.Done():
 	case <-time.After(timeout):
 		b.Kill()
 		b.c.t.Fatalf("broker %d still running after %s; log tail:\n%s", b.id, timeout, b.LogTail(logTailLines))
 	}
-	return p.cmd.ProcessState.ExitCode()
+	return b.p.ExitCode()
 }
 
 // Log returns everything the broker wrote to stdout and stderr, over all
 // its starts.
-func (b *Broker) Log() string {
-	data, _ := os.ReadFile(b.logPath)
-	return string(data)
-}
+func (b *Broker) Log() string { return b.p.Log() }
 
 // LogContains reports whether the broker's log contains substr.
-func (b *Broker) LogContains(substr string) bool { return strings.Contains(b.Log(), substr) }
+func (b *Broker) LogContains(substr string) bool { return b.p.LogContains(substr) }
 
 // LogTail returns the last n lines of the broker's log.
-func (b *Broker) LogTail(n int) string { return tailLines(b.Log(), n) }
+func (b *Broker) LogTail(n int) string { return b.p.LogTail(n) }
 
 func tailLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
@@ -524,20 +379,6 @@ func tailLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func writeProps(path string, props map[string]string) error {
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var buf bytes.Buffer
-	buf.WriteString("# generated by the test harness\n")
-	for _, k := range keys {
-		fmt.Fprintf(&buf, "%s=%s\n", k, props[k])
-	}
-	return os.WriteFile(path, buf.Bytes(), 0o644)
 }
 
 var portMu sync.Mutex

@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,13 +20,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/internal/recordcodec"
 )
 
 // failoverProps are the server.properties overrides of every failover
@@ -343,8 +343,6 @@ func rawProduce(b *Broker, topic string, p int32, recs []Rec) (code int16, base 
 	return pr.ErrorCode, pr.BaseOffset, nil
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // buildBatch encodes recs as one uncompressed v2 record batch with no
 // producer id.
 func buildBatch(recs []Rec) []byte {
@@ -352,26 +350,18 @@ func buildBatch(recs []Rec) []byte {
 }
 
 // buildProducerBatch is buildBatch with the producer fields and attributes
-// set (0x10: transactional).
+// set (0x10: transactional), through recordcodec.AppendBatch.
 func buildProducerBatch(recs []Rec, producerID int64, producerEpoch int16, firstSequence int32, attributes int16) []byte {
-	now := time.Now().UnixMilli()
-	var records []byte
-	for i, r := range recs {
-		kr := kmsg.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+	b := recordcodec.NewBatch(time.Now().UnixMilli())
+	for _, r := range recs {
+		rr := recordcodec.Record{Key: r.Key, Value: r.Value}
 		for _, h := range r.Headers {
-			kr.Headers = append(kr.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
+			rr.Headers = append(rr.Headers, recordcodec.Header{Key: h.Key, Value: h.Value})
 		}
-		kr.Length = int32(len(kr.AppendTo(nil)) - 1) // without its own (1-byte) zero length
-		records = kr.AppendTo(records)
+		b.Records = append(b.Records, rr)
 	}
-	batch := kmsg.RecordBatch{
-		Magic: 2, Attributes: attributes, LastOffsetDelta: int32(len(recs) - 1), FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: producerID, ProducerEpoch: producerEpoch, FirstSequence: firstSequence, NumRecords: int32(len(recs)), Records: records,
-	}
-	out := batch.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:12], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:21], crc32.Checksum(out[21:], castagnoli))
-	return out
+	b.ProducerID, b.ProducerEpoch, b.BaseSequence, b.Attributes = producerID, producerEpoch, firstSequence, attributes
+	return recordcodec.MustBatch(b)
 }
 
 // readSegments reads every record of one replica from Kafka's segment files
@@ -618,28 +608,16 @@ func longestGap(acks []ackEvent, part int32, from, to time.Time) time.Duration {
 // the process exits.
 func (b *Broker) terminate() <-chan struct{} {
 	b.c.t.Helper()
-	b.mu.Lock()
-	p := b.proc
-	b.mu.Unlock()
-	if p == nil {
-		b.c.t.Fatalf("terminate broker %d: not started", b.id)
+	done, ok := b.p.Terminate()
+	if !ok {
+		b.c.t.Fatalf("terminate broker %d: not running", b.id)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		b.c.t.Fatalf("terminate broker %d: %v", b.id, err)
-	}
-	return p.done
+	return done
 }
 
 // exitCode is the exit code of the last process (-1 if still running or
 // killed by a signal).
-func (b *Broker) exitCode() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.proc == nil || b.proc.cmd.ProcessState == nil {
-		return -1
-	}
-	return b.proc.cmd.ProcessState.ExitCode()
-}
+func (b *Broker) exitCode() int { return b.p.ExitCode() }
 
 // consistently polls fn every 100 ms for d and fails the test the first time
 // it returns an error.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkazk/broker/internal/chaos"
 )
 
 // Header is one record header.
@@ -89,9 +91,9 @@ func (r *CheckResult) problem(format string, args ...any) {
 //   - lost: an acknowledged record is not at its acknowledged offset (or,
 //     for clients without offsets, nowhere in its partition);
 //   - mismatched: its offset holds a different key, value or headers;
-//   - inconsistent: two acknowledgements name the same offset, or the read
-//     returned one offset twice;
-//   - unordered: offsets of a partition did not strictly increase as read;
+//   - inconsistent: two acknowledgements name the same offset;
+//   - unordered: offsets of a partition did not strictly increase as read
+//     (one offset read twice included);
 //   - gaps: a partition's offsets are not dense from 0 (no transactions or
 //     compaction here, so every offset holds a record);
 //   - duplicated: one key at two offsets (keys are unique per workload);
@@ -132,79 +134,81 @@ func analyzeHistory(acked, read []Rec, allowExtra bool) CheckResult {
 // analyzeHistoryOffsets is analyzeHistory with the gaps check optional:
 // dense=false is for transactional topics, where control records and the
 // batches of aborted transactions hold offsets no data record read has.
+//
+// The checks are internal/chaos's (chaos.Check, reliability.md §6.2): each
+// acknowledged record is an ok write of its content (key, value and
+// headers) at its offset, each record read is a poll of its own in read
+// order, and the read is the final log. Lost is chaos's lost, Mismatched
+// and Inconsistent its inconsistent-offset (an offset with two contents),
+// Duplicated its duplicate, Unordered its nonmonotonic-poll (an offset
+// read again or after a higher one), Gaps its poll-skip (offsets not
+// dense from 0). What chaos.Check has no notion of stays here: records
+// acknowledged without an offset are found by key first, and a record
+// read that nobody acknowledged is Extra.
 func analyzeHistoryOffsets(acked, read []Rec, allowExtra, dense bool) CheckResult {
 	res := CheckResult{Acked: len(acked), Read: len(read)}
-	type po struct {
-		p int32
-		o int64
-	}
-	at := map[po]Rec{}
 	byKey := map[string][]Rec{}
-	last := map[int32]int64{}
-	count := map[int32]int64{}
 	for _, r := range read {
-		k := po{r.Partition, r.Offset}
-		if prev, ok := at[k]; ok {
-			res.Inconsistent++
-			res.problem("offset p%d@%d read twice: %v and %v", r.Partition, r.Offset, prev, r)
-			continue
-		}
-		at[k] = r
-		if l, ok := last[r.Partition]; ok && r.Offset <= l {
-			res.Unordered++
-			res.problem("p%d: offset %d read after %d", r.Partition, r.Offset, l)
-		}
-		last[r.Partition] = r.Offset
-		count[r.Partition]++
 		byKey[string(r.Key)] = append(byKey[string(r.Key)], r)
 	}
-	for p, l := range last {
-		if dense && l+1 != count[p] {
-			res.Gaps++
-			res.problem("p%d: %d records read but the last offset is %d (offsets not dense from 0)", p, count[p], l)
+	in := chaos.CheckInput{Replicas: map[int32][]chaos.Replica{}}
+	final := map[int32]map[int64]string{}
+	for _, r := range read {
+		if final[r.Partition] == nil {
+			final[r.Partition] = map[int64]string{}
 		}
-	}
-	for k, rs := range byKey {
-		if len(rs) > 1 {
-			res.Duplicated++
-			res.problem("key %q at %d offsets: %v", k, len(rs), rs)
+		if _, ok := final[r.Partition][r.Offset]; !ok {
+			final[r.Partition][r.Offset] = content(r)
 		}
+		in.Polls = append(in.Polls, chaos.Poll{Consumer: "read", Partition: r.Partition, Offsets: []int64{r.Offset},
+			Values: []string{content(r)}, HW: r.Offset + 1})
 	}
-	ackAt := map[po]Rec{}
+	for p, log := range final {
+		in.Replicas[p] = []chaos.Replica{{Broker: -1, Values: log, HW: -1}}
+	}
 	ackKeys := map[string]bool{}
-	for _, a := range acked {
+	for i, a := range acked {
 		ackKeys[string(a.Key)] = true
 		if a.Offset < 0 {
-			var found bool
+			// A client that does not report offsets: the record read
+			// with its key, in its partition, is where it went.
+			found := false
 			for _, r := range byKey[string(a.Key)] {
 				if r.Partition == a.Partition || a.Partition < 0 {
 					found = true
-					if !sameContent(a, r) {
-						res.Mismatched++
-						res.problem("acked %v read back as %v", a, r)
-					}
+					a.Partition, a.Offset = r.Partition, r.Offset
 				}
 			}
 			if !found {
 				res.Lost++
 				res.problem("acked %v not read back", a)
+				continue
 			}
-			continue
 		}
-		k := po{a.Partition, a.Offset}
-		if prev, ok := ackAt[k]; ok {
-			res.Inconsistent++
-			res.problem("two records acknowledged at p%d@%d: %v and %v", a.Partition, a.Offset, prev, a)
+		// One producer per write: acknowledgements arrive from many
+		// goroutines, so their order says nothing (no nonmonotonic-send).
+		in.Writes = append(in.Writes, chaos.Write{Producer: fmt.Sprint(i), Partition: a.Partition, Offset: a.Offset,
+			Value: content(a), Outcome: chaos.OK})
+	}
+	c := chaos.Check(in)
+	res.Lost += c.Lost
+	res.Mismatched = c.InconsistentOffset
+	res.Inconsistent = c.InconsistentOffset
+	res.Duplicated = c.Duplicate
+	res.Unordered = c.NonmonotonicPoll
+	if dense {
+		res.Gaps = c.PollSkip
+	}
+	names := make([]string, 0, len(c.Examples))
+	for n := range c.Examples {
+		if n != "poll-skip" || dense {
+			names = append(names, n)
 		}
-		ackAt[k] = a
-		r, ok := at[k]
-		switch {
-		case !ok:
-			res.Lost++
-			res.problem("acked %v not read back", a)
-		case !sameContent(a, r):
-			res.Mismatched++
-			res.problem("acked %v but offset holds %v", a, r)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		for _, e := range c.Examples[n] {
+			res.problem("%s: %s", n, e)
 		}
 	}
 	for _, r := range read {
@@ -216,6 +220,17 @@ func analyzeHistoryOffsets(acked, read []Rec, allowExtra, dense bool) CheckResul
 		}
 	}
 	return res
+}
+
+// content is a record's key, value and headers as one value for
+// chaos.Check.
+func content(r Rec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "key=%q value=%q", r.Key, r.Value)
+	for _, h := range r.Headers {
+		fmt.Fprintf(&b, " %q=%q", h.Key, h.Value)
+	}
+	return b.String()
 }
 
 // readAll reads every partition of topic from offset 0 to the end offset

@@ -278,9 +278,7 @@ func crcFix(out []byte) []byte {
 // rss is the broker's resident set in KiB.
 func (h *hostileBroker) rss(t *testing.T) int {
 	t.Helper()
-	h.b.mu.Lock()
-	pid := h.b.proc.cmd.Process.Pid
-	h.b.mu.Unlock()
+	pid := h.b.p.Pid()
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)

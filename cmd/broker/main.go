@@ -89,6 +89,10 @@ func run(args []string) int {
 	}
 	root, levels := newLogger()
 	log := root.With().Int32("broker_id", cfg.BrokerID).Logger()
+	if err := applyTestHooks(log); err != nil {
+		fmt.Fprintf(os.Stderr, "broker: %v\n", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := serve(ctx, cfg, log, levels); err != nil {
@@ -249,6 +253,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		Log:                             levels.component(log, "replicas"),
 		Cleaner:                         cleanerConfig(cfg),
 		TxnVerification:                 cfg.TransactionPartitionVerification,
+		Now:                             wallNow,
 	})
 	if err != nil {
 		return err
@@ -270,7 +275,7 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	}()
 	defer func() { stopPush(); <-pushDone }() // before the replicas close
 
-	groups := newCoordinator(cfg, replicas, group.Config{Logger: levels.component(log, "group")})
+	groups := newCoordinator(cfg, replicas, group.Config{Logger: levels.component(log, "group"), Now: wallNow})
 	groups.Start()
 	defer groups.Close()
 

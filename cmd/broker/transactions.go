@@ -19,7 +19,9 @@ import (
 // manager (offsetsLog, as the group coordinator's), its producer ids come
 // from the broker's one allocator, and its markers go out through markers.
 func newTxnCoordinator(cfg *Config, replicas *partition.Manager, ids txn.ProducerIDs, markers txn.MarkerWriter, log zerolog.Logger) *txn.Coordinator {
-	return txn.New(txnCoordinatorConfig(cfg, replicas, ids, markers, log))
+	c := txnCoordinatorConfig(cfg, replicas, ids, markers, log)
+	c.Now = wallNow // testhooks.go
+	return txn.New(c)
 }
 
 // txnCoordinatorConfig is the txn.Config of the broker config.

@@ -2,6 +2,8 @@
 // processes and writes a Markdown report.
 //
 //	chaos [-broker bin] [-zk host:port] [-scenarios a,b] [-random 5m] [-out chaos-report.md]
+//	chaos -soak 30m [-out soak-report.md]
+//	chaos compose -brokers ... -containers ... -zk ... -network ... (compose.go)
 //
 // Without -broker it builds ./cmd/broker; without -zk it starts a
 // ZooKeeper from Debian's zookeeper package (as the test harness does).
@@ -29,6 +31,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "compose" {
+		os.Exit(runCompose(os.Args[2:]))
+	}
 	os.Exit(run())
 }
 
@@ -45,6 +50,8 @@ func run() int {
 	seed := flag.Int64("seed", time.Now().UnixNano(), "random seed for the random mix")
 	keep := flag.Bool("keep", false, "keep the scratch directory (broker logs and data)")
 	list := flag.Bool("list", false, "list the scenarios and exit")
+	soak := flag.Duration("soak", 0, "run only the soak (chaos.SoakScenario) for this long (make soak)")
+	soakDisk := flag.Bool("soak-disk-full", false, "add disk full to the soak's mix (broker 1's data dir on a tmpfs; needs the logdir branch's log dir failure handling)")
 	flag.Parse()
 
 	logf := func(format string, args ...any) {
@@ -62,6 +69,9 @@ func run() int {
 		if *only == "" || matches(*only, s) {
 			scs = append(scs, s)
 		}
+	}
+	if *soak > 0 {
+		scs = []chaos.Scenario{chaos.SoakScenario(*soak, *soakDisk)}
 	}
 	if len(scs) == 0 {
 		logf("no scenario matches %q (see -list)", *only)

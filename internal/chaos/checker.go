@@ -25,13 +25,38 @@ type Anomalies struct {
 	UncleanLeader      int // unclean off, yet a leader outside the last ISR
 	// TxnAnomalies are the transactional checks (txn scenarios only).
 	TxnAnomalies
+	// GroupAnomalies are the consumer group's checks.
+	GroupAnomalies
 }
 
 // Total is the sum of every count that Kafka's promise forbids.
 func (a Anomalies) Total() int {
 	return a.Lost + a.InconsistentOffset + a.Duplicate + a.NonmonotonicPoll + a.PollSkip + a.NonmonotonicSend +
 		a.ReadThenVanished + a.AboveHW + a.FailedVisible + a.Divergent + a.EpochCheckpoint + a.EpochViolation +
-		a.ControllerEpoch + a.UncleanLeader + a.TxnTotal()
+		a.ControllerEpoch + a.UncleanLeader + a.TxnTotal() + a.GroupTotal()
+}
+
+// ByName is every count of the main and group checks under the name its
+// examples use; TotalExcept sums them without the allowed names.
+func (a Anomalies) ByName() map[string]int {
+	return map[string]int{
+		"lost": a.Lost, "inconsistent-offset": a.InconsistentOffset, "duplicate": a.Duplicate,
+		"nonmonotonic-poll": a.NonmonotonicPoll, "poll-skip": a.PollSkip, "nonmonotonic-send": a.NonmonotonicSend,
+		"read-then-vanished": a.ReadThenVanished, "above-hw": a.AboveHW, "failed-visible": a.FailedVisible,
+		"divergent": a.Divergent, "epoch-checkpoint": a.EpochCheckpoint, "epoch": a.EpochViolation,
+		"controller-epoch": a.ControllerEpoch, "unclean-leader": a.UncleanLeader,
+		"commit-backwards": a.CommitBackwards, "lost-commit": a.LostCommit, "ownership": a.Ownership,
+	}
+}
+
+// TotalExcept is Total without the counts named in allowed.
+func (a Anomalies) TotalExcept(allowed []string) int {
+	n := a.Total()
+	byName := a.ByName()
+	for _, name := range allowed {
+		n -= byName[name]
+	}
+	return n
 }
 
 // CheckInput is what a run hands the checker.
@@ -48,12 +73,16 @@ type CheckInput struct {
 	// Txn is the transactional workload's history, empty unless the
 	// scenario runs it.
 	Txn TxnInput
+	// Group is the consumer group's history (commits, OffsetFetch
+	// samples, the final assignment); empty without a group.
+	Group GroupInput
 }
 
 // CheckResult is the checker's verdict material.
 type CheckResult struct {
 	Anomalies
 	Attempted, OKs, Fails, Infos, InfoSeen int
+	Commits, CommitsOK                     int // consumer group commits (per partition)
 	TxnCounts
 	// Examples holds up to 5 instances per anomaly name.
 	Examples map[string][]string
@@ -191,7 +220,9 @@ func Check(in CheckInput) CheckResult {
 				res.NonmonotonicPoll++
 				res.note("nonmonotonic-poll", "%s p%d: poll at %s starts at %d, expected %d", pl.Consumer, pl.Partition, pl.At, first, want)
 			}
-		} else if pl.Offsets[0] != 0 {
+		} else if pl.Offsets[0] != 0 && pl.Group == "" {
+			// A group member starts at the committed offset (checked by
+			// checkGroup); an assigned consumer at 0.
 			res.PollSkip++
 			res.note("poll-skip", "%s p%d: first poll starts at %d, not 0", pl.Consumer, pl.Partition, pl.Offsets[0])
 		}
@@ -264,6 +295,7 @@ func Check(in CheckInput) CheckResult {
 	}
 	checkSamples(&res, in.Samples, in.UncleanAllowed)
 	checkTxns(&res, in.Txn)
+	checkGroup(&res, in.Group, in.Polls)
 	return res
 }
 

@@ -6,20 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/internal/harness"
 )
 
 // SessionTimeout is zookeeper.session.timeout.ms of every chaos broker:
@@ -43,7 +44,12 @@ type Cluster struct {
 	bin       string
 	dir       string
 	props     map[string]string // every broker's overrides (ClusterConfig.Props)
+	size      int               // brokers at start (ClusterConfig.Brokers)
+	mounts    []string          // tmpfs data dirs to unmount on Close
 	logf      func(string, ...any)
+	// clientOpts are added to every kgo client of the cluster and its
+	// workload (the compose cluster's SASL_SSL settings).
+	clientOpts []kgo.Opt
 }
 
 // Broker is one broker process handle with its two proxies.
@@ -56,12 +62,12 @@ type Broker struct {
 	DataDir string
 	LogPath string
 	Props   map[string]string
-	c       *Cluster
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	paused bool
+	// HTTPAddr is its http.listener (/metrics); Env are extra
+	// environment variables of its process.
+	HTTPAddr string
+	Env      []string
+	c        *Cluster
+	proc     *harness.Process
 }
 
 // ClusterConfig describes a cluster to start.
@@ -72,7 +78,12 @@ type ClusterConfig struct {
 	Dir     string            // scratch directory (data, logs)
 	Brokers int               // how many (ids 1..n)
 	Props   map[string]string // server.properties overrides for all
-	Logf    func(string, ...any)
+	// Env adds environment variables to chosen brokers (by id).
+	Env map[int32][]string
+	// Tmpfs puts chosen brokers' data dirs (by id) on a tmpfs of that
+	// many bytes, mounted before the first start (diskfull.go).
+	Tmpfs map[int32]int64
+	Logf  func(string, ...any)
 }
 
 var chrootSeq int64
@@ -86,7 +97,7 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 	seq := chrootSeq
 	chrootMu.Unlock()
 	c := &Cluster{Chroot: fmt.Sprintf("/chaos-%d-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6, seq),
-		ZK: cfg.ZK, zkAddr: cfg.ZKAddr, bin: cfg.Binary, dir: cfg.Dir, props: cfg.Props, logf: cfg.Logf}
+		ZK: cfg.ZK, zkAddr: cfg.ZKAddr, bin: cfg.Binary, dir: cfg.Dir, props: cfg.Props, size: cfg.Brokers, logf: cfg.Logf}
 	if c.logf == nil {
 		c.logf = func(string, ...any) {}
 	}
@@ -99,7 +110,15 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 			c.Close()
 			return nil, err
 		}
+		b.Env = cfg.Env[b.ID]
 		c.Brokers = append(c.Brokers, b)
+		if size := cfg.Tmpfs[b.ID]; size > 0 {
+			if err := mountTmpfs(b.DataDir, size); err != nil {
+				c.Close()
+				return nil, err
+			}
+			c.mounts = append(c.mounts, b.DataDir)
+		}
 	}
 	errs := make(chan error, len(c.Brokers))
 	for _, b := range c.Brokers {
@@ -145,8 +164,14 @@ func (c *Cluster) addBroker(id int32, props map[string]string) (*Broker, error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	b := &Broker{ID: id, Listen: listen, Proxy: px, ZKProxy: zpx, Dir: dir,
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{ID: id, Listen: listen, Proxy: px, ZKProxy: zpx, Dir: dir, HTTPAddr: httpAddr,
 		DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "broker.log"), c: c}
+	b.proc = &harness.Process{Bin: c.bin, PropsPath: filepath.Join(dir, "server.properties"), LogPath: b.LogPath,
+		Banner: "chaos", ID: id}
 	b.Props = map[string]string{
 		"broker.id":                        strconv.Itoa(int(id)),
 		"listeners":                        "PLAINTEXT://" + listen,
@@ -158,8 +183,13 @@ func (c *Cluster) addBroker(id int32, props map[string]string) (*Broker, error) 
 		"replica.fetch.wait.max.ms":        "500",
 		"auto.leader.rebalance.enable":     "false",
 		"auto.create.topics.enable":        "false",
-		"default.replication.factor":       "3",
-		"offsets.topic.replication.factor": "3",
+		"offsets.topic.replication.factor": strconv.Itoa(min(3, max(1, c.size))),
+		"default.replication.factor":       strconv.Itoa(min(3, max(1, c.size))),
+		// The consumer group's offsets: fewer than Kafka's 50 partitions,
+		// so that a coordinator failover loads few.
+		"offsets.topic.num.partitions":     "6",
+		"group.initial.rebalance.delay.ms": "0",
+		"http.listener":                    httpAddr,
 	}
 	for k, v := range props {
 		b.Props[k] = v
@@ -216,13 +246,19 @@ func (c *Cluster) HealNetwork() {
 	}
 }
 
-// Close kills every broker and closes the proxies.
+// Close kills every broker, closes the proxies and unmounts any tmpfs.
 func (c *Cluster) Close() {
 	for _, b := range c.Brokers {
 		b.Kill()
 		b.Proxy.Close()
 		b.ZKProxy.Close()
 	}
+	for _, m := range c.mounts {
+		if err := unmount(m); err != nil {
+			c.logf("%v", err)
+		}
+	}
+	c.mounts = nil
 }
 
 // StopAll stops every broker with SIGTERM (SIGKILL after 15 s each), in
@@ -243,27 +279,10 @@ func (c *Cluster) StopAll() {
 }
 
 // Running reports whether the process is started and has not exited.
-func (b *Broker) Running() bool {
-	b.mu.Lock()
-	done := b.done
-	b.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
+func (b *Broker) Running() bool { return b.proc != nil && b.proc.Running() }
 
 // Paused reports whether the process is stopped by SIGSTOP.
-func (b *Broker) Paused() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.paused
-}
+func (b *Broker) Paused() bool { return b.proc != nil && b.proc.Paused() }
 
 // Start waits for an earlier session's registration to vanish, starts the
 // process and waits until it is registered and answers Metadata naming
@@ -273,16 +292,7 @@ func (b *Broker) Start() error {
 		return nil
 	}
 	path := b.c.Path(fmt.Sprintf("/brokers/ids/%d", b.ID))
-	if err := waitFor(SessionTimeout+30*time.Second, func() error {
-		ok, _, err := b.c.ZK.Exists(path)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return fmt.Errorf("%s still held by an earlier session", path)
-		}
-		return nil
-	}); err != nil {
+	if err := harness.WaitUnregistered(b.c.ZK, path, SessionTimeout+30*time.Second); err != nil {
 		return fmt.Errorf("broker %d: %w", b.ID, err)
 	}
 	for try := 1; ; try++ {
@@ -299,6 +309,10 @@ func (b *Broker) Start() error {
 		}
 		b.Listen = listen
 		b.Props["listeners"] = "PLAINTEXT://" + listen
+		if h, herr := freeAddr(); herr == nil { // the http.listener may be the one taken
+			b.HTTPAddr = h
+			b.Props["http.listener"] = h
+		}
 		b.Proxy.SetTarget(listen)
 	}
 }
@@ -310,31 +324,13 @@ var errListenerTaken = errors.New("listener address in use")
 // startOnce writes the properties, starts the process and waits until it
 // is ready (Start).
 func (b *Broker) startOnce(path string) error {
-	if err := writeProps(filepath.Join(b.Dir, "server.properties"), b.Props); err != nil {
+	if err := b.proc.Start(b.Props, append([]string{"BROKER_LOG_LEVEL=info"}, b.Env...)); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(b.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(logf, "==== chaos: start of broker %d at %s ====\n", b.ID, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(b.c.bin, filepath.Join(b.Dir, "server.properties"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), "BROKER_LOG_LEVEL=info")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start broker %d: %w", b.ID, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(done) }()
-	b.mu.Lock()
-	b.cmd, b.done, b.paused = cmd, done, false
-	b.mu.Unlock()
-	return b.waitReady(60*time.Second, path, done)
+	return b.waitReady(60*time.Second, path, b.proc.Done())
 }
 
-func (b *Broker) waitReady(timeout time.Duration, path string, done chan struct{}) error {
+func (b *Broker) waitReady(timeout time.Duration, path string, done <-chan struct{}) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Listen), kgo.RequestRetries(0), kgo.DialTimeout(time.Second), kgo.ClientID("chaos-ready"))
 	if err != nil {
 		return err
@@ -351,86 +347,71 @@ func (b *Broker) waitReady(timeout time.Duration, path string, done chan struct{
 			return &permanentError{fmt.Errorf("broker %d exited while starting; %s ends: %s", b.ID, b.LogPath, last)}
 		default:
 		}
-		ok, _, err := b.c.ZK.Exists(path)
-		if err != nil || !ok {
-			return fmt.Errorf("broker %d: %s not registered (%v)", b.ID, path, err)
+		if err := harness.Ready(b.c.ZK, path, cl, b.ID); err != nil {
+			return fmt.Errorf("broker %d: %w", b.ID, err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		req := kmsg.NewPtrMetadataRequest()
-		req.Topics = []kmsg.MetadataRequestTopic{}
-		resp, err := req.RequestWith(ctx, cl)
-		if err != nil {
-			return err
-		}
-		for _, mb := range resp.Brokers {
-			if mb.NodeID == b.ID {
-				return nil
-			}
-		}
-		return fmt.Errorf("broker %d: metadata does not list itself", b.ID)
+		return nil
 	})
-}
-
-func (b *Broker) signal(sig syscall.Signal) (chan struct{}, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cmd == nil || b.done == nil {
-		return nil, false
-	}
-	select {
-	case <-b.done:
-		return b.done, false
-	default:
-	}
-	_ = syscall.Kill(-b.cmd.Process.Pid, sig)
-	switch sig {
-	case syscall.SIGSTOP:
-		b.paused = true
-	case syscall.SIGCONT, syscall.SIGKILL:
-		b.paused = false
-	}
-	return b.done, true
 }
 
 // Kill sends SIGKILL and waits for the exit.
 func (b *Broker) Kill() {
-	if done, ok := b.signal(syscall.SIGKILL); ok {
-		<-done
+	if b.proc != nil {
+		b.proc.Kill()
 	}
 }
 
 // Pause sends SIGSTOP.
-func (b *Broker) Pause() { b.signal(syscall.SIGSTOP) }
+func (b *Broker) Pause() { _ = b.proc.Pause() }
 
 // Resume sends SIGCONT.
-func (b *Broker) Resume() { b.signal(syscall.SIGCONT) }
-
-// Term sends SIGTERM (after SIGCONT if paused) and waits up to timeout,
-// then SIGKILLs and reports it.
-func (b *Broker) Term(timeout time.Duration) error {
-	b.Resume()
-	done, ok := b.signal(syscall.SIGTERM)
-	if !ok {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	case <-time.After(timeout):
-		b.Kill()
-		return fmt.Errorf("still running %s after SIGTERM; killed", timeout)
+func (b *Broker) Resume() {
+	if b.proc != nil {
+		_ = b.proc.Resume()
 	}
 }
 
-// Pid is the process id, 0 when not running.
-func (b *Broker) Pid() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.cmd == nil || b.cmd.Process == nil {
-		return 0
+// Term sends SIGTERM (after SIGCONT if paused) and waits up to timeout,
+// then SIGKILLs and reports it; a non-zero exit is reported too.
+func (b *Broker) Term(timeout time.Duration) error { return b.proc.Term(timeout) }
+
+// Pid is the process id, 0 when never started.
+func (b *Broker) Pid() int { return b.proc.Pid() }
+
+// Metric reads one counter or gauge (summed over its label sets) from the
+// broker's /metrics.
+func (b *Broker) Metric(name string) (float64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.HTTPAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
 	}
-	return b.cmd.Process.Pid
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("broker %d /metrics: %w", b.ID, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, fmt.Errorf("broker %d /metrics: %w", b.ID, err)
+	}
+	var sum float64
+	found := false
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, name) || len(line) == len(name) || (line[len(name)] != ' ' && line[len(name)] != '{') {
+			continue
+		}
+		fs := strings.Fields(line)
+		if v, err := strconv.ParseFloat(fs[len(fs)-1], 64); err == nil {
+			sum += v
+			found = true
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("broker %d: no %s in /metrics", b.ID, name)
+	}
+	return sum, nil
 }
 
 // LogContains reports whether the broker's log holds s.
@@ -459,20 +440,6 @@ func waitFor(timeout time.Duration, fn func() error) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func writeProps(path string, props map[string]string) error {
-	keys := make([]string, 0, len(props))
-	for k := range props {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var buf strings.Builder
-	buf.WriteString("# generated by chaos\n")
-	for _, k := range keys {
-		fmt.Fprintf(&buf, "%s=%s\n", k, props[k])
-	}
-	return os.WriteFile(path, []byte(buf.String()), 0o644)
 }
 
 // PartState is a partition state znode in Kafka's JSON.
@@ -517,7 +484,7 @@ func (c *Cluster) Controller() int32 {
 // CreateTopic creates topic with partitions and RF 3 and waits until every
 // partition has a leader and a full ISR.
 func (c *Cluster) CreateTopic(topic string, partitions int32, configs map[string]string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-admin"))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-admin")}, c.clientOpts...)...)
 	if err != nil {
 		return err
 	}
@@ -534,14 +501,27 @@ func (c *Cluster) CreateTopic(topic string, partitions int32, configs map[string
 	req.Topics = append(req.Topics, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, err)
-	}
-	for _, r := range resp.Topics {
-		if r.ErrorCode != 0 {
-			return fmt.Errorf("create topic %s: error code %d", topic, r.ErrorCode)
+	// INVALID_REPLICATION_FACTOR (38) right after start: the broker that
+	// answered may not have every new broker in its metadata yet.
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return fmt.Errorf("create topic %s: %w", topic, err)
 		}
+		code := int16(0)
+		for _, r := range resp.Topics {
+			if r.ErrorCode != 0 {
+				code = r.ErrorCode
+			}
+		}
+		if code == 38 && ctx.Err() == nil {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		if code != 0 {
+			return fmt.Errorf("create topic %s: error code %d", topic, code)
+		}
+		break
 	}
 	return c.WaitFullISR(topic, partitions, 45*time.Second)
 }

@@ -89,7 +89,7 @@ func ComputeFigures(writes []Write, faults []FaultEvent, samples []Sample, parts
 			if s.At < ft.Start {
 				continue
 			}
-			if t1 < 0 && !s.Brokers[ft.Target] {
+			if t1 < 0 && s.Brokers != nil && !s.Brokers[ft.Target] {
 				t1 = s.At
 			}
 			if t2 < 0 {

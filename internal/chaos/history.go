@@ -44,6 +44,12 @@ type Poll struct {
 	Offsets   []int64
 	Values    []string
 	HW        int64
+	// Group is set on a consumer group member's polls; AssignedAt is when
+	// the member was assigned the partition (Consumer then names the
+	// member and that assignment session, so continuity is checked within
+	// one session).
+	Group      string
+	AssignedAt time.Duration
 }
 
 // FaultEvent is one fault of the nemesis.
@@ -67,6 +73,28 @@ type History struct {
 	Txns         []Txn
 	TxnPolls     []Poll
 	GroupOffsets []GroupOffset
+	// The main workload's consumer group: every commit and the OffsetFetch
+	// samples.
+	Commits       []GroupCommit
+	CommitSamples []GroupOffset
+}
+
+func (h *History) addCommit(c GroupCommit) {
+	h.mu.Lock()
+	h.Commits = append(h.Commits, c)
+	h.mu.Unlock()
+}
+
+func (h *History) addCommitSample(g GroupOffset) {
+	h.mu.Lock()
+	h.CommitSamples = append(h.CommitSamples, g)
+	h.mu.Unlock()
+}
+
+func (h *History) groupSnapshot() ([]GroupCommit, []GroupOffset) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]GroupCommit(nil), h.Commits...), append([]GroupOffset(nil), h.CommitSamples...)
 }
 
 // NewHistory starts the run's monotonic clock.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // SourceClient is the source label of every connection whose first
@@ -38,6 +39,13 @@ type Proxy struct {
 	conns   map[net.Conn]struct{}
 	closed  bool
 	wg      sync.WaitGroup
+	// delay and rate shape every byte forwarded (Slow): each chunk is
+	// written delay after it was read, and each direction of the whole
+	// proxy (all its connections) carries at most rate bytes a second;
+	// next is when each direction's link is free again.
+	delay time.Duration
+	rate  int64
+	next  [2]time.Time
 }
 
 // NewProxy listens on a free loopback port and forwards to target.
@@ -75,9 +83,42 @@ func (p *Proxy) Block(sources ...string) {
 // BlockAll holds every connection, old and new.
 func (p *Proxy) BlockAll() { p.Block(sourceAll) }
 
-// Heal lets every held byte through and forwards normally again.
+// Slow shapes the proxy's traffic like tc netem's "delay D rate R": each
+// chunk is forwarded delay after it arrived, and each direction carries at
+// most bitsPerSec (0: no limit). Heal ends it.
+func (p *Proxy) Slow(delay time.Duration, bitsPerSec int64) {
+	p.mu.Lock()
+	p.delay, p.rate = delay, bitsPerSec/8
+	p.mu.Unlock()
+}
+
+// shape returns the delay and byte rate now in force.
+func (p *Proxy) shape() (time.Duration, int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay, p.rate
+}
+
+// reserve books n bytes on direction dir's link and returns when their
+// transmission ends at the proxy's rate.
+func (p *Proxy) reserve(dir, n int, rate int64) time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	t := p.next[dir]
+	if t.Before(now) {
+		t = now
+	}
+	t = t.Add(time.Duration(int64(n) * int64(time.Second) / rate))
+	p.next[dir] = t
+	return t
+}
+
+// Heal lets every held byte through and forwards normally again, at full
+// speed.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
+	p.delay, p.rate = 0, 0
 	clear(p.blocked)
 	p.cond.Broadcast()
 	p.mu.Unlock()
@@ -185,8 +226,8 @@ func (p *Proxy) serve(c net.Conn) {
 		}
 	}
 	done := make(chan struct{}, 2)
-	go func() { p.pump(up, c, src); done <- struct{}{} }()
-	go func() { p.pump(c, up, src); done <- struct{}{} }()
+	go func() { p.pump(up, c, src, 0); done <- struct{}{} }()
+	go func() { p.pump(c, up, src, 1); done <- struct{}{} }()
 	<-done
 	// One direction ended: close both (after any hold, as pump waited).
 	c.Close()
@@ -194,26 +235,56 @@ func (p *Proxy) serve(c net.Conn) {
 	<-done
 }
 
-// pump copies src to dst, holding each chunk (and the final close) while
-// the connection's source is blocked.
-func (p *Proxy) pump(dst, from net.Conn, source string) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := from.Read(buf)
-		if n > 0 {
-			if !p.waitOpen(source) {
-				return
+// pump copies from to dst, holding each chunk (and the final close) while
+// the connection's source is blocked, and shaping it while the proxy is
+// slow (Slow). A reader goroutine queues chunks with their arrival times,
+// so a delay adds latency without capping throughput at chunk/delay.
+func (p *Proxy) pump(dst, from net.Conn, source string, dir int) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	ch := make(chan chunk, 64)
+	stop := make(chan struct{})
+	defer close(stop)
+	var rerr error
+	go func() {
+		defer close(ch)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := from.Read(buf)
+			if n > 0 {
+				select {
+				case ch <- chunk{b: append([]byte(nil), buf[:n]...), at: time.Now()}:
+				case <-stop:
+					return
+				}
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			if err != nil {
+				rerr = err
 				return
 			}
 		}
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				p.waitOpen(source)
-			}
+	}()
+	for c := range ch {
+		if !p.waitOpen(source) {
 			return
 		}
+		if delay, rate := p.shape(); delay > 0 || rate > 0 {
+			due := c.at.Add(delay)
+			if rate > 0 {
+				if end := p.reserve(dir, len(c.b), rate); end.After(due) {
+					due = end
+				}
+			}
+			time.Sleep(time.Until(due))
+		}
+		if _, werr := dst.Write(c.b); werr != nil {
+			return
+		}
+	}
+	if rerr != nil && !errors.Is(rerr, net.ErrClosed) {
+		p.waitOpen(source)
 	}
 }
 

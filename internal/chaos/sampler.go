@@ -11,7 +11,7 @@ type Sample struct {
 	At              time.Duration
 	Controller      int32
 	ControllerEpoch int32
-	Brokers         map[int32]bool // registered
+	Brokers         map[int32]bool // registered; nil if unreadable
 	States          []PartState    // by partition; Leader -2 if unreadable
 }
 
@@ -57,7 +57,9 @@ func (s *Sampler) sampleOnce() {
 			sm.ControllerEpoch = int32(n)
 		}
 	}
-	if ids, _, err := s.c.ZK.Children(s.c.Path("/brokers/ids")); err == nil {
+	if ids, _, err := s.c.ZK.Children(s.c.Path("/brokers/ids")); err != nil {
+		sm.Brokers = nil // unreadable (ZooKeeper down), not "none registered"
+	} else {
 		for _, id := range ids {
 			if n, err := strconv.Atoi(id); err == nil {
 				sm.Brokers[int32(n)] = true

@@ -1,17 +1,18 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkazk/broker/internal/recordcodec"
 )
 
 // Profile is a client and topic configuration from reliability.md §5.
@@ -26,6 +27,11 @@ type Profile struct {
 	// Safe says the profile is covered by Kafka's promise: every anomaly
 	// is a failure. Otherwise it is a negative control.
 	Safe bool
+	// Expect is the anomaly (Anomalies.ByName) a negative control must
+	// show; "" means lost.
+	Expect string
+	// DeliveryTimeout is the kgo producers' delivery.timeout (0: 30 s).
+	DeliveryTimeout time.Duration
 }
 
 // Profiles by name.
@@ -43,6 +49,19 @@ var (
 	ACK1 = Profile{Name: "ACK1", Acks: 1, Idempotent: false,
 		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
 	UNCLEAN = Profile{Name: "UNCLEAN", Acks: -1, Idempotent: true,
+		BrokerProps: map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}}
+	// NONIDEM is SAFE with idempotence off and retries on: duplicates of
+	// retried writes are allowed, and the negative control is caught when
+	// the checker reports one. Its delivery timeout is Kafka's default
+	// (120 s), so records outlive a 60 s client cut and are retried after
+	// it while their first attempts, held in the cut, land too.
+	NONIDEM = Profile{Name: "NONIDEM", Acks: -1, Idempotent: false, Expect: "duplicate", DeliveryTimeout: 120 * time.Second,
+		BrokerProps: map[string]string{"min.insync.replicas": "2", "unclean.leader.election.enable": "false"}}
+	// EPOCH is the profile of Kafka's epoch acceptance tests
+	// (EpochDrivenReplicationProtocolAcceptanceTest, reliability.md §2.6):
+	// acks=1, min.insync.replicas=1, unclean election on. Acknowledged
+	// writes may be lost; replicas must still agree.
+	EPOCH = Profile{Name: "EPOCH", Acks: 1, Idempotent: false, Safe: true,
 		BrokerProps: map[string]string{"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}}
 )
 
@@ -62,25 +81,36 @@ type Workload struct {
 	prodWG sync.WaitGroup
 	cons   context.CancelFunc
 	consWG sync.WaitGroup
-	pcl    *kgo.Client
+	pcls   []*kgo.Client
+
+	members   []*groupMember
+	adm       *kgo.Client
+	groupStop context.CancelFunc
+	groupWG   sync.WaitGroup
 }
 
-// StartWorkload starts one kgo producer writing round-robin to every
-// partition (one record every 4 ms), one raw writer per partition (a
-// single-attempt, single-record acks=all Produce to the leader named by the
-// latest ZooKeeper sample, every 50 ms; its outcome is exact, so failed
-// writes are known) and one assigned kgo consumer reading every partition
-// from offset 0.
+// Producers is how many kgo producers the workload runs, each writing to
+// every partition.
+const Producers = 3
+
+// StartWorkload starts Producers kgo producers (idempotent in the SAFE
+// profiles), each writing round-robin to every partition (one record every
+// 12 ms each), one raw writer per partition (a single-attempt,
+// single-record Produce to the leader named by the latest ZooKeeper
+// sample, every 50 ms; its outcome is exact, so failed writes are known),
+// one assigned kgo consumer reading every partition from offset 0, and a
+// consumer group of GroupMembers members committing manually after each
+// poll (groupworkload.go).
 func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Profile, leaders func(int32) int32, logf func(string, ...any)) (*Workload, error) {
 	w := &Workload{h: h, c: c, topic: topic, parts: parts, profile: profile, leaders: leaders, logf: logf}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	opts := []kgo.Opt{
-		kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-producer"),
+		kgo.SeedBrokers(c.Seeds()...),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-		kgo.RecordDeliveryTimeout(30 * time.Second),
+		kgo.RecordDeliveryTimeout(cmp.Or(profile.DeliveryTimeout, 30*time.Second)),
 		kgo.ProduceRequestTimeout(10 * time.Second),
 		kgo.RequestTimeoutOverhead(5 * time.Second),
 		kgo.MaxBufferedRecords(5000),
@@ -91,13 +121,16 @@ func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Pr
 	if !profile.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
-	pcl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
+	for i := 0; i < Producers; i++ {
+		pcl, err := kgo.NewClient(append(append(opts, kgo.ClientID(fmt.Sprintf("chaos-producer-%d", i))), c.clientOpts...)...)
+		if err != nil {
+			w.closeProducers()
+			return nil, err
+		}
+		w.pcls = append(w.pcls, pcl)
+		w.prodWG.Add(1)
+		go w.produce(i, pcl)
 	}
-	w.pcl = pcl
-	w.prodWG.Add(1)
-	go w.produce()
 	for p := int32(0); p < parts; p++ {
 		w.prodWG.Add(1)
 		go w.rawWriter(p)
@@ -106,23 +139,38 @@ func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Pr
 	for p := int32(0); p < parts; p++ {
 		offsets[p] = kgo.NewOffset().At(0)
 	}
-	ccl, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-consumer"),
+	ccl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Seeds()...), kgo.ClientID("chaos-consumer"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
-		kgo.FetchMaxWait(500*time.Millisecond), kgo.MetadataMinAge(250*time.Millisecond))
+		kgo.FetchMaxWait(500 * time.Millisecond), kgo.MetadataMinAge(250 * time.Millisecond)}, c.clientOpts...)...)
 	if err != nil {
-		pcl.Close()
+		w.cancel()
+		w.prodWG.Wait()
+		w.closeProducers()
 		return nil, err
 	}
 	cctx, ccancel := context.WithCancel(context.Background())
 	w.cons = ccancel
 	w.consWG.Add(1)
 	go w.consume(cctx, ccl)
+	if err := w.startGroup(); err != nil {
+		w.cancel()
+		w.prodWG.Wait()
+		w.closeProducers()
+		w.StopConsumer()
+		return nil, fmt.Errorf("consumer group: %w", err)
+	}
 	return w, nil
 }
 
-func (w *Workload) produce() {
+func (w *Workload) closeProducers() {
+	for _, cl := range w.pcls {
+		cl.Close()
+	}
+}
+
+func (w *Workload) produce(i int, pcl *kgo.Client) {
 	defer w.prodWG.Done()
-	tick := time.NewTicker(4 * time.Millisecond)
+	tick := time.NewTicker(12 * time.Millisecond)
 	defer tick.Stop()
 	for seq := int64(0); ; seq++ {
 		select {
@@ -131,11 +179,11 @@ func (w *Workload) produce() {
 		case <-tick.C:
 		}
 		p := int32(seq) % w.parts
-		val := fmt.Sprintf("k-%d-%08d", p, seq)
+		val := fmt.Sprintf("k%d-%d-%08d", i, p, seq)
 		inv := w.h.Now()
 		r := &kgo.Record{Topic: w.topic, Partition: p, Value: []byte(val)}
-		w.pcl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-			wr := Write{Producer: "kgo", Seq: seq, Partition: p, Value: val, Invoke: inv, Complete: w.h.Now(), Offset: -1}
+		pcl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+			wr := Write{Producer: fmt.Sprintf("kgo-%d", i), Seq: seq, Partition: p, Value: val, Invoke: inv, Complete: w.h.Now(), Offset: -1}
 			switch {
 			case err == nil:
 				wr.Outcome, wr.Offset = OK, r.Offset
@@ -195,8 +243,8 @@ func (w *Workload) rawWriter(p int32) {
 		cl := clients[leader]
 		if cl == nil {
 			var err error
-			cl, err = kgo.NewClient(kgo.SeedBrokers(b.Proxy.Addr), kgo.RequestRetries(0),
-				kgo.DialTimeout(2*time.Second), kgo.ClientID("chaos-raw"))
+			cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Proxy.Addr), kgo.RequestRetries(0),
+				kgo.DialTimeout(2 * time.Second), kgo.ClientID("chaos-raw")}, w.c.clientOpts...)...)
 			if err != nil {
 				continue
 			}
@@ -222,24 +270,10 @@ func (w *Workload) rawWriter(p int32) {
 	}
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // BuildBatch encodes values as one uncompressed v2 record batch without a
-// producer id.
+// producer id (recordcodec.AppendBatch).
 func BuildBatch(values ...[]byte) []byte {
-	now := time.Now().UnixMilli()
-	var records []byte
-	for i, v := range values {
-		kr := kmsg.Record{OffsetDelta: int32(i), Value: v}
-		kr.Length = int32(len(kr.AppendTo(nil)) - 1)
-		records = kr.AppendTo(records)
-	}
-	batch := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(len(values) - 1), FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(len(values)), Records: records}
-	out := batch.AppendTo(nil)
-	binary.BigEndian.PutUint32(out[8:12], uint32(len(out)-12))
-	binary.BigEndian.PutUint32(out[17:21], crc32.Checksum(out[21:], castagnoli))
-	return out
+	return recordcodec.MustBatch(recordcodec.NewBatch(time.Now().UnixMilli(), recordcodec.Values(values...)...))
 }
 
 func rawProduce(cl *kgo.Client, topic string, p int32, acks int16, val []byte) (int16, int64, error) {
@@ -294,14 +328,20 @@ func (w *Workload) StopWriters(flush time.Duration) {
 	w.prodWG.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), flush)
 	defer cancel()
-	if err := w.pcl.Flush(ctx); err != nil {
-		w.logf("producer flush: %v (%d records outstanding; they end as info)", err, w.pcl.BufferedProduceRecords())
+	for i, pcl := range w.pcls {
+		if err := pcl.Flush(ctx); err != nil {
+			w.logf("producer %d flush: %v (%d records outstanding; they end as info)", i, err, pcl.BufferedProduceRecords())
+		}
 	}
-	w.pcl.Close() // fails what is left (callbacks record info)
+	w.closeProducers() // fails what is left (callbacks record info)
 }
 
-// StopConsumer ends the consumer.
+// StopConsumer ends the assigned consumer.
 func (w *Workload) StopConsumer() {
 	w.cons()
 	w.consWG.Wait()
 }
+
+// StopGroup waits for the group's final rebalance to settle, records the
+// assignment, stops the members and reads the committed offsets.
+func (w *Workload) StopGroup() GroupInput { return w.stopGroup() }

@@ -54,54 +54,22 @@ type Producer struct {
 // not sequence checked); without one, producer id and epoch -1. Only
 // compression can fail.
 func EncodeBatch(records []Record, nowMs int64, codec int8, producer *Producer) ([]byte, error) {
-	var body []byte
+	recs := make([]recordcodec.Record, len(records))
 	for i, r := range records {
-		var rec []byte
-		rec = append(rec, 0)                     // attributes
-		rec = binary.AppendVarint(rec, 0)        // timestamp delta
-		rec = binary.AppendVarint(rec, int64(i)) // offset delta
-		rec = binary.AppendVarint(rec, int64(len(r.Key)))
-		rec = append(rec, r.Key...)
-		if r.Value == nil {
-			rec = binary.AppendVarint(rec, -1)
-		} else {
-			rec = binary.AppendVarint(rec, int64(len(r.Value)))
-			rec = append(rec, r.Value...)
+		// A coordinator record always has a key: length 0, never null.
+		key := r.Key
+		if key == nil {
+			key = []byte{}
 		}
-		rec = binary.AppendVarint(rec, 0) // no headers
-		body = binary.AppendVarint(body, int64(len(rec)))
-		body = append(body, rec...)
+		recs[i] = recordcodec.Record{Key: key, Value: r.Value}
 	}
-	if codec != CodecNone {
-		var err error
-		if body, err = recordcodec.Compress(codec, nil, body); err != nil {
-			return nil, fmt.Errorf("compress %d records: %w", len(records), err)
-		}
-	}
-	attrs := int16(codec)
-	producerID, producerEpoch := int64(-1), int16(-1)
+	b := recordcodec.NewBatch(nowMs, recs...)
+	b.Attributes = int16(codec)
 	if producer != nil {
-		attrs |= AttrTransactional
-		producerID, producerEpoch = producer.ID, producer.Epoch
+		b.Attributes |= AttrTransactional
+		b.ProducerID, b.ProducerEpoch = producer.ID, producer.Epoch
 	}
-	rb := kmsg.RecordBatch{
-		FirstOffset:          0,
-		PartitionLeaderEpoch: -1,
-		Magic:                2,
-		Attributes:           attrs,
-		LastOffsetDelta:      int32(len(records) - 1),
-		FirstTimestamp:       nowMs,
-		MaxTimestamp:         nowMs,
-		ProducerID:           producerID,
-		ProducerEpoch:        producerEpoch,
-		FirstSequence:        -1,
-		NumRecords:           int32(len(records)),
-		Records:              body,
-	}
-	b := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(b[8:12], uint32(len(b)-12))
-	binary.BigEndian.PutUint32(b[17:21], crc32.Checksum(b[21:], castagnoli))
-	return b, nil
+	return recordcodec.AppendBatch(nil, b)
 }
 
 // Header is what a reader of an internal topic needs of a batch besides

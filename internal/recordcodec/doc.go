@@ -6,6 +6,11 @@
 // log cleaner, which rewrites compressed batches with their own codec;
 // Codecs implements logstore.Codec.
 //
+// AppendBatch is the module's one v2 record batch encoder (length, CRC32C,
+// records compressed by the attributes' codec): internal/coordlog's
+// coordinator writes, internal/chaos's raw writers and the tests' batches
+// use it; only tests of hostile input hand-build wrong bytes.
+//
 // Codecs are Kafka's: 1 gzip, 2 snappy (a raw block, or the xerial framing
 // the Java client writes; Compress writes the xerial framing), 3 lz4 (the
 // frame format), 4 zstd. It keeps no state between calls but one shared
