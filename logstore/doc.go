@@ -115,8 +115,10 @@
 // to LogEndOffset (the flush policy, Flush) fsyncs the active segment's
 // .log but leaves its offset and time indexes in memory, so when that
 // segment then rolls it lies wholly below RecoveryPoint with index
-// entries in no file. The roll's flush, and every later flush and Close,
-// write and fsync the index files of such a segment (and an unsynced
+// entries in no file. So the roll itself writes and fsyncs them before
+// the append returns (a checkpoint of that RecoveryPoint makes Open trust
+// them), and the roll's flush, every later flush and Close write and
+// fsync the index files of any segment still so pending (and an unsynced
 // .txnindex), without fsyncing its .log again.
 // So RecoveryPoint is always an offset below which segment data, indexes
 // (but the active segment's, which Open rebuilds unless Close wrote them)

@@ -797,7 +797,18 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	old.maybeAddTimeEntry(old.baseOffset)
 	l.mu.Unlock()
 	// Its index entries reach the files with the background flush below,
-	// which opens each index file once to write and fsync it.
+	// which opens each index file once to write and fsync it. But when a
+	// flush took the recovery point to the roll offset already (the flush
+	// policy, Flush), the segment is wholly below the recovery point the
+	// moment it stops being the active one, and a checkpoint of that
+	// recovery point makes Open trust its index files: they must be
+	// durable first. The append pays two small fsyncs, under a policy
+	// that fsyncs anyway.
+	if l.recoveryPoint.Load() >= newBase {
+		if err := old.syncIndexes(&l.indexScratch); err != nil {
+			return nil, l.fail("roll", err)
+		}
+	}
 	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs(), l.files)
 	if err != nil {
 		return nil, fmt.Errorf("roll segment %d: %w", newBase, err)
