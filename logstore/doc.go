@@ -35,15 +35,22 @@
 // which ones were aborted (AppendAbortedTxn), and it never preallocates or mmaps
 // index files: indexes live in memory (about 0.5% of the log's size at the
 // default index interval) and are written to disk by the flush that
-// follows a roll, by Close, and on truncation and recovery (see "Open
-// files" below).
+// follows a roll (by the roll itself when the recovery point has reached
+// the roll offset), by any Flush, flush by policy or Close that finds
+// entries of a segment other than the active one not yet in its files,
+// by Close for
+// the active one, and on truncation and recovery (see "Open files"
+// below).
 //
 // # Open files
 //
 // Index files (.index, .timeindex, .txnindex) are never held open: each
 // is opened to be loaded (Open), to take the entries not yet in it and be
-// fsynced (the background flush of a rolled segment, Flush and the flush
-// policy for the segments below the active one, Close for every segment),
+// fsynced (the background flush of a rolled segment, or the roll itself
+// when the recovery point has reached the roll offset; Flush and the
+// flush policy for every segment but the active one with anything
+// pending, whatever its place relative to the recovery point; Close for
+// every segment with anything pending, the active one included),
 // to be rewritten or truncated (truncation, recovery, a cleaner swap, an
 // aborted transaction's entry) and closed again at once, all through the
 // FS, so MemFS sees every operation. A flush leaves the active segment's
@@ -117,8 +124,9 @@
 // segment then rolls it lies wholly below RecoveryPoint with index
 // entries in no file. So the roll itself writes and fsyncs them before
 // the append returns (a checkpoint of that RecoveryPoint makes Open trust
-// them), and the roll's flush, every later flush and Close write and
-// fsync the index files of any segment still so pending (and an unsynced
+// them), and every later Flush, flush by policy and Close (under the
+// writer lock, which retention's deletions take too) write and fsync the
+// index files of any segment still so pending (and an unsynced
 // .txnindex), without fsyncing its .log again.
 // So RecoveryPoint is always an offset below which segment data, indexes
 // (but the active segment's, which Open rebuilds unless Close wrote them)
