@@ -70,3 +70,45 @@ func TestCloseAfterFailedFullTruncation(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseWithNothingPendingOpensNoIndex: Close persists only what is
+// pending: a log reopened after a clean shutdown and closed again at once
+// opens no index, time index or transaction index file, while a Close
+// after appends, a roll and an aborted transaction opens the active
+// segment's two indexes (and nothing of the rolled one, whose indexes
+// the roll's flush wrote).
+func TestCloseWithNothingPendingOpensNoIndex(t *testing.T) {
+	t.Parallel()
+	mem := NewMemFS()
+	mkdirSynced(t, mem, "/data")
+	cfs := newCountFS(mem)
+	cfg := testConfig(t)
+	cfg.FS = cfs
+	cfg.Files = NewFileCache(4)
+	cfg.SegmentBytes = 300 // 3 batches
+	const dir = "/data/t-0"
+	l, err := Open(dir, cfg, 0)
+	mustNoError(t)(err)
+	for i := range 5 {
+		mustAppend(t, l, simpleBatch(2, int64(1000+i)))
+	}
+	mustNoError(t)(l.AppendAbortedTxn(AbortedTxn{ProducerID: 1, FirstOffset: 6, LastOffset: 7}))
+	l.bg.Wait()
+	indexOpens := func() int {
+		return cfs.Opens(indexSuffix) + cfs.Opens(timeIndexSuffix) + cfs.Opens(txnIndexSuffix)
+	}
+	before := indexOpens()
+	mustNoError(t)(l.Close())
+	// The active segment's .index, .timeindex and (unsynced) .txnindex.
+	if got := indexOpens() - before; got != 3 {
+		t.Errorf("Close after appends opened %d index files, want 3 (the active segment's)", got)
+	}
+	cfg.CleanShutdown = true
+	l2, err := Open(dir, cfg, l.RecoveryPoint())
+	mustNoError(t)(err)
+	before = indexOpens()
+	mustNoError(t)(l2.Close())
+	if got := indexOpens() - before; got != 0 {
+		t.Errorf("Close with nothing pending opened %d index files, want 0", got)
+	}
+}

@@ -797,7 +797,18 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	old.maybeAddTimeEntry(old.baseOffset)
 	l.mu.Unlock()
 	// Its index entries reach the files with the background flush below,
-	// which opens each index file once to write and fsync it.
+	// which opens each index file once to write and fsync it. But when a
+	// flush took the recovery point to the roll offset already (the flush
+	// policy, Flush), the segment is wholly below the recovery point the
+	// moment it stops being the active one, and a checkpoint of that
+	// recovery point makes Open trust its index files: they must be
+	// durable first. The append pays two small fsyncs, under a policy
+	// that fsyncs anyway.
+	if l.recoveryPoint.Load() >= newBase {
+		if err := old.syncIndexes(&l.indexScratch); err != nil {
+			return nil, l.fail("roll", err)
+		}
+	}
 	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs(), l.files)
 	if err != nil {
 		return nil, fmt.Errorf("roll segment %d: %w", newBase, err)
@@ -857,13 +868,12 @@ func (l *Log) flushRolled(log zerolog.Logger) {
 // flushUpTo fsyncs the directory and every segment that lies wholly below
 // endOffset and not below the recovery point, never the active one, and
 // then advances the recovery point to the end of the last of them (Kafka's
-// flushUptoOffsetExclusive). It also persists the index files of the
-// segments below endOffset that are wholly below the recovery point but
-// have index entries not yet written or fsynced (segment.pending): a roll
-// after a flush that took the recovery point to the log end leaves the
-// rolled segment so, since no flush writes the active segment's indexes.
-// It holds fmu but not wmu, so appends go on meanwhile: the segments it
-// syncs are no longer written, and every change to them takes fmu.
+// flushUptoOffsetExclusive). It holds fmu but not wmu, so appends go on
+// meanwhile: the segments it syncs are no longer written, and every
+// change to them takes fmu. It touches no segment wholly below the
+// recovery point, which retention deletes without fmu: a roll at the
+// recovery point fsyncs the rolled segment's indexes itself (roll), and
+// flushLocked, under wmu, persists any other pending ones.
 func (l *Log) flushUpTo(endOffset int64) error {
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
@@ -871,34 +881,30 @@ func (l *Log) flushUpTo(endOffset int64) error {
 		return err
 	}
 	rp := l.recoveryPoint.Load()
-	var todo, indexesOnly []*segment
+	if endOffset <= rp {
+		return nil
+	}
+	var todo []*segment
 	newRP := rp
 	l.mu.RLock()
 	for i := 0; i+1 < len(l.segments); i++ {
-		s, next := l.segments[i], l.segments[i+1].baseOffset
+		next := l.segments[i+1].baseOffset
 		if next > endOffset {
 			break
 		}
 		if next > rp {
-			todo = append(todo, s)
+			todo = append(todo, l.segments[i])
 			newRP = next
-		} else if s.pending() {
-			indexesOnly = append(indexesOnly, s)
 		}
 	}
 	l.mu.RUnlock()
-	if len(todo) == 0 && len(indexesOnly) == 0 {
+	if len(todo) == 0 {
 		return nil
 	}
 	// The directory first: it makes the removals of truncated-away
 	// segments durable before any later data that replaced them.
 	if err := syncDir(l.fs, l.dir); err != nil {
 		return l.fail("flush", err)
-	}
-	for _, s := range indexesOnly {
-		if err := s.syncIndexes(&l.flushScratch); err != nil {
-			return l.fail("flush", err)
-		}
 	}
 	for _, s := range todo {
 		if err := s.sync(&l.flushScratch, true); err != nil {
@@ -1442,9 +1448,11 @@ func (l *Log) MaybeFlush(nowMs int64) error {
 }
 
 // Flush fsyncs the directory and every segment holding offsets at or
-// above RecoveryPoint, with their indexes, and advances RecoveryPoint to
-// LogEndOffset. A failure returns an error wrapping ErrStorage, and the
-// log takes no more writes.
+// above RecoveryPoint, with their indexes (but the active segment's, which
+// Close writes), writes and fsyncs the index files of any other segment
+// with entries pending, and advances RecoveryPoint to LogEndOffset. A
+// failure returns an error wrapping ErrStorage, and the log takes no more
+// writes.
 func (l *Log) Flush() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -1491,9 +1499,12 @@ func (l *Log) flushLocked() error {
 }
 
 // Close flushes the log (so RecoveryPoint is LogEndOffset, ready to be
-// checkpointed), writes and fsyncs every index file complete (the active
-// segment's with a final entry for its last batch), waits for the
-// background flushes and closes its files. Only after a Close that
+// checkpointed), writes the pending entries of every segment's index
+// files and fsyncs each index file and .txnindex changed since its last
+// fsync (the active segment's with a final entry for its last batch;
+// a segment with nothing pending opens no file), so that every index
+// file is complete and durable, waits for the background flushes and
+// closes its files. Only after a Close that
 // returned nil may a caller open the log with Config.CleanShutdown. A
 // log that failed (ErrStorage) is closed without a flush and Close
 // returns the failure. It is safe to call twice: a later call returns

@@ -3,6 +3,8 @@ package logstore
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"sync/atomic"
 	"testing"
 )
 
@@ -173,4 +175,61 @@ func TestTxnEntryBelowRecoveryPointDurable(t *testing.T) {
 	if got := l2.segments[0].txns; !reflect.DeepEqual(got, []AbortedTxn{want}) {
 		t.Errorf("aborted transactions after a crash: %+v, want %+v (the marker at 3 is below the recovery point %d, so no replay brings it back)", got, want, rp)
 	}
+}
+
+// TestRolledIndexesDurableWhenRolledBelowRecoveryPoint: a segment that
+// rolls when the recovery point has already reached the roll offset
+// (flushed to the log end, then one more append) lies wholly below the
+// recovery point at once, so its index files must be durable before the
+// append returns, not when the background flush gets to them: a crash in
+// between, with that recovery point checkpointed, would have Open trust
+// the empty index files (no entries, largest timestamp -1).
+func TestRolledIndexesDurableWhenRolledBelowRecoveryPoint(t *testing.T) {
+	t.Parallel()
+	mem := NewMemFS()
+	mkdirSynced(t, mem, "/data")
+	cfg := testConfig(t)
+	cfg.FS = mem
+	cfg.SegmentBytes = 300 // 3 batches
+	cfg.IndexIntervalBytes = 1
+	const dir = "/data/t-0"
+	l, err := Open(dir, cfg, 0)
+	mustNoError(t)(err)
+	for i := range 3 {
+		mustAppend(t, l, simpleBatch(2, int64(1000+i)))
+	}
+	mustNoError(t)(l.Flush())
+	rp := l.RecoveryPoint()
+	// Hold any background flush of the roll at its first step (the
+	// directory fsync), to crash before it.
+	var armed atomic.Bool
+	release := make(chan struct{})
+	armed.Store(true)
+	mem.SetSyncWaiter(func(op MemOp, name string) {
+		if op == MemOpSyncDir && name == dir && armed.Load() {
+			<-release
+		}
+	})
+	mustAppend(t, l, simpleBatch(2, 1003)) // rolls at the recovery point
+	l.mu.RLock()
+	s0 := l.segments[0]
+	wantIndex, wantTime := slices.Clone(s0.index), slices.Clone(s0.timeIndex)
+	l.mu.RUnlock()
+	if len(wantTime) == 0 || rp != 6 {
+		t.Fatalf("segment 0: %d time index entries, recovery point %d; want some, 6", len(wantTime), rp)
+	}
+	// Power loss: the directories keep their entries, the files what
+	// was fsynced.
+	mem.CrashWith(func(_ string, synced, _ []byte) []byte { return synced })
+	armed.Store(false)
+	l2, err := Open(dir, cfg, rp)
+	mustNoError(t)(err)
+	s := l2.segments[0]
+	if !slices.Equal(s.index, wantIndex) || !slices.Equal(s.timeIndex, wantTime) || s.maxTimestamp != 1003 {
+		t.Errorf("segment 0 after a crash right after its roll: index %v, time index %v, largest timestamp %d; want %v, %v, 1003",
+			s.index, s.timeIndex, s.maxTimestamp, wantIndex, wantTime)
+	}
+	mustNoError(t)(l2.Close())
+	close(release)
+	l.bg.Wait()
 }
