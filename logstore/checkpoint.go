@@ -149,7 +149,7 @@ func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
 // directory after the rename to the caller when dirSync is false.
 func writeFileAtomic(fsys FS, path string, data []byte, dirSync bool) error {
 	tmp := path + ".tmp"
-	f, err := fsys.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := openFile(fsys, nil, tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}

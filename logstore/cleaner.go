@@ -555,14 +555,14 @@ func (p *cleanPass) cleanGroup(group []segSnap, interval int64) (*segment, error
 	base := group[0].base
 	nextBase := group[len(group)-1].nextBase
 	name := segmentFileName(l.dir, base, logSuffix+cleanedSuffix)
-	f, err := l.fs.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := openFile(l.fs, l.files, name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	// The handle stays outside the FileCache until the swap has renamed
 	// the file into place: a reopen by name before then would open
 	// the replaced segment's .log.
-	ns := &segment{baseOffset: base, fsys: l.fs, dir: l.dir, logFile: newSegFile(l.fs, name, f, nil, false),
+	ns := &segment{baseOffset: base, fsys: l.fs, dir: l.dir, files: l.files, logFile: newSegFile(l.fs, name, f, nil, false),
 		createdMs: p.createdMs, segState: newSegState(base)}
 	txnName := segmentFileName(l.dir, base, txnIndexSuffix+cleanedSuffix)
 	ok := false
@@ -632,7 +632,7 @@ func (p *cleanPass) cleanGroup(group []segSnap, interval int64) (*segment, error
 	// group's ABORT markers that were kept with data still before them,
 	// and of those the pass may not touch yet (Kafka's cleanedIndex).
 	if ns.txns = p.txns.takeKept(); len(ns.txns) > 0 {
-		tf, err := l.fs.OpenFile(txnName, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		tf, err := openFile(l.fs, l.files, txnName, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -979,11 +979,11 @@ func (l *Log) completeSwaps(entries []string) (map[int64]bool, error) {
 			continue
 		}
 		path := filepath.Join(l.dir, name)
-		f, err := l.fs.OpenFile(path, os.O_RDONLY, 0)
+		f, err := openFile(l.fs, l.files, path, os.O_RDONLY, 0)
 		if err != nil {
 			return nil, err
 		}
-		s := &segment{baseOffset: base, fsys: l.fs, dir: l.dir, logFile: newSegFile(l.fs, path, f, nil, false), segState: newSegState(base)}
+		s := &segment{baseOffset: base, fsys: l.fs, dir: l.dir, files: l.files, logFile: newSegFile(l.fs, path, f, nil, false), segState: newSegState(base)}
 		size, err := s.fileSize()
 		var r scanResult
 		if err == nil {

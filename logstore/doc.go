@@ -32,18 +32,24 @@
 // cleaning (the caller picks the log and the moment), and keeps no
 // producer state, producer snapshots, last stable offset or idempotence
 // checks: the caller (partition) tracks transactions and tells the log
-// which ones were aborted (AppendAbortedTxn), and it never preallocates or mmaps
-// index files: indexes live in memory (about 0.5% of the log's size at the
-// default index interval) and are written to disk by the flush that
-// follows a roll, by Close, and on truncation and recovery (see "Open
+// which ones were aborted (AppendAbortedTxn), and it never preallocates or
+// mmaps index files: indexes live in memory (about 0.5% of the log's size
+// at the default index interval) and are written to disk by the flush that
+// follows a roll (by the roll itself when the recovery point has reached
+// the roll offset), by any Flush, flush by policy or Close that finds
+// entries of a segment other than the active one not yet in its files, by
+// Close for the active one, and on truncation and recovery (see "Open
 // files" below).
 //
 // # Open files
 //
 // Index files (.index, .timeindex, .txnindex) are never held open: each
 // is opened to be loaded (Open), to take the entries not yet in it and be
-// fsynced (the background flush of a rolled segment, Flush and the flush
-// policy for the segments below the active one, Close for every segment),
+// fsynced (the background flush of a rolled segment, or the roll itself
+// when the recovery point has reached the roll offset; Flush and the
+// flush policy for every segment but the active one with anything
+// pending, whatever its place relative to the recovery point; Close for
+// every segment with anything pending, the active one included),
 // to be rewritten or truncated (truncation, recovery, a cleaner swap, an
 // aborted transaction's entry) and closed again at once, all through the
 // FS, so MemFS sees every operation. A flush leaves the active segment's
@@ -62,26 +68,33 @@
 // A segment's .log is held open for the segment's life, unless
 // Config.Files names a FileCache shared by the broker's logs: then every
 // .log, the active one included, goes through a handle that opens it on
-// demand (os.O_RDWR, never O_CREATE or O_TRUNC, except when the segment
-// is created) and the cache closes the least recently used descriptor
-// that no operation has pinned (a pread, write, truncate, stat or fsync
-// pins it for its length) once it holds its capacity, making room before
-// it opens, so the bound holds at every instant unless more descriptors
-// than that are pinned at once (it then goes over rather than wait, and
-// sheds the surplus as they are released). A .log with writes since its
-// last fsync is fsynced before its descriptor is closed: a write-back
-// error reported only to the closed descriptor would otherwise be lost;
-// if that fsync fails, the file's next Sync returns the error, so the
-// log fails (ErrStorage) rather than advance its recovery point. A
-// reopen that fails is the I/O error it is: a read returns it, a write
-// fails the log (ErrStorage), as any failed write it cannot undo. A
-// handle without a write since its last fsync is not reopened to be
-// fsynced. The cleaner's new segment stays outside the cache, open, from
-// its creation as <base>.log.cleaned until the swap renames it to
-// <base>.log. So a log holds no index descriptor at all, and one .log
-// descriptor per segment without a FileCache, or a share of the cache's
-// bound with one. The hot paths allocate nothing for the handle while
-// the file is open (a cache hit is a mutex, a counter and an LRU unlink).
+// demand (os.O_RDWR, never O_CREATE or O_TRUNC, except when the segment is
+// created) and the cache closes the least recently used descriptor that no
+// operation has pinned (a pread, write, truncate, stat or fsync pins it
+// for its length) once it holds its capacity, making room before it opens,
+// so the bound holds at every instant unless more descriptors than that
+// are pinned at once (it then goes over rather than wait, and sheds the
+// surplus as they are released). A .log with writes since its last fsync
+// is fsynced before its descriptor is closed: a write-back error reported
+// only to the closed descriptor would otherwise be lost; if that fsync
+// fails, the file's next Sync returns the error, so the log fails
+// (ErrStorage) rather than advance its recovery point. A reopen that fails
+// is the I/O error it is: a read returns it, a write fails the log
+// (ErrStorage), as any failed write it cannot undo. A handle without a
+// write since its last fsync is not reopened to be fsynced. The cleaner's
+// new segment stays outside the cache, open, from its creation as
+// <base>.log.cleaned until the swap renames it to <base>.log. So a log
+// holds no index descriptor at all, and one .log descriptor per segment
+// without a FileCache, or a share of the cache's bound with one. Index
+// opens, a .log opened over the bound while every cached one is pinned,
+// and the cleaner's segment are outside the bound: FileCache's
+// documentation says how much headroom below RLIMIT_NOFILE a broker leaves
+// for them. An open that meets EMFILE or ENFILE anyway closes idle cached
+// descriptors (least recently used first, fsyncing dirty ones) and is
+// retried a few times over about 30 ms before it fails, so a brief
+// shortage does not take a log offline. The hot paths allocate nothing for
+// the handle while the file is open (a cache hit is a mutex, a counter and
+// an LRU unlink).
 //
 // # File system seam
 //
@@ -104,6 +117,17 @@
 // at most runs per log: rolls during its fsyncs raise its target and it
 // loops until no request is pending. Flush, the
 // FlushMessages/FlushMs policy and Close do the same up to LogEndOffset.
+// What needs an fsync is judged by each segment's pending state, not by
+// its place relative to RecoveryPoint: a flush that takes RecoveryPoint
+// to LogEndOffset (the flush policy, Flush) fsyncs the active segment's
+// .log but leaves its offset and time indexes in memory, so when that
+// segment then rolls it lies wholly below RecoveryPoint with index
+// entries in no file. So the roll itself writes and fsyncs them before
+// the append returns (a checkpoint of that RecoveryPoint makes Open trust
+// them), and every later Flush, flush by policy and Close (under the
+// writer lock, which retention's deletions take too) write and fsync the
+// index files of any segment still so pending (and an unsynced
+// .txnindex), without fsyncing its .log again.
 // So RecoveryPoint is always an offset below which segment data, indexes
 // (but the active segment's, which Open rebuilds unless Close wrote them)
 // and directory entries are all fsynced; the caller checkpoints it
@@ -171,12 +195,22 @@
 //
 // # Clean shutdown
 //
-// Close writes every segment's index entries and fsyncs them (the active
-// segment's too, after the data), adding an offset index entry for the
-// last batch of the active segment and a time index entry for its
-// largest timestamp, so that the index files then describe the whole log.
-// A Close that returns an error does not promise this: its caller must
-// not write Kafka's clean-shutdown marker (.kafka_cleanshutdown). With
+// Close writes the pending index entries of every segment and fsyncs its
+// index files and .txnindex (each segment with anything pending: entries
+// not yet in the files, a file to rewrite, a change not yet fsynced; a
+// segment with none opens no file), the active segment's after its data,
+// adding an offset index entry for the last batch of the active segment
+// and a time index entry for its largest timestamp, so that the index
+// files then describe the whole log. A Close that returns an error does
+// not promise this, and neither does a later Close, which returns the
+// same error: the caller must not write Kafka's clean-shutdown marker
+// (.kafka_cleanshutdown). Nor may the marker outlive the first write
+// after an Open that trusted it: the caller removes it durably (unlink,
+// then fsync the log dir) before it lets any log of that dir take a
+// write, a truncation, retention or a clean pass, since a crash after
+// such a change would otherwise leave the marker beside index files that
+// no longer describe the log (Kafka deletes the marker as it loads the
+// logs, before they serve). With
 // Config.CleanShutdown (the caller found the marker) Open trusts the
 // recovery point and every index file Close wrote: each segment's indexes
 // get the sanity checks of a trusted segment (sizes, entries inside the
@@ -333,41 +367,42 @@
 //
 // Each segment may have <base>.txnindex (Kafka's TransactionIndex): one
 // AbortedTxn entry per aborted transaction whose ABORT marker lies in the
-// segment, in marker order. Logstore does not decide what was aborted:
-// the caller appends the marker (AppendControlAsLeader, or a follower
-// append) and then the entry (AppendAbortedTxn) with the first offset and
-// last stable offset it tracks; an entry whose segment already holds one
-// with the same last offset is ignored, so a replay after a restart is
+// segment, in marker order. Logstore does not decide what was aborted: the
+// caller appends the marker (AppendControlAsLeader, or a follower append)
+// and then the entry (AppendAbortedTxn) with the first offset and last
+// stable offset it tracks; an entry whose segment already holds one with
+// the same last offset is ignored, so a replay after a restart is
 // idempotent. The check is per segment, not against the last entry of the
 // whole log: after an unclean shutdown an older segment's index may have
 // lost entries that a newer one kept, and the replay adds them again; one
 // that falls before entries of its segment rewrites that segment's file
 // atomically (temporary file, fsync, rename, directory fsync), so every
-// file stays in marker order. Any I/O failure of the index (create,
-// write, rewrite, fsync, truncate) fails the log (ErrStorage), as a failed
-// fsync does: its marker is in the log and its entry is not, so the log
-// refuses every later write until it is reopened and the caller replays
-// the markers. The file is
-// created on the segment's first entry; the entries live in memory too
-// (34 bytes each), so CollectAbortedTxns, which a read_committed fetch
-// calls, does no I/O, and with no entry in the whole log (a count kept
-// with them) it does not look at the segments at all. Entries are written to the page cache and fsynced
-// with their segment (Flush, the flush policy, the roll flush, Close); an
-// entry added to a segment already below the recovery point is fsynced at
+// file stays in marker order. Any I/O failure of the index (create, write,
+// rewrite, fsync, truncate) fails the log (ErrStorage), as a failed fsync
+// does: its marker is in the log and its entry is not, so the log refuses
+// every later write until it is reopened and the caller replays the
+// markers. The file is created on the segment's first entry; the entries
+// live in memory too (34 bytes each), so CollectAbortedTxns, which a
+// read_committed fetch calls, does no I/O, and with no entry in the whole
+// log (a count kept with them) it does not look at the segments at all.
+// Entries are written to the page cache and fsynced with their segment
+// (Flush, the flush policy, the roll flush, Close); an entry whose marker
+// is already below the recovery point (in a segment below it, or in the
+// active segment after the flush policy fsynced the marker) is fsynced at
 // once. TruncateTo drops the entries at or above the new end, and every
 // deletion of a segment (truncation, retention, DeleteRecords, the
 // cleaner's swap) deletes its file. Open loads every .txnindex (one
 // without its .log is deleted), cuts a torn last entry, and removes from
 // each segment the entries at or past its recovered end; an entry of
-// another version, below its segment's base or out of order is
-// ErrCorrupt naming the file. Entries are durable below the recovery
-// point only: after a crash, a marker at or above the recovery point
-// given to Open may have survived (written back by the kernel) while its
-// unsynced entry did not. So the caller replays the markers from the
-// lower of its producer snapshot's offset and that recovery point,
-// calling AppendAbortedTxn again (ignored for entries that survived);
-// logstore cannot rebuild an entry itself, as it keeps no producer state
-// to know a transaction's first offset.
+// another version, below its segment's base or out of order is ErrCorrupt
+// naming the file. Entries are durable below the recovery point only:
+// after a crash, a marker at or above the recovery point given to Open may
+// have survived (written back by the kernel) while its unsynced entry did
+// not. So the caller replays the markers from the lower of its producer
+// snapshot's offset and that recovery point, calling AppendAbortedTxn
+// again (ignored for entries that survived); logstore cannot rebuild an
+// entry itself, as it keeps no producer state to know a transaction's
+// first offset.
 //
 // # Concurrency
 //

@@ -28,6 +28,21 @@ import (
 //
 // A FileCache is safe for concurrent use. Index files never go through
 // it: logstore opens them only to load, write or fsync them.
+//
+// Headroom: the bound counts the cached .log descriptors only. Beside
+// them a broker's logs hold, each for the length of one call: an index,
+// time index or transaction index file (one at a time per writer and
+// one per background flush, so at most two per log being written), a
+// .log over the bound while every cached one is pinned (one per
+// concurrent read beyond it), the cleaner's new segment and its
+// .txnindex.cleaned (per clean pass), a checkpoint's temporary file, and
+// one index file per Open under way. So a broker sizes the cache below
+// its RLIMIT_NOFILE by its sockets and by about twice the number of
+// threads that write or fetch at once (request handlers, replica
+// fetchers, flushes), plus its cleaner and recovery threads. Should the
+// process run out anyway (EMFILE, or ENFILE for the system), every open
+// of logstore's files sheds idle descriptors of the cache and retries
+// briefly (see fdRetries) before it fails.
 type FileCache struct {
 	max  int
 	mu   sync.Mutex
@@ -146,8 +161,10 @@ type segFile struct {
 	pins       int
 	state      uint8
 	closed     bool
-	dirty      bool  // written or truncated since its last fsync
-	syncErr    error // a failed fsync before an eviction, for the next Sync
+	dirty      bool   // written or truncated since its last fsync
+	writing    int    // pins of writes (WriteAt, Truncate) not yet released
+	writeSeq   uint64 // bumped as each write releases its pin
+	syncErr    error  // a failed fsync before an eviction, for the next Sync
 	inLRU      bool
 	prev, next *segFile
 }
@@ -171,7 +188,7 @@ func newSegFile(fsys FS, name string, f File, cache *FileCache, dirty bool) *seg
 // before the file is opened, so the bound holds at every instant.
 func createSegFile(fsys FS, name string, flags int, cache *FileCache) (*segFile, error) {
 	if cache == nil {
-		f, err := fsys.OpenFile(name, flags, 0o644)
+		f, err := openFile(fsys, nil, name, flags, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +199,7 @@ func createSegFile(fsys FS, name string, flags int, cache *FileCache) (*segFile,
 	c.makeRoomLocked(c.max)
 	c.open++ // reserved
 	c.mu.Unlock()
-	f, err := fsys.OpenFile(name, flags, 0o644)
+	f, err := openFile(fsys, c, name, flags, 0o644)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -198,7 +215,7 @@ func createSegFile(fsys FS, name string, flags int, cache *FileCache) (*segFile,
 // first use; without a cache it opens it now.
 func lazySegFile(fsys FS, name string, cache *FileCache) (*segFile, error) {
 	if cache == nil {
-		f, err := fsys.OpenFile(name, os.O_RDWR, 0o644)
+		f, err := openFile(fsys, nil, name, os.O_RDWR, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -247,6 +264,7 @@ func (h *segFile) acquire(write bool) (File, error) {
 		h.pins++
 		if write {
 			h.dirty = true
+			h.writing++
 		}
 		f := h.f
 		c.mu.Unlock()
@@ -256,7 +274,7 @@ func (h *segFile) acquire(write bool) (File, error) {
 	c.makeRoomLocked(c.max)
 	c.open++ // reserved
 	c.mu.Unlock()
-	f, err := h.fsys.OpenFile(h.name, os.O_RDWR, 0o644)
+	f, err := openFile(h.fsys, c, h.name, os.O_RDWR, 0o644)
 	c.mu.Lock()
 	h.state = stateIdle
 	c.cond.Broadcast()
@@ -274,18 +292,35 @@ func (h *segFile) acquire(write bool) (File, error) {
 	h.f, h.pins = f, 1
 	if write {
 		h.dirty = true
+		h.writing++
 	}
 	c.mu.Unlock()
 	return f, nil
 }
 
-// release unpins the file acquire returned.
+// release unpins the file acquire(false) returned.
 func (h *segFile) release() {
+	h.releasePin(false)
+}
+
+// releaseWrite unpins the file acquire(true) returned, once the write is
+// done: the file is dirty again and its write sequence moves, so that a
+// Sync whose fsync may have run before the write landed keeps it dirty.
+func (h *segFile) releaseWrite() {
+	h.releasePin(true)
+}
+
+func (h *segFile) releasePin(write bool) {
 	c := h.cache
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
+	if write {
+		h.writing--
+		h.writeSeq++
+		h.dirty = true
+	}
 	h.pins--
 	if h.pins == 0 {
 		if h.closed {
@@ -335,7 +370,7 @@ func (h *segFile) WriteAt(p []byte, off int64) (int, error) {
 		return 0, err
 	}
 	n, err := f.WriteAt(p, off)
-	h.release()
+	h.releaseWrite()
 	return n, err
 }
 
@@ -345,7 +380,7 @@ func (h *segFile) Truncate(size int64) error {
 		return err
 	}
 	err = f.Truncate(size)
-	h.release()
+	h.releaseWrite()
 	return err
 }
 
@@ -361,7 +396,10 @@ func (h *segFile) Stat() (fs.FileInfo, error) {
 
 // Sync fsyncs the file. With a cache, a file with no write since its
 // last fsync is not reopened for it, and a failed fsync before an
-// eviction is returned here, by every later Sync too.
+// eviction is returned here, by every later Sync too. The file stays
+// dirty unless no write was in flight or released meanwhile (the write
+// sequence is unchanged after the fsync): a write concurrent with the
+// fsync may not be in it, so the next Sync fsyncs again.
 func (h *segFile) Sync() error {
 	c := h.cache
 	if c == nil {
@@ -385,16 +423,19 @@ func (h *segFile) Sync() error {
 	}
 	c.mu.Lock()
 	err, dirty = h.syncErr, h.dirty
-	h.dirty = false
+	seq := h.writeSeq
 	c.mu.Unlock()
 	if err == nil && dirty {
-		if err = f.Sync(); err != nil {
-			c.mu.Lock()
+		err = f.Sync()
+		c.mu.Lock()
+		if err != nil {
 			if h.syncErr == nil {
 				h.syncErr = err
 			}
-			c.mu.Unlock()
+		} else if h.writeSeq == seq && h.writing == 0 {
+			h.dirty = false
 		}
+		c.mu.Unlock()
 	}
 	h.release()
 	return err

@@ -108,10 +108,11 @@ func orOS(fsys FS) FS {
 
 // readFile reads a whole file through fsys.
 func readFile(fsys FS, name string) ([]byte, error) {
-	f, err := fsys.OpenFile(name, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
+	return readFileVia(fsys, nil, name)
+}
+
+// readAllClose reads f to its end and closes it.
+func readAllClose(f File) ([]byte, error) {
 	data, err := io.ReadAll(f)
 	if cerr := f.Close(); err == nil {
 		err = cerr

@@ -43,7 +43,11 @@ type Config struct {
 	// complete and fsynced. Open then trusts the recovery point and the
 	// index files and reads no segment data beyond the last batches of
 	// the last segment (from its last index entry on, normally one
-	// header): see the package documentation, "Clean shutdown".
+	// header): see the package documentation, "Clean shutdown". The
+	// caller must have removed the marker durably (unlink, then fsync of
+	// the log dir) before the log takes its first write, truncation,
+	// retention or clean pass: after a crash a marker left in place
+	// would vouch for index files that no longer describe the log.
 	CleanShutdown bool
 }
 
@@ -154,6 +158,10 @@ type Log struct {
 	// alone and readers under mu (read). It is atomic so that the test
 	// takes no lock and a read without either lock is not a data race.
 	closed atomic.Bool
+	// closeErr is what the Close that closed the log returned (or the
+	// failed full truncation that left it closed), returned again by
+	// every later Close. Guarded by wmu.
+	closeErr error
 
 	// cmu serialises clean passes (Clean); it is taken before wmu.
 	cmu sync.Mutex
@@ -849,7 +857,18 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 	old.maybeAddTimeEntry(old.baseOffset)
 	l.mu.Unlock()
 	// Its index entries reach the files with the background flush below,
-	// which opens each index file once to write and fsync it.
+	// which opens each index file once to write and fsync it. But when a
+	// flush took the recovery point to the roll offset already (the flush
+	// policy, Flush), the segment is wholly below the recovery point the
+	// moment it stops being the active one, and a checkpoint of that
+	// recovery point makes Open trust its index files: they must be
+	// durable first. The append pays two small fsyncs, under a policy
+	// that fsyncs anyway.
+	if l.recoveryPoint.Load() >= newBase {
+		if err := old.syncIndexes(&l.indexScratch); err != nil {
+			return nil, l.fail("roll", err)
+		}
+	}
 	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs(), l.files)
 	if err != nil {
 		return nil, fmt.Errorf("roll segment %d: %w", newBase, err)
@@ -911,7 +930,10 @@ func (l *Log) flushRolled(log zerolog.Logger) {
 // then advances the recovery point to the end of the last of them (Kafka's
 // flushUptoOffsetExclusive). It holds fmu but not wmu, so appends go on
 // meanwhile: the segments it syncs are no longer written, and every
-// change to them takes fmu.
+// change to them takes fmu. It touches no segment wholly below the
+// recovery point, which retention deletes without fmu: a roll at the
+// recovery point fsyncs the rolled segment's indexes itself (roll), and
+// flushLocked, under wmu, persists any other pending ones.
 func (l *Log) flushUpTo(endOffset int64) error {
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
@@ -1341,11 +1363,14 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	seg, err := openSegment(l.fs, l.dir, offset, true, l.cfg.nowMs(), l.files)
 	if err != nil {
-		// Leave an unusable log closed rather than without segments.
+		// Leave an unusable log closed rather than without segments;
+		// Close then reports why.
+		err = fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, errors.Join(append(errs, err)...))
+		l.closeErr = fmt.Errorf("log %s closed by a failed full truncation: %w", l.dir, err)
 		l.mu.Lock()
 		l.closed.Store(true)
 		l.mu.Unlock()
-		return fmt.Errorf("truncate %s fully at %d: %w", l.dir, offset, errors.Join(append(errs, err)...))
+		return err
 	}
 	oldRP := l.recoveryPoint.Load()
 	l.mu.Lock()
@@ -1489,9 +1514,11 @@ func (l *Log) MaybeFlush(nowMs int64) error {
 }
 
 // Flush fsyncs the directory and every segment holding offsets at or
-// above RecoveryPoint, with their indexes, and advances RecoveryPoint to
-// LogEndOffset. A failure returns an error wrapping ErrStorage, and the
-// log takes no more writes.
+// above RecoveryPoint, with their indexes (but the active segment's, which
+// Close writes), writes and fsyncs the index files of any other segment
+// with entries pending, and advances RecoveryPoint to LogEndOffset. A
+// failure returns an error wrapping ErrStorage, and the log takes no more
+// writes.
 func (l *Log) Flush() error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -1521,7 +1548,15 @@ func (l *Log) flushLocked() error {
 	}
 	for i, s := range l.segments {
 		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= rp {
-			continue // wholly below the recovery point: already durable
+			// Wholly below the recovery point: its .log is durable, but
+			// a segment rolled when the recovery point had reached the
+			// roll offset may still have index entries to persist.
+			if s.pending() {
+				if err := s.syncIndexes(&l.flushScratch); err != nil {
+					return l.fail("flush", err)
+				}
+			}
+			continue
 		}
 		if err := s.sync(&l.flushScratch, i+1 < len(l.segments)); err != nil {
 			return l.fail("flush", err)
@@ -1533,13 +1568,18 @@ func (l *Log) flushLocked() error {
 }
 
 // Close flushes the log (so RecoveryPoint is LogEndOffset, ready to be
-// checkpointed), writes and fsyncs every index file complete (the active
-// segment's with a final entry for its last batch), waits for the
-// background flushes and closes its files. Only after a Close that
+// checkpointed), writes the pending entries of every segment's index
+// files and fsyncs each index file and .txnindex changed since its last
+// fsync (the active segment's with a final entry for its last batch;
+// a segment with nothing pending opens no file), so that every index
+// file is complete and durable, waits for the background flushes and
+// closes its files. Only after a Close that
 // returned nil may a caller open the log with Config.CleanShutdown. A
 // log that failed (ErrStorage) is closed without a flush and Close
-// returns the failure. It is safe to call twice: the second
-// call returns nil, and every other method then returns ErrClosed.
+// returns the failure. It is safe to call twice: a later call returns
+// what the first returned (nil only if that one did; the error of a
+// failed TruncateFullyAndStartAt, which leaves the log closed), and every
+// other method then returns ErrClosed.
 func (l *Log) Close() error {
 	return l.close(true)
 }
@@ -1563,7 +1603,7 @@ func (l *Log) close(flush bool) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if l.isClosed() {
-		return nil
+		return l.closeErr
 	}
 	var errs []error
 	if flush && !l.neverHeldDataLocked() {
@@ -1594,7 +1634,7 @@ func (l *Log) close(flush bool) error {
 	}
 	l.fmu.Unlock()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("close log %s: %w", l.dir, err)
+		l.closeErr = fmt.Errorf("close log %s: %w", l.dir, err)
 	}
-	return nil
+	return l.closeErr
 }

@@ -143,7 +143,8 @@ type segment struct {
 	fsys       FS
 	dir        string
 	logFile    *segFile
-	createdMs  int64 // when this process created or opened it, for segment.ms without timestamps
+	files      *FileCache // Config.Files of the log (nil: none), for openFile
+	createdMs  int64      // when this process created or opened it, for segment.ms without timestamps
 
 	segState // see segState for locking
 
@@ -174,7 +175,7 @@ type indexFileState struct {
 // indexes included (which it then closes). Opening an existing segment
 // opens nothing when cache is non-nil.
 func openSegment(fsys FS, dir string, baseOffset int64, create bool, nowMs int64, cache *FileCache) (*segment, error) {
-	s := &segment{baseOffset: baseOffset, fsys: fsys, dir: dir, createdMs: nowMs, segState: newSegState(baseOffset)}
+	s := &segment{baseOffset: baseOffset, fsys: fsys, dir: dir, files: cache, createdMs: nowMs, segState: newSegState(baseOffset)}
 	name := segmentFileName(dir, baseOffset, logSuffix)
 	if !create {
 		var err error
@@ -188,7 +189,7 @@ func openSegment(fsys FS, dir string, baseOffset int64, create bool, nowMs int64
 		return nil, err
 	}
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
-		idx, err := fsys.OpenFile(segmentFileName(dir, baseOffset, suffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		idx, err := openFile(fsys, cache, segmentFileName(dir, baseOffset, suffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 		if err == nil {
 			err = idx.Close()
 		}
@@ -249,7 +250,7 @@ func (s *segment) loadIndexes(logSize, nextBase int64) (bool, string, error) {
 	if nextBase != math.MaxInt64 {
 		maxRel = min(maxRel, nextBase-1-s.baseOffset)
 	}
-	raw, err := readIndexFile(s.fsys, segmentFileName(s.dir, s.baseOffset, indexSuffix))
+	raw, err := readIndexFile(s.fsys, s.files, segmentFileName(s.dir, s.baseOffset, indexSuffix))
 	if err != nil {
 		return false, "", err
 	}
@@ -267,7 +268,7 @@ func (s *segment) loadIndexes(logSize, nextBase int64) (bool, string, error) {
 		}
 		index = append(index, e)
 	}
-	raw, err = readIndexFile(s.fsys, segmentFileName(s.dir, s.baseOffset, timeIndexSuffix))
+	raw, err = readIndexFile(s.fsys, s.files, segmentFileName(s.dir, s.baseOffset, timeIndexSuffix))
 	if err != nil {
 		return false, "", err
 	}
@@ -441,8 +442,8 @@ func checkStoredOffsets(h *BatchHeader, expectNext, baseOffset, nextBase int64) 
 const indexScratchBytes = 170 * indexEntrySize * timeIndexEntrySize / 4 // 4080
 
 // readIndexFile reads an index file; a missing one reads as empty.
-func readIndexFile(fsys FS, name string) ([]byte, error) {
-	raw, err := readFile(fsys, name)
+func readIndexFile(fsys FS, cache *FileCache, name string) ([]byte, error) {
+	raw, err := readFileVia(fsys, cache, name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -481,7 +482,7 @@ func (s *segment) persistIndexFile(suffix string, st *indexFileState, entries in
 	if st.stale {
 		flags |= os.O_TRUNC
 	}
-	f, err := s.fsys.OpenFile(name, flags, 0o644)
+	f, err := openFile(s.fsys, s.files, name, flags, 0o644)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", name, err)
 	}
@@ -555,6 +556,17 @@ func (s *segment) sync(scratch *[indexScratchBytes]byte, indexes bool) error {
 		if err := s.persistIndexes(scratch, true); err != nil {
 			return err
 		}
+	}
+	return s.syncTxnIndex()
+}
+
+// syncIndexes brings the segment's index files up to date and fsyncs
+// them and its .txnindex, each only if it has something pending: for a
+// segment whose .log is already durable (wholly below the recovery
+// point). Caller holds Log.fmu.
+func (s *segment) syncIndexes(scratch *[indexScratchBytes]byte) error {
+	if err := s.persistIndexes(scratch, true); err != nil {
+		return err
 	}
 	return s.syncTxnIndex()
 }
@@ -703,4 +715,15 @@ func (s *segment) largestTimestampMs() int64 {
 		return math.MaxInt64 // unknown age: keep it
 	}
 	return fi.ModTime().UnixMilli()
+}
+
+// pending reports whether the segment's index files (.index, .timeindex,
+// .txnindex) lack entries it holds in memory, need rewriting, or changed
+// since their last fsync: what a flush must still persist, whatever the
+// segment's place relative to the recovery point. Caller holds Log.wmu,
+// or Log.fmu for a segment no longer active.
+func (s *segment) pending() bool {
+	return s.indexFile.written < len(s.index) || s.indexFile.stale || s.indexFile.unsynced ||
+		s.timeIndexFile.written < len(s.timeIndex) || s.timeIndexFile.stale || s.timeIndexFile.unsynced ||
+		(s.hasTxnFile && s.txnUnsynced)
 }

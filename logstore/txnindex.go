@@ -75,7 +75,7 @@ func encodeAbortedTxns(entries []AbortedTxn) []byte {
 // (truncateTxns).
 func (s *segment) loadTxnIndex(fsys FS, dir string) error {
 	name := segmentFileName(dir, s.baseOffset, txnIndexSuffix)
-	f, err := fsys.OpenFile(name, os.O_RDWR, 0o644)
+	f, err := openFile(fsys, s.files, name, os.O_RDWR, 0o644)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -134,7 +134,7 @@ func (s *segment) syncTxnIndex() error {
 		return nil
 	}
 	name := segmentFileName(s.dir, s.baseOffset, txnIndexSuffix)
-	f, err := s.fsys.OpenFile(name, os.O_RDWR, 0o644)
+	f, err := openFile(s.fsys, s.files, name, os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("open transaction index %s: %w", name, err)
 	}
@@ -164,7 +164,7 @@ func (s *segment) truncateTxns(endOffset int64) (bool, error) {
 	s.txns = s.txns[:k:k]
 	if s.hasTxnFile {
 		name := segmentFileName(s.dir, s.baseOffset, txnIndexSuffix)
-		f, err := s.fsys.OpenFile(name, os.O_RDWR, 0o644)
+		f, err := openFile(s.fsys, s.files, name, os.O_RDWR, 0o644)
 		if err == nil {
 			err = f.Truncate(int64(k * abortedTxnSize))
 			if cerr := f.Close(); err == nil {
@@ -206,9 +206,10 @@ func (l *Log) recountTxnsLocked() {
 // and t.FirstOffset at most t.LastOffset, else the error wraps
 // ErrOffsetOutOfRange. An entry whose marker lies below the first segment
 // is ignored: its segment is gone. The entry is written to the page cache
-// and fsynced with its segment (Flush, the roll flush); an entry added to
-// a segment already below the recovery point is fsynced at once. So after
-// a crash an entry may be missing for a marker at or above the recovery
+// and fsynced with its segment (Flush, the flush policy, the roll flush,
+// Close); an entry whose marker is already below the recovery point (in a
+// segment below it, or in the active segment after the flush policy
+// fsynced the marker) is fsynced at once. So after a crash an entry may be missing for a marker at or above the recovery
 // point passed to Open: the caller replays the markers from there (see
 // the package documentation, "Transaction index").
 //
@@ -254,7 +255,7 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 		// the same name is replaced.
 		flags |= os.O_CREATE | os.O_TRUNC
 	}
-	f, err := l.fs.OpenFile(name, flags, 0o644)
+	f, err := openFile(l.fs, l.files, name, flags, 0o644)
 	if err != nil {
 		return l.fail("append aborted transaction", fmt.Errorf("open transaction index %s: %w", name, err))
 	}
@@ -284,8 +285,12 @@ func (l *Log) AppendAbortedTxn(t AbortedTxn) error {
 	s.txns = append(s.txns, t)
 	l.recountTxnsLocked()
 	l.mu.Unlock()
-	if !active && l.segments[i+1].baseOffset <= l.recoveryPoint.Load() {
-		// Below the recovery point nothing fsyncs the segment again.
+	if t.LastOffset < l.recoveryPoint.Load() {
+		// The marker is below the recovery point (a segment wholly
+		// below it, or a flush policy that fsynced the marker in the
+		// active one): a crash must not lose the entry, since the
+		// caller replays markers only from the recovery point it
+		// checkpointed, so it is fsynced now.
 		if l.dirDirty {
 			if err := syncDir(l.fs, l.dir); err != nil {
 				return l.fail("append aborted transaction", err)
