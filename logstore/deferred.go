@@ -35,9 +35,10 @@ func (l *Log) syncDeferredLocked() error {
 // data and nothing has made it durable since: Close need not flush it, as
 // a crash that takes it away leaves what the next Open makes again, an
 // empty log, and its leader epochs all start at or after its end, where
-// Open drops them. Caller holds l.wmu.
+// Open drops them. A failed log is not: its Close returns the failure.
+// Caller holds l.wmu.
 func (l *Log) neverHeldDataLocked() bool {
-	return l.creationPending.Load() && len(l.segments) == 1 && l.segments[0].size == 0
+	return l.creationPending.Load() && l.failure.Load() == nil && len(l.segments) == 1 && l.segments[0].size == 0
 }
 
 // markCleanEmpty says the .log, just created empty, needs no fsync: it

@@ -422,3 +422,24 @@ func TestTruncateFullyOfNewLogIsDurable(t *testing.T) {
 		t.Fatalf("log [%d, %d) after a crash, want it to start at 500", l2.LogStartOffset(), l2.LogEndOffset())
 	}
 }
+
+// TestFailedEmptyLogCloseReportsFailure: a log that never held data but
+// whose first flush failed is not closed as one that needs nothing: Close
+// returns the failure, so its caller writes no clean-shutdown marker.
+func TestFailedEmptyLogCloseReportsFailure(t *testing.T) {
+	t.Parallel()
+	m := NewMemFS()
+	mkdirSynced(t, m, "/data")
+	l, err := Open(crashLogDir, deferredConfig(m), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetInjector(failSyncs)
+	if err := l.Flush(); !errorsIs(err, ErrStorage) {
+		t.Fatalf("flush with failing fsyncs: %v, want ErrStorage", err)
+	}
+	m.SetInjector(nil)
+	if err := l.Close(); !errorsIs(err, ErrStorage) {
+		t.Fatalf("close after a failed flush: %v, want ErrStorage", err)
+	}
+}
