@@ -114,13 +114,19 @@ func readCheckpointLines(fsys FS, path string) ([]string, error) {
 // the file at path (WriteFileAtomic) with the version line, the count line
 // and count entry lines, entry i being what appendEntry appends to b.
 func writeCheckpointLines(fsys FS, path string, count int, appendEntry func(b []byte, i int) []byte) error {
+	return writeCheckpointLinesSync(fsys, path, count, appendEntry, true)
+}
+
+// writeCheckpointLinesSync is writeCheckpointLines that leaves the fsync
+// of the directory after the rename to the caller when dirSync is false.
+func writeCheckpointLinesSync(fsys FS, path string, count int, appendEntry func(b []byte, i int) []byte, dirSync bool) error {
 	b := append([]byte(checkpointVersion), '\n')
 	b = strconv.AppendInt(b, int64(count), 10)
 	b = append(b, '\n')
 	for i := range count {
 		b = append(appendEntry(b, i), '\n')
 	}
-	return WriteFileAtomicFS(fsys, path, b)
+	return writeFileAtomic(fsys, path, b, dirSync)
 }
 
 // WriteFileAtomic replaces the file at path with data so that a crash
@@ -136,6 +142,12 @@ func WriteFileAtomic(path string, data []byte) error {
 // WriteFileAtomicFS is WriteFileAtomic on fsys. An error from an fsync is
 // returned as it is: the caller must not take the file as written.
 func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
+	return writeFileAtomic(fsys, path, data, true)
+}
+
+// writeFileAtomic is WriteFileAtomicFS, leaving the fsync of the
+// directory after the rename to the caller when dirSync is false.
+func writeFileAtomic(fsys FS, path string, data []byte, dirSync bool) error {
 	tmp := path + ".tmp"
 	f, err := openFile(fsys, nil, tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -154,6 +166,9 @@ func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
 	}
 	if err := fsys.Rename(tmp, path); err != nil {
 		return err
+	}
+	if !dirSync {
+		return nil
 	}
 	return syncDir(fsys, filepath.Dir(path))
 }

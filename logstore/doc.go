@@ -140,6 +140,59 @@
 // directory before it cuts the segment it ends in (Kafka's order), so a
 // crash cannot keep the cut and bring the later segments back.
 //
+// # Durability of new logs and of leader epochs
+//
+// Nothing needs to be durable until a recovery point claims it, so the
+// request path that creates replicas and makes leaders (a LeaderAndIsr
+// for thousands of partitions) fsyncs nothing:
+//
+//   - Open of a log that holds no data (its directory missing, or only
+//     one empty segment, clean shutdown or not) creates what is missing
+//     and fsyncs neither the parent directory, nor the directory, nor
+//     the segment files (a new .log is not even dirty for a FileCache
+//     eviction). It marks the log creationPending.
+//   - Assign on a Log's leader epoch cache changes memory only and marks
+//     the cache dirty. (Truncations of the cache, rare, still write it
+//     at once.)
+//   - Every path about to advance RecoveryPoint (Flush, the flush policy,
+//     the background flush after a roll, Close, and
+//     TruncateFullyAndStartAt, which sets it) first calls
+//     syncDeferredLocked: a dirty cache is written (temporary file
+//     fsynced, renamed), the parent directory is fsynced if the creation
+//     is pending, and then the directory, which makes the rename and the
+//     segment files' entries durable. The segment data are the flush's
+//     to fsync, as ever. An append that spans a roll assigns the epochs
+//     of the batches before the roll first, so the background flush
+//     writes them.
+//   - Close of a log still creationPending with one empty segment writes
+//     nothing: the next Open finds it empty again, or missing, and makes
+//     it anew.
+//
+// The argument: the recovery point R a caller may checkpoint only ever
+// comes from such a path, so when R covers offset o, the directory, its
+// entry in the parent, the segment files, o's data and the leader epoch
+// entries of every batch below R were fsynced before R was published.
+// After a crash Open trusts below the checkpointed R and rebuilds above
+// it: the last segment and every one above R are scanned, their batches'
+// epochs assigned, and the cache truncated at the recovered end. What a
+// crash can lose is therefore only what no recovery point covered: a
+// whole log that was never flushed (it opens empty, and its epochs, all
+// starting at or after its end of 0, go as Open drops those), unflushed
+// batches (as before), and epoch entries that were assigned and not
+// flushed, which either started at or after the recovered end (dropped
+// anyway) or belong to batches above R, whose scan assigns them again.
+// An epoch a new leader assigned at the log end with no batch under it
+// changes no OffsetsForLeaderEpoch answer's offset: the end of the epoch
+// before it is the start of the next one either way. Writing the file at
+// Assign without an fsync (as the rename would invite) would add nothing
+// after a crash and risk a renamed, empty file: any later fsync of the
+// directory (a roll's flush, a transaction index write, a clean pass)
+// could make the rename durable before the data, and Open would refuse
+// the file as corrupt. Kafka writes and fsyncs the checkpoint on every
+// assign (its LeaderEpochFileCache flushes only truncations
+// asynchronously, KAFKA-15046), since its recovery point does not wait
+// for the epoch file.
+//
 // # Clean shutdown
 //
 // Close writes the pending index entries of every segment and fsyncs its
@@ -173,7 +226,7 @@
 // everything after an interrupted clean pass. The first batch's
 // timestamp, which segment.ms counts from, is then read by the first
 // append (Kafka loads its rollingBasedTimestamp lazily too). The leader
-// epochs come from leader-epoch-checkpoint, which every change rewrites.
+// epochs come from leader-epoch-checkpoint, which Close wrote.
 // Recovery leaves the last segment's indexes as Close does (the final
 // entries added), so both opens agree.
 //
@@ -431,7 +484,8 @@
 // Checkpoints: "0\n<count>\n" then one "<topic> <partition> <offset>" line
 // per partition (offset checkpoints) or "<leaderEpoch> <startOffset>" per
 // epoch (leader-epoch-checkpoint), replaced atomically (tmp file, fsync,
-// rename, fsync of the directory).
+// rename, fsync of the directory; for a Log's deferred epochs, at its
+// next flush, whose fsync of the directory covers the rename).
 //
 // # Invariants
 //
@@ -463,8 +517,9 @@
 //     of the next with an empty batch, which followers replicate as any
 //     other. (A cleaner that leaves gaps at segment ends, as Kafka's
 //     does, must exempt compacted logs.)
-//   - The leader epoch cache never holds an epoch starting at or above
-//     LogEndOffset, nor before LogStartOffset.
+//   - The leader epoch cache never holds an epoch starting above
+//     LogEndOffset (at it only the one a new leader assigns before its
+//     first append, which Open drops), nor before LogStartOffset.
 //   - A transaction index entry lies in the segment holding its
 //     LastOffset, below LogEndOffset; LastOffsets increase across the
 //     whole log; FirstOffset <= LastOffset.

@@ -17,18 +17,33 @@ type EpochEntry struct {
 
 // LeaderEpochCache maps leader epochs to the offset where each began, for
 // KIP-101/279 truncation. It is persisted in the partition directory as
-// leader-epoch-checkpoint ("0\n<count>\n<epoch> <startOffset>\n..."); every
-// change is written atomically before it becomes visible. Entries are
+// leader-epoch-checkpoint ("0\n<count>\n<epoch> <startOffset>\n..."),
+// always replaced atomically (temporary file, fsync, rename). Entries are
 // strictly increasing in both epoch and start offset.
 //
-// Methods are safe for concurrent use. Mutators hold c.mu while they write
-// the file, so they are slow (an fsync) and should be rare: once per new
-// leader epoch.
+// A cache opened alone (OpenLeaderEpochCache) writes every change before
+// it becomes visible. A Log's cache defers Assign: the entry is visible at
+// once and reaches the file with the log's next flush, before the
+// recovery point passes it (see the package documentation, "Durability"),
+// so that a new leader's epoch costs no fsync; the truncations are
+// written at once, as in a cache opened alone.
+//
+// Methods are safe for concurrent use. Readers never wait for a file
+// write; a mutator that writes holds c.wmu across it (an fsync).
 type LeaderEpochCache struct {
-	fs      FS
-	path    string
-	mu      sync.RWMutex
-	entries []EpochEntry // guarded by mu; replaced, never modified in place
+	fs   FS
+	path string
+	// deferAssign: Assign only marks the cache dirty, and persist
+	// writes it (a Log's cache). Fixed at open.
+	deferAssign bool
+	// wmu serialises the changes and the writes of the file; taken
+	// before mu.
+	wmu   sync.Mutex
+	dirty bool // guarded by wmu: entries holds changes the file lacks
+	mu    sync.RWMutex
+	// entries is guarded by mu for readers and changed only under wmu
+	// and mu; replaced, never modified in place.
+	entries []EpochEntry
 }
 
 // OpenLeaderEpochCache loads the cache stored at path (a missing file is an
@@ -68,8 +83,8 @@ func openLeaderEpochCache(fsys FS, path string) (*LeaderEpochCache, error) {
 // startOffset wrote nothing, so it is replaced (as Kafka does). A negative
 // leaderEpoch (a batch from before leader epochs) is ignored.
 func (c *LeaderEpochCache) Assign(leaderEpoch int32, startOffset int64) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if leaderEpoch < 0 || startOffset < 0 {
 		return nil
 	}
@@ -85,7 +100,13 @@ func (c *LeaderEpochCache) Assign(leaderEpoch int32, startOffset int64) error {
 	}
 	next := make([]EpochEntry, n, n+1)
 	copy(next, c.entries)
-	return c.replaceLocked(append(next, EpochEntry{LeaderEpoch: leaderEpoch, StartOffset: startOffset}))
+	next = append(next, EpochEntry{LeaderEpoch: leaderEpoch, StartOffset: startOffset})
+	if c.deferAssign {
+		c.publishLocked(next)
+		c.dirty = true
+		return nil
+	}
+	return c.replaceLocked(next)
 }
 
 // LatestEpoch is the highest leader epoch recorded; false if none is.
@@ -137,8 +158,8 @@ func (c *LeaderEpochCache) EndOffsetFor(requestedEpoch int32, logEndOffset int64
 // TruncateFromEnd drops the entries that start at or after endOffset; the
 // log was truncated to endOffset.
 func (c *LeaderEpochCache) TruncateFromEnd(endOffset int64) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	keep := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset >= endOffset })
 	if keep == len(c.entries) {
 		return nil
@@ -150,8 +171,8 @@ func (c *LeaderEpochCache) TruncateFromEnd(endOffset int64) error {
 // the new log start, and re-adds the last of them starting at startOffset,
 // since its epoch still covers the first remaining records.
 func (c *LeaderEpochCache) TruncateFromStart(startOffset int64) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	drop := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].StartOffset > startOffset })
 	if drop == 0 || (drop == 1 && c.entries[0].StartOffset == startOffset) {
 		return nil
@@ -163,24 +184,62 @@ func (c *LeaderEpochCache) TruncateFromStart(startOffset int64) error {
 
 // Clear removes every entry; the log was emptied.
 func (c *LeaderEpochCache) Clear() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if len(c.entries) == 0 {
 		return nil
 	}
 	return c.replaceLocked(nil)
 }
 
-// replaceLocked persists entries and then makes them current. Caller holds c.mu.
+// replaceLocked persists entries and then makes them current. Caller holds c.wmu.
 func (c *LeaderEpochCache) replaceLocked(entries []EpochEntry) error {
-	err := writeCheckpointLines(c.fs, c.path, len(entries), func(b []byte, i int) []byte {
+	if err := c.writeLocked(entries, true); err != nil {
+		return err
+	}
+	c.publishLocked(entries)
+	c.dirty = false
+	return nil
+}
+
+// publishLocked makes entries current. Caller holds c.wmu.
+func (c *LeaderEpochCache) publishLocked(entries []EpochEntry) {
+	c.mu.Lock()
+	c.entries = entries
+	c.mu.Unlock()
+}
+
+// writeLocked replaces the file with entries: the temporary file is
+// fsynced before the rename, and the directory after it when syncDir is
+// set (else the caller's fsync of the directory must follow before
+// anything relies on the rename). Caller holds c.wmu.
+func (c *LeaderEpochCache) writeLocked(entries []EpochEntry, syncDir bool) error {
+	err := writeCheckpointLinesSync(c.fs, c.path, len(entries), func(b []byte, i int) []byte {
 		b = strconv.AppendInt(b, int64(entries[i].LeaderEpoch), 10)
 		b = append(b, ' ')
 		return strconv.AppendInt(b, entries[i].StartOffset, 10)
-	})
+	}, syncDir)
 	if err != nil {
 		return fmt.Errorf("write leader epochs %s: %w", c.path, err)
 	}
-	c.entries = entries
 	return nil
+}
+
+// persist writes the entries a deferred Assign added since the last
+// write, if any, and reports whether it wrote. With syncDir false the
+// caller fsyncs the directory afterwards (a log flush does anyway), and
+// until then the rename may not survive a crash; the file's data is
+// fsynced before the rename either way, so a crash leaves the old file or
+// the new one, whole, never a renamed file without its data.
+func (c *LeaderEpochCache) persist(syncDir bool) (bool, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.dirty {
+		return false, nil
+	}
+	if err := c.writeLocked(c.entries, syncDir); err != nil {
+		return false, err
+	}
+	c.dirty = false
+	return true, nil
 }

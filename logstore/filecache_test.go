@@ -273,6 +273,7 @@ func TestFileCacheEvictionSyncs(t *testing.T) {
 		cfg := scaleConfig(t, mem, NewFileCache(1))
 		a := openLog(t, "/data/a-0", cfg, 0)
 		b := openLog(t, "/data/b-0", cfg, 0)
+		mustNoError(t)(a.Flush()) // a new log's directory is durable from its first flush on
 		batch := simpleBatch(2, 1)
 		mustAppend(t, a, batch)
 		mustAppend(t, b, simpleBatch(2, 1)) // evicts a's .log, fsyncing it

@@ -120,24 +120,22 @@ func readAllClose(f File) ([]byte, error) {
 	return data, err
 }
 
-// mkdirDurable creates dir if it is missing and then fsyncs its parent,
-// even when dir was already there, so that the directory itself survives
-// a crash (a log whose directory vanished would lose everything fsynced
-// inside it): a directory made by an earlier run, or by someone else,
-// that crashed before syncing its parent is not durable yet. It costs one
-// fsync per Open, except for an existing dir when trustExisting says the
-// run that made it shut down cleanly (its Open synced the parent before
-// returning).
-func mkdirDurable(fsys FS, dir string, trustExisting bool) error {
+// ensureDir creates dir if it is missing, and reports whether it existed.
+// Nothing is fsynced: a new directory is durable once its parent is
+// synced (syncParent), which Open leaves to the log's first flush.
+func ensureDir(fsys FS, dir string) (existed bool, err error) {
 	if _, err := fsys.ReadDir(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := fsys.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
+		return false, fsys.MkdirAll(dir, 0o755)
 	} else if err != nil {
-		return err
-	} else if trustExisting {
-		return nil
+		return false, err
 	}
+	return true, nil
+}
+
+// syncParent fsyncs the parent of dir, so that dir itself survives a
+// crash (a log whose directory vanished would lose everything fsynced
+// inside it).
+func syncParent(fsys FS, dir string) error {
 	if err := fsys.SyncDir(filepath.Dir(dir)); err != nil {
 		return fmt.Errorf("fsync %s: %w", filepath.Dir(dir), err)
 	}

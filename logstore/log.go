@@ -112,6 +112,13 @@ type Log struct {
 	syncUntil        int64
 	firstUnflushedMs int64 // -1 when nothing is unflushed
 	dirDirty         bool  // segment files were created or removed since the last fsync of dir
+	// creationPending: the log held no data when Open returned, and Open
+	// made nothing durable: the directory's entry in its parent, the
+	// segment files' entries in it and the segment files may not survive
+	// a crash until syncDeferredLocked, which every path that advances
+	// the recovery point calls first. Cleared under fmu; read by close
+	// under wmu (atomic, as flushUpTo holds only fmu).
+	creationPending atomic.Bool
 
 	// mu guards the segment list and what readers see of each segment
 	// (segState). Readers hold it shared for the length of a Read,
@@ -205,9 +212,15 @@ var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 // segment whose indexes fail their checks is recovered as above. Nor does
 // it fsync the parent of an existing dir: the Open of the run that shut
 // down cleanly did.
+//
+// A log that holds no data (a new one, or an existing one whose only
+// segment is empty) costs no fsync: Open creates what is missing and
+// defers making it durable to the log's first flush (see the package
+// documentation, "Durability").
 func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 	fsys := orOS(cfg.FS)
-	if err := mkdirDurable(fsys, dir, cfg.CleanShutdown); err != nil {
+	existed, err := ensureDir(fsys, dir)
+	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, fs: fsys, files: cfg.Files, cfg: cfg, firstUnflushedMs: -1}
@@ -216,8 +229,17 @@ func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
+	epochs.deferAssign = true
 	l.epochs = epochs
-	if err := l.load(recoveryPoint); err != nil {
+	err = l.load(recoveryPoint)
+	if err == nil && existed && !cfg.CleanShutdown && !l.creationPending.Load() {
+		// The directory may be a crashed run's whose parent was never
+		// fsynced: the data recovered in it is durable only with it. (A
+		// clean shutdown's Close made it durable; an empty log leaves it
+		// to its first flush.)
+		err = syncParent(fsys, dir)
+	}
+	if err != nil {
 		for _, s := range l.segments {
 			_ = s.close()
 		}
@@ -275,6 +297,7 @@ func (l *Log) load(recoveryPoint int64) error {
 		if err != nil {
 			return err
 		}
+		s.logFile.markCleanEmpty()
 		l.segments = []*segment{s}
 		l.dirDirty = true
 	}
@@ -291,6 +314,13 @@ func (l *Log) load(recoveryPoint int64) error {
 		}
 	}
 
+	// A log with no data: the segment just created, or an existing lone
+	// empty one (without a .txnindex to sanitize). Nothing to read,
+	// rebuild or fsync: a crash may take it (or its directory) away, and
+	// Open makes it again, as empty.
+	empty := rebuild == nil && (len(bases) == 0 ||
+		len(bases) == 1 && !have[filepath.Base(segmentFileName("", bases[0], txnIndexSuffix))])
+
 	var epochChanges []EpochEntry
 	for i := 0; i < len(l.segments); i++ {
 		s := l.segments[i]
@@ -302,6 +332,16 @@ func (l *Log) load(recoveryPoint int64) error {
 		size, err := s.fileSize()
 		if err != nil {
 			return err
+		}
+		if empty && size == 0 {
+			if len(bases) > 0 {
+				// Whatever an earlier run left in its index files goes
+				// with their next write.
+				s.indexFile.stale, s.timeIndexFile.stale = true, true
+				s.indexFile.unsynced, s.timeIndexFile.unsynced = true, true
+			}
+			l.creationPending.Store(true)
+			continue
 		}
 		recover := last || nextBase > recoveryPoint || rebuild[s.baseOffset]
 		trusted := !recover // wholly below the recovery point: fsynced
@@ -440,7 +480,7 @@ func (l *Log) load(recoveryPoint int64) error {
 	leo := active.nextOffset
 	l.logStartOffset.Store(l.segments[0].baseOffset)
 	l.logEndOffset.Store(leo)
-	if l.dirDirty {
+	if l.dirDirty && !l.creationPending.Load() {
 		if err := syncDir(l.fs, l.dir); err != nil {
 			return err
 		}
@@ -459,6 +499,12 @@ func (l *Log) load(recoveryPoint int64) error {
 		}
 	}
 	if err := l.epochs.TruncateFromStart(l.segments[0].baseOffset); err != nil {
+		return err
+	}
+	// The epochs recovered from the batches are below the recovery point
+	// just set: durable before Open returns. (A log without data has
+	// none.)
+	if _, err := l.epochs.persist(true); err != nil {
 		return err
 	}
 	l.log.Debug().Int64("log_start_offset", l.segments[0].baseOffset).Int64("leo", leo).
@@ -671,6 +717,11 @@ func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
 			// have it too). Only a gap too wide for h's relative offset
 			// moves the base up into it.
 			newBase := max(seg.nextOffset, h.LastOffset()-math.MaxInt32)
+			// The roll's background flush may move the recovery point
+			// past the batches written so far: their epochs first.
+			if err := l.assignEpochsLocked(info.Batches[:i]); err != nil {
+				return err
+			}
 			var err error
 			if seg, err = l.roll(newBase); err != nil {
 				return err
@@ -687,17 +738,8 @@ func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
 	}
 	info.LastOffset = info.Batches[len(info.Batches)-1].LastOffset()
 
-	latest, ok := l.epochs.LatestEpoch()
-	for i := range info.Batches {
-		h := &info.Batches[i]
-		if h.PartitionLeaderEpoch >= 0 && (!ok || h.PartitionLeaderEpoch > latest) {
-			if err := l.epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
-				// The batches are written but the cache does not know
-				// their epoch: the log must not go on.
-				return l.fail("assign leader epoch", err)
-			}
-			latest, ok = h.PartitionLeaderEpoch, true
-		}
+	if err := l.assignEpochsLocked(info.Batches); err != nil {
+		return err
 	}
 
 	if l.firstUnflushedMs < 0 {
@@ -713,6 +755,24 @@ func (l *Log) appendLocked(records []byte, info *AppendInfo) error {
 	}
 	if fm := l.cfg.FlushMessages; fm > 0 && fm != math.MaxInt64 && l.unflushedRecords >= fm {
 		return l.flushLocked()
+	}
+	return nil
+}
+
+// assignEpochsLocked records the leader epoch of every batch in batches
+// (written) that starts a new epoch. Caller holds l.wmu.
+func (l *Log) assignEpochsLocked(batches []BatchHeader) error {
+	latest, ok := l.epochs.LatestEpoch()
+	for i := range batches {
+		h := &batches[i]
+		if h.PartitionLeaderEpoch >= 0 && (!ok || h.PartitionLeaderEpoch > latest) {
+			if err := l.epochs.Assign(h.PartitionLeaderEpoch, h.BaseOffset); err != nil {
+				// The batches are written but the cache does not know
+				// their epoch: the log must not go on.
+				return l.fail("assign leader epoch", err)
+			}
+			latest, ok = h.PartitionLeaderEpoch, true
+		}
 	}
 	return nil
 }
@@ -878,6 +938,9 @@ func (l *Log) flushUpTo(endOffset int64) error {
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
 	if err := l.writable(); err != nil {
+		return err
+	}
+	if err := l.syncDeferredLocked(); err != nil {
 		return err
 	}
 	rp := l.recoveryPoint.Load()
@@ -1285,6 +1348,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	}
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
+	if err := l.syncDeferredLocked(); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	old := l.segments
 	l.segments = nil
@@ -1469,6 +1535,9 @@ func (l *Log) flushLocked() error {
 	if p := l.failure.Load(); p != nil {
 		return *p
 	}
+	if err := l.syncDeferredLocked(); err != nil {
+		return err
+	}
 	leo, rp := l.logEndOffset.Load(), l.recoveryPoint.Load()
 	// The directory first, as in flushUpTo.
 	if l.dirDirty {
@@ -1537,7 +1606,7 @@ func (l *Log) close(flush bool) error {
 		return l.closeErr
 	}
 	var errs []error
-	if flush {
+	if flush && !l.neverHeldDataLocked() {
 		// Leave every index file complete and fsynced, the active
 		// segment's too (a flush leaves those out), so that an Open
 		// with CleanShutdown can trust them.

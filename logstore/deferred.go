@@ -1,0 +1,57 @@
+package logstore
+
+// syncDeferredLocked makes durable what the request path left to the
+// log's first flush: a log Open found without data (creationPending) gets
+// its directory's entry in the parent and its own entries fsynced, and
+// the leader epochs Assign deferred are written (the temporary file
+// fsynced, renamed) and their rename fsynced with the directory. Every
+// path that is about to advance the recovery point calls it first, so
+// that the recovery point never covers an offset whose directory, segment
+// entries or leader epoch a crash could still take away; the segment
+// data themselves are the caller's to fsync, as ever. On a failure the
+// log fails (ErrStorage). Caller holds l.fmu.
+func (l *Log) syncDeferredLocked() error {
+	pending := l.creationPending.Load()
+	wrote, err := l.epochs.persist(false)
+	if err != nil {
+		return l.fail("write leader epochs", err)
+	}
+	if !pending && !wrote {
+		return nil
+	}
+	if pending {
+		if err := syncParent(l.fs, l.dir); err != nil {
+			return l.fail("sync creation", err)
+		}
+	}
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return l.fail("sync creation", err)
+	}
+	l.creationPending.Store(false)
+	return nil
+}
+
+// neverHeldDataLocked reports whether the log is as Open found it without
+// data and nothing has made it durable since: Close need not flush it, as
+// a crash that takes it away leaves what the next Open makes again, an
+// empty log, and its leader epochs all start at or after its end, where
+// Open drops them. A failed log is not: its Close returns the failure.
+// Caller holds l.wmu.
+func (l *Log) neverHeldDataLocked() bool {
+	return l.creationPending.Load() && l.failure.Load() == nil && len(l.segments) == 1 && l.segments[0].size == 0
+}
+
+// markCleanEmpty says the .log, just created empty, needs no fsync: it
+// holds no data, and its entry in the directory is made durable by the
+// fsync of the directory (syncDeferredLocked), so a FileCache evicting it
+// before anything is written does not fsync it. A write marks it dirty as
+// ever. Caller owns the log (Open).
+func (h *segFile) markCleanEmpty() {
+	if c := h.cache; c != nil {
+		c.mu.Lock()
+		h.dirty = false
+		c.mu.Unlock()
+		return
+	}
+	h.dirty = false
+}
