@@ -522,6 +522,9 @@ func (c *cleaner) finishPass(id int, lc *toClean, stats logstore.CleanStats, err
 		return false
 	default:
 		logger.Error().Err(err).Msg("log cleaning failed; the partition is uncleanable until deleted or the broker restarts")
+		if errors.Is(err, logstore.ErrStorage) {
+			c.m.noteIOError(r.dir, err) // the log failed: its dir goes offline (logdir.go)
+		}
 		return false
 	}
 }

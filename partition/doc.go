@@ -281,7 +281,12 @@
 // DeleteRecords and a LeaderAndIsr state for them answer ErrStorage
 // (KAFKA_STORAGE_ERROR), which is how the controller learns which replicas
 // are offline. No checkpoint of the dir is written again, and new
-// partitions go to the online dirs only. Then the handler set with
+// partitions go to the online dirs only: as Kafka's getOrCreateLog, a
+// state not new (PartitionState.IsNew, LeaderAndIsr's is_new) for a log
+// not found on an online dir answers ErrStorage while a dir is offline,
+// and a partition whose directory an offline dir holds, or cannot tell
+// it does not (stat failed with other than ENOENT), is offline: a failed
+// disk must not turn an acknowledged log into an empty one. Then the handler set with
 // SetLogDirFailureHandler gets a LogDirFailure (dir, error, partitions,
 // dirs still online): cmd/broker writes the log dir event notification
 // and, with no dir online, stops the broker. DescribeLogDirs reports an

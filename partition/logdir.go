@@ -28,6 +28,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -277,11 +278,30 @@ func compareTopicPartition(a, b cluster.TopicPartition) int {
 	return int(a.Partition) - int(b.Partition)
 }
 
-// logDirFor is where tp's log is opened: ErrStorage when the partition is
-// in an offline dir (known offline, or its directory found in one), else
-// dirFor's choice, among the online dirs when some are offline. With no
-// dir online it answers ErrStorage.
-func (m *Manager) logDirFor(tp cluster.TopicPartition) (string, error) {
+// mayHoldPartition reports whether tp's directory may be in dir: it is
+// there, or stat failed with anything but "does not exist" (a failed disk
+// answers EIO), which says nothing of what the disk holds.
+func mayHoldPartition(dir string, tp cluster.TopicPartition) bool {
+	_, err := os.Stat(filepath.Join(dir, partitionDirName(tp)))
+	return err == nil || !errors.Is(err, fs.ErrNotExist)
+}
+
+// logDirFor is where tp's log is opened, as Kafka's
+// LogManager.getOrCreateLog: ErrStorage when the partition is in an
+// offline dir (known offline, or its directory there or not known absent:
+// mayHoldPartition), else dirFor's choice, among the online dirs when some
+// are offline. A log not new (isNew, LeaderAndIsr's is_new) and not found
+// on an online dir while a dir is offline is not created either: it may be
+// on the failed disk, and an empty log in its place would lose what the
+// replica acknowledged (as leader it would make its followers truncate).
+// A new one may still be placed on an online dir, though the offline one
+// cannot tell whether it holds a stale directory of the name. A replica a
+// reassignment adds here (in AddingReplicas) counts as new: Kafka's
+// controller sends is_new to a replica it starts (NewReplica), ours does
+// only at topic creation. With no dir online it answers ErrStorage.
+func (m *Manager) logDirFor(st PartitionState) (string, error) {
+	tp := st.TopicPartition
+	isNew := st.IsNew || slices.Contains(st.AddingReplicas, m.cfg.BrokerID)
 	if err := m.offlinePartitionErr(tp); err != nil {
 		return "", err
 	}
@@ -296,9 +316,11 @@ func (m *Manager) logDirFor(tp cluster.TopicPartition) (string, error) {
 	if nOffline == 0 {
 		return m.dirFor(tp), nil
 	}
+	slices.Sort(offline)
 	name := partitionDirName(tp)
 	for _, d := range offline {
-		if _, err := os.Stat(filepath.Join(d, name)); err == nil {
+		_, err := os.Stat(filepath.Join(d, name))
+		if err == nil || (!isNew && !errors.Is(err, fs.ErrNotExist)) {
 			m.logDirs.mu.Lock()
 			m.logDirs.parts[tp] = d
 			m.logDirs.mu.Unlock()
@@ -323,6 +345,10 @@ func (m *Manager) logDirFor(tp cluster.TopicPartition) (string, error) {
 		if bestCount < 0 || n < bestCount {
 			best, bestCount = d, n
 		}
+	}
+	if !isNew {
+		return "", fmt.Errorf("%w: cannot create log for %s: it is not new and log dirs %s are offline",
+			ErrStorage, tp, strings.Join(offline, ","))
 	}
 	return filepath.Join(best, name), nil
 }

@@ -32,6 +32,8 @@ type faultFS struct {
 	ops   map[logstore.MemOp]bool
 	err   error
 	calls int // operations failed
+	// onCreate, if set, runs before a file is created (once).
+	onCreate func(name string)
 }
 
 func newFaultFS() *faultFS { return &faultFS{FS: logstore.OSFS} }
@@ -57,6 +59,13 @@ func (f *faultFS) fail(op logstore.MemOp, name string) error {
 
 func (f *faultFS) OpenFile(name string, flag int, perm fs.FileMode) (logstore.File, error) {
 	if flag&os.O_CREATE != 0 {
+		f.mu.Lock()
+		hook := f.onCreate
+		f.onCreate = nil
+		f.mu.Unlock()
+		if hook != nil {
+			hook(name)
+		}
 		if err := f.fail(logstore.MemOpCreate, name); err != nil {
 			return nil, err
 		}
@@ -269,6 +278,12 @@ func TestLogDirFailureOnWrite(t *testing.T) {
 	}
 	st := PartitionState{TopicPartition: tpN(4), Replicas: []int32{1}, Config: h.cfg,
 		LeaderAndIsr: cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 0, Isr: []int32{1}, ZkVersion: 0}}
+	// Not new (is_new false): it may be on the failed d1, so no empty log
+	// is made for it (Kafka's getOrCreateLog).
+	if res := h.m.BecomeLeaderOrFollower([]PartitionState{st}); !errors.Is(res[tpN(4)].Err, ErrStorage) {
+		t.Fatalf("a partition not new, not on an online dir, with d1 offline: %+v, want ErrStorage", res[tpN(4)])
+	}
+	st.IsNew = true
 	if err := h.m.ApplyPartitionStates([]PartitionState{st}); err != nil {
 		t.Fatal(err)
 	}
@@ -476,3 +491,52 @@ func (m *Manager) following(tp cluster.TopicPartition) bool {
 
 // setBaseOffset sets a built batch's base offset, as a leader's log holds it.
 func setBaseOffset(b []byte, off int64) { binary.BigEndian.PutUint64(b[0:], uint64(off)) }
+
+// TestLogDirFailureOnCheckpoint: a checkpoint file of a dir that cannot
+// be written takes that dir offline too; the other dir's checkpoints are
+// written.
+func TestLogDirFailureOnCheckpoint(t *testing.T) {
+	h := newTwoDirManager(t, "", newFaultFS(), 0)
+	// A non-empty directory where the file goes: the rename over it fails.
+	if err := os.MkdirAll(filepath.Join(h.d1, logstore.ReplicationCheckpointFile, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.m.writeCheckpoints(false)
+	f := h.failure(t)
+	if f.Dir != h.d1 || !slices.Equal(f.Online, []string{h.d0}) {
+		t.Fatalf("failure %+v, want %s offline and %s online", f, h.d1, h.d0)
+	}
+	if _, err := h.m.Append(tpN(1), buildBatch(batchSpec{records: 1}), -1); !errors.Is(err, ErrStorage) {
+		t.Fatalf("append to a replica of the dir whose checkpoint failed: %v, want ErrStorage", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.d0, logstore.ReplicationCheckpointFile)); err != nil {
+		t.Fatalf("healthy dir's checkpoint: %v", err)
+	}
+}
+
+// TestLogDirFailureDuringOpen: a log whose dir fails while it opens (the
+// failure handled before the replica is installed) is not installed: the
+// partition answers ErrStorage.
+func TestLogDirFailureDuringOpen(t *testing.T) {
+	ffs := newFaultFS()
+	h := newTwoDirManager(t, "", ffs, 0)
+	tp := tpN(4) // two partitions in each dir: dirFor picks d0, the first
+	ffs.mu.Lock()
+	ffs.onCreate = func(string) { // the log's first file: its dir is chosen
+		h.m.maybeAddOfflineLogDir(h.d0, syscall.EIO) // another replica's failure
+		h.m.waitLogDirFailures()
+	}
+	ffs.mu.Unlock()
+	st := PartitionState{TopicPartition: tp, Replicas: []int32{1}, Config: h.cfg,
+		LeaderAndIsr: cluster.LeaderAndIsr{Leader: 1, LeaderEpoch: 0, Isr: []int32{1}, ZkVersion: 0}}
+	res := h.m.BecomeLeaderOrFollower([]PartitionState{st})
+	if !errors.Is(res[tp].Err, ErrStorage) {
+		t.Fatalf("state for a partition whose dir failed during its open: %+v, want ErrStorage", res[tp])
+	}
+	if _, err := h.m.get(tp); !errors.Is(err, ErrStorage) {
+		t.Fatalf("lookup after the open: %v, want ErrStorage", err)
+	}
+	if _, err := h.produce(tpN(1)); err != nil {
+		t.Fatalf("produce on the other dir: %v", err)
+	}
+}

@@ -237,8 +237,9 @@ func NewManager(cfg Config) (*Manager, error) {
 			for _, e := range entries {
 				tp := cluster.TopicPartition{Topic: e.Topic, Partition: e.Partition}
 				// An entry without its partition directory is of a log
-				// deleted meanwhile: Kafka's LogManager drops it too.
-				if _, err := os.Stat(filepath.Join(dir, partitionDirName(tp))); err != nil {
+				// deleted meanwhile: Kafka's LogManager drops it too. A
+				// stat that failed otherwise (EIO) keeps it (logdir.go).
+				if !mayHoldPartition(dir, tp) {
 					continue
 				}
 				o := m.saved[tp]
@@ -605,7 +606,7 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Rep
 	if m.openHook != nil {
 		m.openHook(tp)
 	}
-	dir, err := m.logDirFor(tp)
+	dir, err := m.logDirFor(st)
 	var r *Replica
 	if err == nil {
 		r, err = openReplica(tp, dir, m.cfg.BrokerID, st.Config, saved.hw, saved.recoveryPoint, saved.logStart, m.log, m.notifyChanged, m.logDirs.fs)
@@ -622,6 +623,17 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Rep
 	m.mu.Lock()
 	delete(m.opening, tp)
 	closed := m.closed
+	if err == nil && !closed && m.dirOffline(filepath.Dir(dir)) != nil {
+		// The dir failed while the log opened, after its failure handling
+		// took the dir's replicas out of the map: this one must not serve.
+		m.mu.Unlock()
+		_ = r.log.CloseHandlers()
+		m.logDirs.mu.Lock()
+		m.logDirs.parts[tp] = filepath.Dir(dir)
+		m.logDirs.mu.Unlock()
+		op.err = m.offlinePartitionErr(tp)
+		return nil, op.err
+	}
 	if err == nil && !closed {
 		m.replicas[tp] = r
 		delete(m.saved, tp) // the open replica checkpoints its own

@@ -227,4 +227,9 @@ type PartitionState struct {
 	// none runs.
 	AddingReplicas   []int32
 	RemovingReplicas []int32
+	// IsNew is LeaderAndIsr's is_new: the partition was just created, so
+	// its log may be created even while a log dir is offline (Kafka's
+	// LogManager.getOrCreateLog); a log not new and not found on an
+	// online dir may be on the offline one and is answered ErrStorage.
+	IsNew bool
 }

@@ -37,6 +37,14 @@
 // the replicas' segment files offline where every replica must hold
 // everything.
 //
+// Log dir tests (TestLogDirFailure..., issue 17) give one broker a small
+// tmpfs as a log dir (they need root to mount it, and skip otherwise) and
+// fill it under acks=all production: a real ENOSPC takes the dir offline,
+// and they check the leaders that move, the log dir event notification
+// consumed, DescribeLogDirs' KAFKA_STORAGE_ERROR, Metadata's
+// offline_replicas, the history, and a broker whose only dir failed
+// exiting 1.
+//
 // Transaction tests (TestTxn..., issue 18) run clusters with the
 // transaction keys sized to them (txnProps) and read transactional topics
 // with control records kept (readTxnTopic), splitting a read_uncommitted

@@ -219,8 +219,9 @@ func TestLogDirFailureENOSPC(t *testing.T) {
 
 // TestLogDirFailureLastDirStopsBroker: broker 2's only log dir is a tmpfs;
 // filled, it goes offline and, with no dir left, broker 2 stops ("Shutdown
-// broker because all log dirs in ... have failed") and exits 1, its
-// leaderships moving to the other replicas; acknowledged records survive.
+// broker because all log dirs in ... have failed"), after a controlled
+// shutdown that moves its leaderships to the other replicas at once, and
+// exits 1; acknowledged records survive.
 func TestLogDirFailureLastDirStopsBroker(t *testing.T) {
 	disk := smallTmpfs(t, "16m")
 	c := newStoppedCluster(t, failoverProps(nil))
@@ -249,6 +250,9 @@ func TestLogDirFailureLastDirStopsBroker(t *testing.T) {
 	}
 	if !b2.LogContains("Shutdown broker because all log dirs in " + disk + " have failed") {
 		t.Errorf("broker 2's log lacks Kafka's shutdown message; tail:\n%s", b2.LogTail(40))
+	}
+	if !b2.LogContains("controlled shutdown complete") {
+		t.Errorf("broker 2 did not complete a controlled shutdown before exiting; tail:\n%s", b2.LogTail(40))
 	}
 	for p := int32(0); p < 3; p++ {
 		c.waitState(t, topic, p, sessionTimeout+30*time.Second, func(s partState) error {

@@ -240,7 +240,7 @@ func (c *controller) controlledShutdown(id int32, brokerEpoch int64) ([]cluster.
 		wasLeader := c.states[tp].Leader == id
 		st, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 			if st.Leader == id {
-				l, isr, ok := ElectControlledShutdownLeader(replicas, st.Isr, electable, shutting)
+				l, isr, ok := ElectControlledShutdownLeader(replicas, st.Isr, c.onlineFor(tp, electable), shutting)
 				if !ok {
 					return st, false
 				}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rs/zerolog"
@@ -71,6 +72,7 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 			TopicPartition: p.TopicPartition, Replicas: p.Replicas, LeaderAndIsr: p.LeaderAndIsr,
 			Config:         c.topicConfig(p.TopicPartition.Topic),
 			AddingReplicas: p.AddingReplicas, RemovingReplicas: p.RemovingReplicas,
+			IsNew: p.IsNew,
 		})
 	}
 	if c.beforeApply != nil {
@@ -106,6 +108,13 @@ func (c *controlPlane) LeaderAndIsr(_ context.Context, req cluster.LeaderAndIsrR
 		tp := st.TopicPartition
 		res := applied[tp]
 		coord := c.coordinatorOf(tp.Topic)
+		if coord != nil && errors.Is(res.Err, partition.ErrStorage) {
+			// The replica is on a log dir that failed: it serves nothing,
+			// so neither does the coordinator of its groups or
+			// transactions, which the controller moves with its leader.
+			coord.OnBecomeFollower(tp.Partition)
+			continue
+		}
 		if coord == nil || res.Err != nil || !res.Applied {
 			continue
 		}

@@ -15,6 +15,13 @@
 // clients. SIGTERM or SIGINT stops it in the reverse order: stop serving,
 // flush and checkpoint the logs, close the ZooKeeper session.
 //
+// A log dir that an I/O error took offline (partition's LogDirFailure,
+// logdirs.go) makes the broker write its log dir event notification
+// through zkcoord, so the controller moves the dir's leaders elsewhere;
+// when no log dir is left it logs Kafka's "Shutdown broker because all log
+// dirs in ... have failed", stops as on SIGTERM (controlled shutdown
+// first; Kafka halts at once) and exits 1.
+//
 // The transaction coordinator (package txn, transaction.* keys) starts
 // after the group coordinator and closes before it, once the server has
 // stopped: it keeps __transaction_state through the replica manager
