@@ -213,10 +213,11 @@ func isPreAppend(err error) bool {
 // the current leader, with no retry, so each attempt's outcome is exact:
 // NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER and other refusals before
 // the append are fail; NOT_ENOUGH_REPLICAS_AFTER_APPEND, timeouts and
-// broken connections are info. With acks=all, NOT_LEADER_OR_FOLLOWER is
-// info too: a leader that loses leadership while the appended record
-// waits for replication answers it after the append (as Kafka's
-// DelayedProduce does), and the record may survive on the new leader.
+// broken connections are info (rawOutcome). With acks=all,
+// NOT_LEADER_OR_FOLLOWER is info too: a leader that loses leadership while
+// the appended record waits for replication answers it after the append
+// (as Kafka's DelayedProduce does), and the record may survive on the new
+// leader. So is KAFKA_STORAGE_ERROR: the log dir may fail after the append.
 func (w *Workload) rawWriter(p int32) {
 	defer w.prodWG.Done()
 	clients := map[int32]*kgo.Client{}
@@ -257,17 +258,33 @@ func (w *Workload) rawWriter(p int32) {
 			wr.Outcome, wr.Err = Info, err.Error()
 		case code == 0:
 			wr.Outcome, wr.Offset = OK, off
-		case code == kerr.NotLeaderForPartition.Code && w.profile.Acks == -1:
-			wr.Outcome, wr.Err = Info, kerr.ErrorForCode(code).Error()
-		case code == kerr.NotEnoughReplicas.Code, code == kerr.NotLeaderForPartition.Code,
-			code == kerr.UnknownTopicOrPartition.Code, code == kerr.LeaderNotAvailable.Code,
-			code == kerr.FencedLeaderEpoch.Code, code == kerr.KafkaStorageError.Code:
-			wr.Outcome, wr.Err = Fail, kerr.ErrorForCode(code).Error()
 		default:
-			wr.Outcome, wr.Err = Info, kerr.ErrorForCode(code).Error()
+			wr.Outcome, wr.Err = rawOutcome(code, w.profile.Acks), kerr.ErrorForCode(code).Error()
 		}
 		w.h.addWrite(wr)
 	}
+}
+
+// rawOutcome classifies a raw writer's single attempt answered with the
+// non-zero error code: Fail only for refusals Kafka makes before it
+// appends (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER with acks=1, an
+// unknown partition, no leader, a fenced epoch), Info for everything else.
+// KAFKA_STORAGE_ERROR (56) is Info: a leader answers it when its log dir
+// fails, which may be after the batch reached the log (an ENOSPC on a
+// later write, a failed flush, a checkpoint), and the record can survive
+// there or on a follower that fetched it; Kafka's producer retries it.
+func rawOutcome(code, acks int16) Outcome {
+	switch code {
+	case kerr.NotLeaderForPartition.Code:
+		if acks == -1 {
+			return Info
+		}
+		return Fail
+	case kerr.NotEnoughReplicas.Code, kerr.UnknownTopicOrPartition.Code,
+		kerr.LeaderNotAvailable.Code, kerr.FencedLeaderEpoch.Code:
+		return Fail
+	}
+	return Info
 }
 
 // BuildBatch encodes values as one uncompressed v2 record batch without a
