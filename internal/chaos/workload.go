@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,7 +124,8 @@ func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Pr
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
 	for i := 0; i < Producers; i++ {
-		pcl, err := kgo.NewClient(append(append(opts, kgo.ClientID(fmt.Sprintf("chaos-producer-%d", i))), c.clientOpts...)...)
+		pcl, err := kgo.NewClient(append(append(opts, kgo.ClientID(fmt.Sprintf("chaos-producer-%d", i)),
+			kgo.WithLogger(resetLogger{h: h, producer: fmt.Sprintf("kgo-%d", i)})), c.clientOpts...)...)
 		if err != nil {
 			w.closeProducers()
 			return nil, err
@@ -195,6 +198,45 @@ func (w *Workload) produce(i int, pcl *kgo.Client) {
 			w.h.addWrite(wr)
 		})
 	}
+}
+
+// resetLogger is a kgo logger that records the producer's producer id
+// resets (ProducerReset) and drops every other line.
+type resetLogger struct {
+	h        *History
+	producer string
+}
+
+func (resetLogger) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+
+func (l resetLogger) Log(_ kgo.LogLevel, msg string, keyvals ...any) {
+	if !strings.Contains(msg, "failing the producer ID") {
+		return
+	}
+	r := ProducerReset{Producer: l.producer, At: l.h.Now(), Broker: -1, Partition: -1, ProducerID: -1, ProducerEpoch: -1}
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		switch k, v := fmt.Sprint(keyvals[i]), keyvals[i+1]; k {
+		case "broker":
+			if id, err := strconv.ParseInt(fmt.Sprint(v), 10, 32); err == nil {
+				r.Broker = int32(id)
+			}
+		case "partition":
+			if p, ok := v.(int32); ok {
+				r.Partition = p
+			}
+		case "producer_id":
+			if id, ok := v.(int64); ok {
+				r.ProducerID = id
+			}
+		case "producer_epoch":
+			if e, ok := v.(int16); ok {
+				r.ProducerEpoch = e
+			}
+		case "err":
+			r.Err = fmt.Sprint(v)
+		}
+	}
+	l.h.addReset(r)
 }
 
 // isPreAppend reports whether a kgo produce error proves that no attempt
