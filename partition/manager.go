@@ -615,7 +615,7 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets) (*Rep
 		}
 	}
 	if err == nil {
-		r.ioFailed = func(err error) { m.maybeAddOfflineLogDir(dir, err) }
+		r.ioFailed = func(err error) { m.replicaFailed(r.tp, dir, err) }
 		r.lagTimeMax = m.cfg.ReplicaLagTimeMax
 		r.isrWritable = m.cfg.StateWriter != nil
 		r.txnVerification = m.cfg.TxnVerification
