@@ -229,6 +229,20 @@ func (m *Manager) replicaFailed(tp cluster.TopicPartition, dir string, err error
 	}
 }
 
+// offlineStopErr is what StopReplica with delete answers for a partition
+// of an offline log dir, as Kafka's ReplicaManager.stopReplicas:
+// ErrStorage (KAFKA_STORAGE_ERROR), its files left alone on the failed
+// disk; nil otherwise, and without remove (the partition stays offline).
+func (m *Manager) offlineStopErr(tp cluster.TopicPartition, remove bool) error {
+	if !remove {
+		return nil
+	}
+	if err := m.offlinePartitionErr(tp); err != nil {
+		return fmt.Errorf("stop replica %s: %w", tp, err)
+	}
+	return nil
+}
+
 // logDirOf returns the configured log dir that p is, or is inside of; ""
 // for none.
 func (m *Manager) logDirOf(p string) string {

@@ -159,3 +159,47 @@ func TestLogDirCheckpointKeptOnStatError(t *testing.T) {
 		t.Fatalf("t-1 created on the online dir: stat %v", err)
 	}
 }
+
+// TestLogDirOfflineStopReplicaDelete: StopReplica with delete for a
+// partition of an offline log dir answers ErrStorage (KAFKA_STORAGE_ERROR,
+// as Kafka's stopReplicas for an offline partition) and leaves its files on
+// the failed disk; a log on disk but not open there (its topic deleted
+// while the broker was down) is not touched either, while the one in the
+// online dir goes.
+func TestLogDirOfflineStopReplicaDelete(t *testing.T) {
+	h := newTwoDirManager(t, "", newFaultFS(), 0)
+	if _, err := h.produce(tpN(1)); err != nil {
+		t.Fatal(err)
+	}
+	stray := cluster.TopicPartition{Topic: "gone", Partition: 0}
+	for _, d := range []string{h.d0, h.d1} {
+		if err := os.MkdirAll(filepath.Join(d, "gone-0"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.m.maybeAddOfflineLogDir(h.d1, syscall.EIO)
+	h.m.waitLogDirFailures()
+	stopped, err := h.m.StopReplica(tpN(1), true, -2)
+	if !errors.Is(err, ErrStorage) {
+		t.Fatalf("StopReplica(delete) of t-1 in the offline d1: stopped %v, %v; want ErrStorage", stopped, err)
+	}
+	if _, err := os.Stat(filepath.Join(h.d1, "t-1")); err != nil {
+		t.Fatalf("t-1 on the failed disk: %v, want left alone", err)
+	}
+	if _, err := h.m.StopReplica(stray, true, -2); err != nil {
+		t.Fatalf("StopReplica(delete) of a log not open: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.d1, "gone-0")); err != nil {
+		t.Fatalf("gone-0 on the failed disk: %v, want left alone", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.d0, "gone-0")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("gone-0 on the online dir: %v, want deleted", err)
+	}
+	// A partition of the online dir is deleted as before.
+	if _, err := h.m.StopReplica(tpN(0), true, -2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(h.d0, "t-0")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("t-0 on the online dir: %v, want deleted", err)
+	}
+}
