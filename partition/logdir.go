@@ -302,6 +302,9 @@ func (m *Manager) handleLogDirFailure(dir string, cause error) {
 		r.failWaitersLocked(storageErr)
 		r.signalLocked()
 		r.mu.Unlock()
+		// Out of a fetcher a LeaderAndIsr put it back in after the first
+		// unfollow, before closed was set (followPartition checks it).
+		m.unfollow(r.tp)
 		// Kafka's closeHandlers: the files are closed, nothing is flushed
 		// to a disk that failed.
 		if err := r.log.CloseHandlers(); err != nil {
@@ -319,6 +322,13 @@ func (m *Manager) handleLogDirFailure(dir string, cause error) {
 	if h != nil {
 		h(LogDirFailure{Dir: dir, Err: cause, Partitions: parts, Online: online})
 	}
+}
+
+// isClosed reports whether r was closed (stopped, or its dir failed).
+func (r *Replica) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 func compareTopicPartition(a, b cluster.TopicPartition) int {

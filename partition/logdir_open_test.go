@@ -203,3 +203,46 @@ func TestLogDirOfflineStopReplicaDelete(t *testing.T) {
 		t.Fatalf("t-0 on the online dir: %v, want deleted", err)
 	}
 }
+
+// fetched reports whether a fetcher of m holds tp.
+func fetched(m *Manager, tp cluster.TopicPartition) bool {
+	m.fetchMu.Lock()
+	defer m.fetchMu.Unlock()
+	for _, f := range m.fetchers {
+		f.mu.Lock()
+		_, ok := f.parts[tp]
+		f.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLogDirClosedReplicaNotFetched: a LeaderAndIsr that made t-1 a
+// follower just before its dir's failure handling closed it (applyState
+// passed, then the handling ran, then BecomeLeaderOrFollower moves the
+// replica to its leader's fetcher) does not put the closed replica back
+// into a fetcher, where it would be fetched for with its files closed.
+func TestLogDirClosedReplicaNotFetched(t *testing.T) {
+	h := newTwoDirManager(t, "", newFaultFS(), 0)
+	st := PartitionState{TopicPartition: tpN(1), Replicas: []int32{1, 2}, Config: h.cfg,
+		LeaderAndIsr: cluster.LeaderAndIsr{Leader: 2, LeaderEpoch: 1, Isr: []int32{2, 1}, ZkVersion: 1}}
+	if err := h.m.ApplyPartitionStates([]PartitionState{st}); err != nil {
+		t.Fatal(err)
+	}
+	if !fetched(h.m, tpN(1)) {
+		t.Fatal("follower t-1 not in a fetcher")
+	}
+	r, _ := h.m.get(tpN(1))
+	h.m.maybeAddOfflineLogDir(h.d1, syscall.EIO)
+	h.m.waitLogDirFailures()
+	if fetched(h.m, tpN(1)) {
+		t.Fatal("t-1 of the offline dir still in a fetcher")
+	}
+	// The rest of the LeaderAndIsr, after the handling closed r.
+	h.m.followPartition(r, 2, 1)
+	if fetched(h.m, tpN(1)) {
+		t.Fatal("the closed replica t-1 put back into a fetcher")
+	}
+}
