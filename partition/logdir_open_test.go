@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -163,7 +164,7 @@ func TestLogDirCheckpointKeptOnStatError(t *testing.T) {
 // TestLogDirOfflineStopReplicaDelete: StopReplica with delete for a
 // partition of an offline log dir answers ErrStorage (KAFKA_STORAGE_ERROR,
 // as Kafka's stopReplicas for an offline partition) and leaves its files on
-// the failed disk; a log on disk but not open there (its topic deleted
+// the failed disk (DeleteRecords answers ErrStorage too); a log on disk but not open there (its topic deleted
 // while the broker was down) is not touched either, while the one in the
 // online dir goes.
 func TestLogDirOfflineStopReplicaDelete(t *testing.T) {
@@ -179,6 +180,9 @@ func TestLogDirOfflineStopReplicaDelete(t *testing.T) {
 	}
 	h.m.maybeAddOfflineLogDir(h.d1, syscall.EIO)
 	h.m.waitLogDirFailures()
+	if _, err := h.m.DeleteRecords(context.Background(), tpN(1), -1, func(int32) bool { return true }); !errors.Is(err, ErrStorage) {
+		t.Fatalf("DeleteRecords of t-1 in the offline d1: %v, want ErrStorage", err)
+	}
 	stopped, err := h.m.StopReplica(tpN(1), true, -2)
 	if !errors.Is(err, ErrStorage) {
 		t.Fatalf("StopReplica(delete) of t-1 in the offline d1: stopped %v, %v; want ErrStorage", stopped, err)
