@@ -229,6 +229,20 @@ func (m *Manager) replicaFailed(tp cluster.TopicPartition, dir string, err error
 	}
 }
 
+// offlineStopErr is what StopReplica with delete answers for a partition
+// of an offline log dir, as Kafka's ReplicaManager.stopReplicas:
+// ErrStorage (KAFKA_STORAGE_ERROR), its files left alone on the failed
+// disk; nil otherwise, and without remove (the partition stays offline).
+func (m *Manager) offlineStopErr(tp cluster.TopicPartition, remove bool) error {
+	if !remove {
+		return nil
+	}
+	if err := m.offlinePartitionErr(tp); err != nil {
+		return fmt.Errorf("stop replica %s: %w", tp, err)
+	}
+	return nil
+}
+
 // logDirOf returns the configured log dir that p is, or is inside of; ""
 // for none.
 func (m *Manager) logDirOf(p string) string {
@@ -288,6 +302,9 @@ func (m *Manager) handleLogDirFailure(dir string, cause error) {
 		r.failWaitersLocked(storageErr)
 		r.signalLocked()
 		r.mu.Unlock()
+		// Out of a fetcher a LeaderAndIsr put it back in after the first
+		// unfollow, before closed was set (followPartition checks it).
+		m.unfollow(r.tp)
 		// Kafka's closeHandlers: the files are closed, nothing is flushed
 		// to a disk that failed.
 		if err := r.log.CloseHandlers(); err != nil {
@@ -305,6 +322,13 @@ func (m *Manager) handleLogDirFailure(dir string, cause error) {
 	if h != nil {
 		h(LogDirFailure{Dir: dir, Err: cause, Partitions: parts, Online: online})
 	}
+}
+
+// isClosed reports whether r was closed (stopped, or its dir failed).
+func (r *Replica) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 func compareTopicPartition(a, b cluster.TopicPartition) int {

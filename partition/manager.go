@@ -705,6 +705,9 @@ func (m *Manager) StopReplica(tp cluster.TopicPartition, remove bool, leaderEpoc
 
 func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	m.waitOpening(tp) // a stop after a LeaderAndIsr still opening stops its replica
+	if err := m.offlineStopErr(tp, remove); err != nil {
+		return err
+	}
 	m.unfollow(tp)
 	// No clean pass of tp runs while it stops (one in progress ends
 	// first), and a deleted partition's cleaner checkpoint goes.
@@ -731,6 +734,9 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 		// LogManager: a topic created again under the name starts empty.
 		for _, dir := range m.cfg.LogDirs {
 			p := filepath.Join(dir, partitionDirName(tp))
+			if m.dirOffline(dir) != nil {
+				continue // a failed disk is left alone
+			}
 			if _, err := os.Stat(p); err != nil {
 				continue
 			}
