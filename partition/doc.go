@@ -230,7 +230,9 @@
 // time, each ending at a control batch, so it stops at the marker and
 // nothing after it enters the log, and its fetcher parks the partition.
 // The failure also takes the replica's log dir offline (see Log dirs
-// below), so the replica serves nothing more until the broker restarts;
+// below), or with EMFILE or ENFILE fails this replica alone, which then
+// answers ErrStorage to appends, reads and LeaderAndIsr states: either
+// way the replica serves nothing more until the broker restarts;
 // the open then replays the marker from the last snapshot and writes the
 // entry. The snapshot (version 2) keeps each producer's
 // transaction fields and the unreplicated transactions. A truncation that
@@ -317,12 +319,18 @@
 // not found on an online dir answers ErrStorage while a dir is offline,
 // and a partition whose directory an offline dir holds, or cannot tell
 // it does not (stat failed with other than ENOENT), is offline: a failed
-// disk must not turn an acknowledged log into an empty one. Then the handler set with
-// SetLogDirFailureHandler gets a LogDirFailure (dir, error, partitions,
-// dirs still online): cmd/broker writes the log dir event notification
-// and, with no dir online, stops the broker. DescribeLogDirs reports an
-// offline dir with its error and no replicas. A dir stays offline until
-// the process restarts.
+// disk must not turn an acknowledged log into an empty one. Then the
+// handler set with SetLogDirFailureHandler gets a LogDirFailure (dir,
+// error, partitions, dirs still online): cmd/broker writes the log dir
+// event notification and, with no dir online, stops the broker.
+// DescribeLogDirs reports an offline dir with its error and no replicas.
+// A dir stays offline until the process restarts.
+//
+// A shortage of descriptors fails only the log that met it, for good as
+// any storage failure (logstore takes no more writes): that replica
+// answers ErrStorage to appends, reads and LeaderAndIsr states, so the
+// controller takes it offline and moves its leadership, and the handler
+// is told with ReplicaOnly, which notifies the controller as for a dir.
 //
 // Partition knows nothing of sockets, ZooKeeper or the wire format: it is
 // told partition states (PartitionState), reaches leaders through

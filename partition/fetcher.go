@@ -413,8 +413,8 @@ func (m *Manager) followPartition(r *Replica, leader, leaderEpoch int32) {
 	m.fetchMu.Lock()
 	defer m.fetchMu.Unlock()
 	m.unfollowLocked(r.tp)
-	if leader < 0 || m.fetchClosed {
-		return
+	if leader < 0 || m.fetchClosed || r.isClosed() {
+		return // a replica closed meanwhile (logdir.go) is fetched no more
 	}
 	if m.cfg.LeaderClient == nil {
 		r.logger.Warn().Int32("leader", leader).Msg("no leader client configured; not replicating")

@@ -24,6 +24,10 @@ package partition
 // wide shortage of descriptors (EMFILE, ENFILE) is not taken as a failure
 // of the dir: it is no fault of the disk, and taking every dir offline one
 // after the other would stop a broker that only ran out of descriptors.
+// The log that met it is failed for good all the same (logstore takes no
+// more writes): that replica alone answers ErrStorage to appends, reads
+// and LeaderAndIsr until the broker restarts, and the handler is told
+// (ReplicaOnly), so the controller, asking, moves its leadership.
 
 import (
 	"errors"
@@ -51,6 +55,10 @@ type LogDirFailure struct {
 	Partitions []cluster.TopicPartition
 	// Online are the log dirs still online; none means the broker must stop.
 	Online []string
+	// ReplicaOnly is set when Dir stays online and only the replica in
+	// Partitions failed (a shortage of descriptors): it answers
+	// KAFKA_STORAGE_ERROR until the broker restarts.
+	ReplicaOnly bool
 }
 
 // logDirState is the Manager's set of offline log dirs and partitions.
@@ -190,6 +198,48 @@ func (m *Manager) maybeAddOfflineLogDir(dir string, err error) {
 	}
 }
 
+// replicaFailed is Replica.ioFailed: the replica's log failed for good
+// (storageErr is set). An I/O failure takes its dir offline; a shortage of
+// descriptors (EMFILE, ENFILE) fails this replica only, and the failure
+// handler is told (LogDirFailure.ReplicaOnly) so that the controller asks
+// this broker with LeaderAndIsr, which the replica answers ErrStorage, and
+// moves its leadership. It never blocks; callers may hold Replica.mu.
+func (m *Manager) replicaFailed(tp cluster.TopicPartition, dir string, err error) {
+	if isIOFailure(err) {
+		m.maybeAddOfflineLogDir(dir, err)
+		return
+	}
+	d := m.logDirOf(dir)
+	m.logDirs.pending.Add(1)
+	m.log.Error().Err(err).Str("topic", tp.Topic).Int32("partition", tp.Partition).
+		Msg("log of a replica failed (its dir stays online); the replica answers KAFKA_STORAGE_ERROR")
+	if !m.goFunc(func() {
+		defer m.logDirs.pending.Done()
+		m.logDirs.mu.Lock()
+		online, h := m.onlineLocked(), m.logDirs.handler
+		m.logDirs.mu.Unlock()
+		if h != nil {
+			h(LogDirFailure{Dir: d, Err: err, Partitions: []cluster.TopicPartition{tp}, Online: online, ReplicaOnly: true})
+		}
+	}) {
+		m.logDirs.pending.Done()
+	}
+}
+
+// offlineStopErr is what StopReplica with delete answers for a partition
+// of an offline log dir, as Kafka's ReplicaManager.stopReplicas:
+// ErrStorage (KAFKA_STORAGE_ERROR), its files left alone on the failed
+// disk; nil otherwise, and without remove (the partition stays offline).
+func (m *Manager) offlineStopErr(tp cluster.TopicPartition, remove bool) error {
+	if !remove {
+		return nil
+	}
+	if err := m.offlinePartitionErr(tp); err != nil {
+		return fmt.Errorf("stop replica %s: %w", tp, err)
+	}
+	return nil
+}
+
 // logDirOf returns the configured log dir that p is, or is inside of; ""
 // for none.
 func (m *Manager) logDirOf(p string) string {
@@ -249,6 +299,9 @@ func (m *Manager) handleLogDirFailure(dir string, cause error) {
 		r.failWaitersLocked(storageErr)
 		r.signalLocked()
 		r.mu.Unlock()
+		// Out of a fetcher a LeaderAndIsr put it back in after the first
+		// unfollow, before closed was set (followPartition checks it).
+		m.unfollow(r.tp)
 		// Kafka's closeHandlers: the files are closed, nothing is flushed
 		// to a disk that failed.
 		if err := r.log.CloseHandlers(); err != nil {
@@ -266,6 +319,13 @@ func (m *Manager) handleLogDirFailure(dir string, cause error) {
 	if h != nil {
 		h(LogDirFailure{Dir: dir, Err: cause, Partitions: parts, Online: online})
 	}
+}
+
+// isClosed reports whether r was closed (stopped, or its dir failed).
+func (r *Replica) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 func compareTopicPartition(a, b cluster.TopicPartition) int {

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -157,5 +158,95 @@ func TestLogDirCheckpointKeptOnStatError(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(h.d0, "t-1")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("t-1 created on the online dir: stat %v", err)
+	}
+}
+
+// TestLogDirOfflineStopReplicaDelete: StopReplica with delete for a
+// partition of an offline log dir answers ErrStorage (KAFKA_STORAGE_ERROR,
+// as Kafka's stopReplicas for an offline partition) and leaves its files on
+// the failed disk (DeleteRecords answers ErrStorage too); a log on disk but not open there (its topic deleted
+// while the broker was down) is not touched either, while the one in the
+// online dir goes.
+func TestLogDirOfflineStopReplicaDelete(t *testing.T) {
+	h := newTwoDirManager(t, "", newFaultFS(), 0)
+	if _, err := h.produce(tpN(1)); err != nil {
+		t.Fatal(err)
+	}
+	stray := cluster.TopicPartition{Topic: "gone", Partition: 0}
+	for _, d := range []string{h.d0, h.d1} {
+		if err := os.MkdirAll(filepath.Join(d, "gone-0"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.m.maybeAddOfflineLogDir(h.d1, syscall.EIO)
+	h.m.waitLogDirFailures()
+	if _, err := h.m.DeleteRecords(context.Background(), tpN(1), -1, func(int32) bool { return true }); !errors.Is(err, ErrStorage) {
+		t.Fatalf("DeleteRecords of t-1 in the offline d1: %v, want ErrStorage", err)
+	}
+	stopped, err := h.m.StopReplica(tpN(1), true, -2)
+	if !errors.Is(err, ErrStorage) {
+		t.Fatalf("StopReplica(delete) of t-1 in the offline d1: stopped %v, %v; want ErrStorage", stopped, err)
+	}
+	if _, err := os.Stat(filepath.Join(h.d1, "t-1")); err != nil {
+		t.Fatalf("t-1 on the failed disk: %v, want left alone", err)
+	}
+	if _, err := h.m.StopReplica(stray, true, -2); err != nil {
+		t.Fatalf("StopReplica(delete) of a log not open: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.d1, "gone-0")); err != nil {
+		t.Fatalf("gone-0 on the failed disk: %v, want left alone", err)
+	}
+	if _, err := os.Stat(filepath.Join(h.d0, "gone-0")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("gone-0 on the online dir: %v, want deleted", err)
+	}
+	// A partition of the online dir is deleted as before.
+	if _, err := h.m.StopReplica(tpN(0), true, -2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(h.d0, "t-0")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("t-0 on the online dir: %v, want deleted", err)
+	}
+}
+
+// fetched reports whether a fetcher of m holds tp.
+func fetched(m *Manager, tp cluster.TopicPartition) bool {
+	m.fetchMu.Lock()
+	defer m.fetchMu.Unlock()
+	for _, f := range m.fetchers {
+		f.mu.Lock()
+		_, ok := f.parts[tp]
+		f.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLogDirClosedReplicaNotFetched: a LeaderAndIsr that made t-1 a
+// follower just before its dir's failure handling closed it (applyState
+// passed, then the handling ran, then BecomeLeaderOrFollower moves the
+// replica to its leader's fetcher) does not put the closed replica back
+// into a fetcher, where it would be fetched for with its files closed.
+func TestLogDirClosedReplicaNotFetched(t *testing.T) {
+	h := newTwoDirManager(t, "", newFaultFS(), 0)
+	st := PartitionState{TopicPartition: tpN(1), Replicas: []int32{1, 2}, Config: h.cfg,
+		LeaderAndIsr: cluster.LeaderAndIsr{Leader: 2, LeaderEpoch: 1, Isr: []int32{2, 1}, ZkVersion: 1}}
+	if err := h.m.ApplyPartitionStates([]PartitionState{st}); err != nil {
+		t.Fatal(err)
+	}
+	if !fetched(h.m, tpN(1)) {
+		t.Fatal("follower t-1 not in a fetcher")
+	}
+	r, _ := h.m.get(tpN(1))
+	h.m.maybeAddOfflineLogDir(h.d1, syscall.EIO)
+	h.m.waitLogDirFailures()
+	if fetched(h.m, tpN(1)) {
+		t.Fatal("t-1 of the offline dir still in a fetcher")
+	}
+	// The rest of the LeaderAndIsr, after the handling closed r.
+	h.m.followPartition(r, 2, 1)
+	if fetched(h.m, tpN(1)) {
+		t.Fatal("the closed replica t-1 put back into a fetcher")
 	}
 }

@@ -614,7 +614,7 @@ func (m *Manager) open(st PartitionState, op *opening, saved savedOffsets, dir s
 		}
 	}
 	if err == nil {
-		r.ioFailed = func(err error) { m.maybeAddOfflineLogDir(dir, err) }
+		r.ioFailed = func(err error) { m.replicaFailed(r.tp, dir, err) }
 		r.lagTimeMax = m.cfg.ReplicaLagTimeMax
 		r.isrWritable = m.cfg.StateWriter != nil
 		r.txnVerification = m.cfg.TxnVerification
@@ -704,6 +704,9 @@ func (m *Manager) StopReplica(tp cluster.TopicPartition, remove bool, leaderEpoc
 
 func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 	m.waitOpening(tp) // a stop after a LeaderAndIsr still opening stops its replica
+	if err := m.offlineStopErr(tp, remove); err != nil {
+		return err
+	}
 	m.unfollow(tp)
 	// No clean pass of tp runs while it stops (one in progress ends
 	// first), and a deleted partition's cleaner checkpoint goes.
@@ -730,6 +733,9 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 		// LogManager: a topic created again under the name starts empty.
 		for _, dir := range m.cfg.LogDirs {
 			p := filepath.Join(dir, partitionDirName(tp))
+			if m.dirOffline(dir) != nil {
+				continue // a failed disk is left alone
+			}
 			if _, err := os.Stat(p); err != nil {
 				continue
 			}

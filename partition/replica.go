@@ -103,9 +103,9 @@ type Replica struct {
 	// (an fsync or an aborted-index write failed): no later write can
 	// succeed, so acks=all waits not yet passed by the HW end with it
 	// (logFailedLocked), and appends, markers, follower appends,
-	// truncations, DeleteRecords and producer snapshots are refused with
-	// it until the broker restarts (the producer state may not match the
-	// log).
+	// truncations, DeleteRecords, producer snapshots, reads and partition
+	// states (LeaderAndIsr) are refused with it until the broker restarts
+	// (the producer state may not match the log).
 	storageErr error
 	// ioFailed, set by the Manager, takes the replica's log dir offline
 	// (Manager.maybeAddOfflineLogDir); logFailedLocked calls it.
@@ -289,6 +289,10 @@ func (r *Replica) applyState(st PartitionState, now time.Time) (roleChange, erro
 	defer r.mu.Unlock()
 	if r.closed {
 		return roleChange{}, fmt.Errorf("apply state to %s: replica closed", r.tp)
+	}
+	if err := r.storageErr; err != nil {
+		// KAFKA_STORAGE_ERROR: the controller takes the replica offline.
+		return roleChange{}, fmt.Errorf("apply state to %s: %w", r.tp, err)
 	}
 	lai := st.LeaderAndIsr
 	if lai.LeaderEpoch < r.leaderEpoch {
@@ -649,9 +653,11 @@ func (r *Replica) logFailedLocked(err error) {
 	if !errors.Is(err, ErrStorage) || r.storageErr != nil {
 		return
 	}
-	if !isIOFailure(err) {
+	if errors.Is(err, logstore.ErrClosed) || errors.Is(err, errManagerClosed) {
 		return // a closed log, not a failed one
 	}
+	// Every other storage failure, EMFILE and ENFILE too, is for good:
+	// logstore takes no more writes once it hit one.
 	r.storageErr = err
 	r.logger.Error().Err(err).Int("waiters", len(r.waiters)).
 		Msg("log storage failed; failing acks=all waits, the log takes no more writes")
@@ -720,6 +726,10 @@ func (r *Replica) read(req ReadRequest, now time.Time, overQuota bool) (ReadResu
 	if !r.isLeaderLocked() {
 		r.mu.Unlock()
 		return ReadResult{}, nil, ErrNotLeader
+	}
+	if err := r.storageErr; err != nil {
+		r.mu.Unlock()
+		return ReadResult{}, nil, err
 	}
 	if err := r.checkLeaderEpochLocked(req.CurrentLeaderEpoch); err != nil {
 		r.mu.Unlock()

@@ -3,6 +3,7 @@ package protocol
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 
@@ -178,5 +179,75 @@ func TestLeaderAndIsrOfflineOutcomes(t *testing.T) {
 	offline, online, err = c.LeaderAndIsrOffline(context.Background(), b.self(), req)
 	if err != nil || len(offline) != 0 || !slices.Equal(online, others) {
 		t.Fatalf("with another error: offline %v online %v err %v, want none offline and %v online", offline, online, err, others)
+	}
+}
+
+func (f *offlineDirReplicas) DeleteRecords(ctx context.Context, tp cluster.TopicPartition, offset int64, alive func(int32) bool) (int64, error) {
+	if err := f.err(tp); err != nil {
+		return -1, err
+	}
+	return f.fakeTxnReplicas.DeleteRecords(ctx, tp, offset, alive)
+}
+
+// TestLogDirOfflineEpochAndDeleteRecords: a replica of an offline log dir
+// answers KAFKA_STORAGE_ERROR (56) to OffsetsForLeaderEpoch (a follower
+// truncating against it, and a consumer) and to DeleteRecords, as
+// partition.Manager answers ErrStorage for it; the other partition is
+// served.
+func TestLogDirOfflineEpochAndDeleteRecords(t *testing.T) {
+	offline := cluster.TopicPartition{Topic: "disk", Partition: 1}
+	var epochs *fakeLeaderEpochs
+	b := startBroker(t, func(c *Config) {
+		c.Replicas = &offlineDirReplicas{fakeTxnReplicas: c.Replicas.(*fakeTxnReplicas),
+			offline: map[cluster.TopicPartition]bool{offline: true}}
+		epochs = c.LeaderEpochs.(*fakeLeaderEpochs)
+		epochs.answers[cluster.TopicPartition{Topic: "disk", Partition: 0}] = fakeEpochAnswer{epoch: 0, end: 1}
+		epochs.answers[offline] = fakeEpochAnswer{epoch: -1, end: -1,
+			err: fmt.Errorf("%w: %s is in offline log dir /fake/failed", partition.ErrStorage, offline)}
+	})
+	createTopic(t, b, "disk", 2)
+	c := b.dial(t)
+	storage := kerr.KafkaStorageError.Code
+	want := map[int32]int16{0: 0, 1: storage}
+
+	for _, replicaID := range []int32{-1, 2} {
+		for _, v := range []int16{2, 3, 4} {
+			if v < 3 && replicaID >= 0 {
+				continue // a replica id from v3
+			}
+			r := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			r.Version, r.ReplicaID = v, replicaID
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = "disk"
+			for p := int32(0); p < 2; p++ {
+				rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+				rp.Partition, rp.LeaderEpoch, rp.CurrentLeaderEpoch = p, 0, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			r.Topics = append(r.Topics, rt)
+			resp := c.roundTrip(r).(*kmsg.OffsetForLeaderEpochResponse)
+			got := map[int32]int16{}
+			for _, p := range resp.Topics[0].Partitions {
+				got[p.Partition] = p.ErrorCode
+			}
+			if !maps.Equal(got, want) {
+				t.Errorf("OffsetsForLeaderEpoch v%d replica %d codes %v, want %v", v, replicaID, got, want)
+			}
+		}
+	}
+
+	dr := kmsg.NewPtrDeleteRecordsRequest()
+	dr.Version, dr.TimeoutMillis = 1, 1000
+	dt := kmsg.NewDeleteRecordsRequestTopic()
+	dt.Topic = "disk"
+	dt.Partitions = []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: -1}, {Partition: 1, Offset: -1}}
+	dr.Topics = append(dr.Topics, dt)
+	dresp := c.roundTrip(dr).(*kmsg.DeleteRecordsResponse)
+	got := map[int32]int16{}
+	for _, p := range dresp.Topics[0].Partitions {
+		got[p.Partition] = p.ErrorCode
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("DeleteRecords codes %v, want %v", got, want)
 	}
 }

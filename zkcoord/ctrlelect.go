@@ -16,7 +16,8 @@ import (
 // strategy (the first replica, if alive and in the ISR) or the unclean one
 // (Kafka's OfflinePartitionLeaderElectionStrategy with unclean allowed, as
 // an admin asked for it: a live in-sync replica first, else any live
-// replica). /admin/preferred_replica_election (2.x tools) is watched and
+// replica), among the replicas not on an offline log dir.
+// /admin/preferred_replica_election (2.x tools) is watched and
 // honoured the same way, then deleted.
 
 // electLeaders runs an election of typ for tps (nil: every partition) and
@@ -53,6 +54,8 @@ func (c *controller) electLeaders(typ cluster.ElectionType, tps []cluster.TopicP
 	for _, tp := range tps {
 		replicas := c.replicas(tp)
 		st, has := c.states[tp]
+		// A replica on an offline log dir is no candidate (ctrllogdir.go).
+		electable := c.onlineFor(tp, electable)
 		switch {
 		case replicas == nil:
 			out[tp] = fmt.Errorf("%w: the partition %s-%d does not exist", cluster.ErrUnknownTopic, tp.Topic, tp.Partition)

@@ -443,7 +443,7 @@ func (c *controller) reassignUpdate(tp cluster.TopicPartition, r *reassignment) 
 		if r.base < 0 {
 			r.base = c.states[tp].LeaderEpoch
 		}
-		unneeded, electable := r.unneeded, c.electableIDs()
+		unneeded, electable := r.unneeded, c.onlineFor(tp, c.electableIDs())
 		_, ch, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 			if !hasAny(st.Isr, unneeded) && !slices.Contains(unneeded, st.Leader) {
 				return st, false
@@ -489,7 +489,7 @@ func (c *controller) reassignComplete(tp cluster.TopicPartition, r *reassignment
 	if !r.completing {
 		r.completing, r.base = true, c.states[tp].LeaderEpoch
 	}
-	base, electable := r.base, c.electableIDs()
+	base, electable := r.base, c.onlineFor(tp, c.electableIDs())
 	behind := false
 	_, _, ok, err := c.updateState(tp, nil, func(st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 		behind = false

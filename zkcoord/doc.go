@@ -81,8 +81,9 @@
 // KAFKA_STORAGE_ERROR are its offline replicas (kept per broker
 // incarnation, forgotten when it dies or registers again; answered
 // without error, online again): an offline replica counts as not alive
-// for its partition, so elections pick a leader from the ISR minus the
-// offline replicas and ISRs drop them (leader epoch + 1), and
+// for its partition, so elections (reconcile, controlled shutdown,
+// rebalance, admin ElectLeaders preferred or unclean, a reassignment's)
+// pick a leader from the ISR minus the offline replicas and ISRs drop them (leader epoch + 1), and
 // UpdateMetadata lists them in offline_replicas.
 //
 // Partition reassignment (KIP-455, ctrlreassign.go) and admin leader

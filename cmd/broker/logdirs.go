@@ -37,8 +37,12 @@ func logDirFailureHandler(logDirs []string, session *zkcoord.Session, log zerolo
 			}
 			return
 		}
+		msg := "log dir offline; notifying the controller"
+		if f.ReplicaOnly {
+			msg = "replica log failed, its dir online; notifying the controller"
+		}
 		log.Warn().Err(f.Err).Str("dir", f.Dir).Int("partitions", len(f.Partitions)).Strs("online_dirs", f.Online).
-			Msg("log dir offline; notifying the controller")
+			Msg(msg)
 		go func() {
 			if err := session.PropagateLogDirEvent(context.Background()); err != nil {
 				log.Warn().Err(err).Str("dir", f.Dir).Msg("log dir event notification not written")

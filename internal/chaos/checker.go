@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 )
 
 // Anomalies are the checker's counts, named as in reliability.md §6.2.
@@ -12,6 +13,12 @@ type Anomalies struct {
 	InconsistentOffset int // one (partition, offset) with two values
 	Duplicate          int // one value at two offsets of the final log
 	DuplicateNonzero   int // ... none of them offset 0
+	// DuplicateEpochBump counts duplicates that are not failures: the
+	// copies carry one producer id under different producer epochs, and
+	// the producer reset its id (ProducerReset) on an answer from a broker
+	// ZooKeeper no longer named leader of that partition. See
+	// epochBumpDuplicate. Not in Total.
+	DuplicateEpochBump int
 	NonmonotonicPoll   int // a consumer went backwards
 	PollSkip           int // a consumer jumped over offsets
 	NonmonotonicSend   int // one producer's later ack at a lower offset
@@ -76,6 +83,8 @@ type CheckInput struct {
 	// Group is the consumer group's history (commits, OffsetFetch
 	// samples, the final assignment); empty without a group.
 	Group GroupInput
+	// Resets are the kgo producers' producer id resets.
+	Resets []ProducerReset
 }
 
 // CheckResult is the checker's verdict material.
@@ -99,6 +108,7 @@ func (r *CheckResult) note(name, format string, args ...any) {
 func Check(in CheckInput) CheckResult {
 	res := CheckResult{Examples: map[string][]string{}}
 	final := map[int32]map[int64]string{}
+	stamps := map[int32]map[int64]Stamp{}
 	for p, reps := range in.Replicas {
 		var pick *Replica
 		for i := range reps {
@@ -115,6 +125,7 @@ func Check(in CheckInput) CheckResult {
 		}
 		if pick != nil {
 			final[p] = pick.Values
+			stamps[p] = pick.Stamps
 		}
 	}
 	// where[p][value] = offsets in the final log.
@@ -246,14 +257,24 @@ func Check(in CheckInput) CheckResult {
 		}
 	}
 	// 3 duplicates in the final log.
+	producerOf := map[string]string{}
+	for _, w := range in.Writes {
+		producerOf[w.Value] = w.Producer
+	}
 	for p, m := range where {
 		for v, offs := range m {
 			if len(offs) > 1 {
+				slices.Sort(offs)
+				if why, ok := epochBumpDuplicate(offs, stamps[p], in.Resets, producerOf[v], in.Samples); ok {
+					res.DuplicateEpochBump++
+					res.note("duplicate-epoch-bump", "%s at p%d offsets %v: %s", v, p, offs, why)
+					continue
+				}
 				res.Duplicate++
 				if !slices.Contains(offs, 0) {
 					res.DuplicateNonzero++
 				}
-				res.note("duplicate", "%s at p%d offsets %v", v, p, offs)
+				res.note("duplicate", "%s at p%d offsets %v%s", v, p, offs, describeStamps(offs, stamps[p]))
 			}
 		}
 	}
@@ -351,4 +372,90 @@ func checkSamples(res *CheckResult, samples []Sample, uncleanAllowed bool) {
 		}
 		prev = s
 	}
+}
+
+// epochBumpDuplicate reports whether the copies of one value at offs
+// (ascending) are a duplicate Kafka's idempotent producer also makes, with
+// the evidence: every copy carries the same producer id, each later copy
+// under a higher producer epoch, and the producer reset its id (kgo's
+// KIP-360 epoch bump) on an OUT_OF_ORDER_SEQUENCE_NUMBER or
+// UNKNOWN_PRODUCER_ID from a broker that the ZooKeeper samples did not
+// show as the leader of the partition it answered for: a deposed leader,
+// not yet told, answering from its own divergent log, which Kafka's
+// ZooKeeper-era broker also does (a Produce carries no leader epoch).
+// The producer then sends every record it holds again under the new
+// epoch from sequence 0, and a record whose first copy had reached the
+// real leader (its acknowledgement lost) is written twice: brokers
+// deduplicate per producer id and epoch only. Kafka's producer rewrites
+// in-flight sequences the same way (TransactionManager.canRetry bumps
+// the epoch on OUT_OF_ORDER_SEQUENCE_NUMBER; KAFKA-14034). Copies under
+// one epoch, or without a reset from a deposed leader, stay failures.
+func epochBumpDuplicate(offs []int64, stamps map[int64]Stamp, resets []ProducerReset, producer string, samples []Sample) (string, bool) {
+	if len(offs) < 2 || stamps == nil || producer == "" {
+		return "", false
+	}
+	first, ok := stamps[offs[0]]
+	if !ok || first.ProducerID < 0 {
+		return "", false
+	}
+	prev := first
+	for _, o := range offs[1:] {
+		st, ok := stamps[o]
+		if !ok || st.ProducerID != first.ProducerID || st.ProducerEpoch <= prev.ProducerEpoch {
+			return "", false
+		}
+		prev = st
+	}
+	for _, r := range resets {
+		if r.Producer != producer || r.ProducerID != first.ProducerID || r.ProducerEpoch < first.ProducerEpoch ||
+			r.ProducerEpoch >= prev.ProducerEpoch || r.Broker < 0 || r.Partition < 0 {
+			continue
+		}
+		leader, ok := sampledLeader(samples, r.Partition, r.At)
+		if !ok || leader == r.Broker {
+			continue
+		}
+		return fmt.Sprintf("%s; %s reset producer id %d epoch %d at %s on %s from broker %d for p%d, whose sampled leader was %d",
+			stampList(offs, stamps), producer, r.ProducerID, r.ProducerEpoch, r.At.Round(time.Millisecond), r.Err, r.Broker, r.Partition, leader), true
+	}
+	return "", false
+}
+
+// sampledLeader is partition p's leader in the last readable sample at or
+// before at.
+func sampledLeader(samples []Sample, p int32, at time.Duration) (int32, bool) {
+	leader, ok := int32(0), false
+	for _, s := range samples {
+		if s.At > at {
+			break
+		}
+		if int(p) < len(s.States) && s.States[p].Leader != -2 {
+			leader, ok = s.States[p].Leader, true
+		}
+	}
+	return leader, ok
+}
+
+// describeStamps is " (" + stampList + ")", or "" without stamps.
+func describeStamps(offs []int64, stamps map[int64]Stamp) string {
+	if l := stampList(offs, stamps); l != "" {
+		return " (" + l + ")"
+	}
+	return ""
+}
+
+// stampList lists the producer id, epoch and sequence of each copy.
+func stampList(offs []int64, stamps map[int64]Stamp) string {
+	var b []byte
+	for _, o := range offs {
+		st, ok := stamps[o]
+		if !ok {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ", "...)
+		}
+		b = fmt.Appendf(b, "@%d producer %d epoch %d seq %d", o, st.ProducerID, st.ProducerEpoch, st.Seq)
+	}
+	return string(b)
 }

@@ -208,3 +208,50 @@ func TestProxySetTarget(t *testing.T) {
 		t.Fatalf("after SetTarget: %q, want two", got)
 	}
 }
+
+// TestDuplicateEpochBump pins which duplicates the checker lets pass: only
+// copies of one value under one producer id with a higher producer epoch
+// on the later copy, after the producer reset its id on an answer from a
+// broker the samples show was not the partition's leader (the soak's
+// seed-23 run: k0-0-00001560 at p0 783 under producer 0 epoch 0 seq 260 and
+// at 786 under epoch 1 seq 0). A duplicate under one epoch, or without
+// such a reset, or after a reset answered by the sampled leader, is a
+// failure.
+func TestDuplicateEpochBump(t *testing.T) {
+	t.Parallel()
+	const v = "k0-0-00001560"
+	rep := func(e0, e1 int16) map[int32][]Replica {
+		r := Replica{Broker: 3, HW: 3, LEO: 3,
+			Values: map[int64]string{0: "x", 1: v, 2: v},
+			Stamps: map[int64]Stamp{0: {-1, -1, -1}, 1: {0, e0, 260}, 2: {0, e1, 0}}}
+		return map[int32][]Replica{0: {r}}
+	}
+	writes := []Write{{Producer: "kgo-0", Value: v, Partition: 0, Outcome: OK, Offset: 2}}
+	samples := []Sample{{At: 0, States: []PartState{{Leader: 3, LeaderEpoch: 1, ISR: []int32{3}}}}}
+	reset := func(broker int32) []ProducerReset {
+		return []ProducerReset{{Producer: "kgo-0", At: time.Second, Broker: broker, Partition: 0, ProducerID: 0, ProducerEpoch: 0,
+			Err: "OUT_OF_ORDER_SEQUENCE_NUMBER"}}
+	}
+	for _, c := range []struct {
+		name       string
+		in         CheckInput
+		dup, bumps int
+	}{
+		{"reset answered by a deposed leader", CheckInput{Writes: writes, Replicas: rep(0, 1), Samples: samples, Resets: reset(1)}, 0, 1},
+		{"reset answered by the leader", CheckInput{Writes: writes, Replicas: rep(0, 1), Samples: samples, Resets: reset(3)}, 1, 0},
+		{"no reset", CheckInput{Writes: writes, Replicas: rep(0, 1), Samples: samples}, 1, 0},
+		{"one epoch", CheckInput{Writes: writes, Replicas: rep(1, 1), Samples: samples, Resets: reset(1)}, 1, 0},
+		{"no samples", CheckInput{Writes: writes, Replicas: rep(0, 1), Resets: reset(1)}, 1, 0},
+	} {
+		res := Check(c.in)
+		if res.Duplicate != c.dup || res.DuplicateEpochBump != c.bumps {
+			t.Errorf("%s: duplicate %d, duplicate-epoch-bump %d; want %d, %d (%v)", c.name, res.Duplicate, res.DuplicateEpochBump, c.dup, c.bumps, res.Examples)
+		}
+		if c.dup > 0 && res.Total() == 0 {
+			t.Errorf("%s: a failing duplicate is not in Total", c.name)
+		}
+		if c.dup == 0 && res.Total() != 0 {
+			t.Errorf("%s: Total %d, want 0 (%v)", c.name, res.Total(), res.Examples)
+		}
+	}
+}

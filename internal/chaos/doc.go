@@ -29,7 +29,14 @@
 // offset by the KAFKAZK_TEST_CLOCK_OFFSET_MS test hook, and a full data
 // dir on a tmpfs. Scenario.Allowed names the anomalies a scenario may show
 // under §5 (loss after unclean elections at acks=1); Profile.Expect names
-// a negative control's anomaly (NONIDEM: duplicate).
+// a negative control's anomaly (NONIDEM: duplicate). A duplicate whose
+// later copy is under a higher producer epoch of the same producer id,
+// after the kgo producer reset its id (History.Resets, from its log) on an
+// answer from a broker the ZooKeeper samples did not show as leader, is
+// counted apart (duplicate-epoch-bump) and is not a failure: a deposed
+// leader answers OUT_OF_ORDER_SEQUENCE_NUMBER from its divergent log, the
+// producer bumps its epoch and resends from sequence 0 (as Kafka's own
+// producer does), and brokers deduplicate per producer id and epoch only.
 //
 // Transactions (issue 18): a Scenario with Txn set (txn-random-mix, the
 // random SAFE mix) also runs TxnWorkload: kgo transactional producers

@@ -18,9 +18,12 @@ import (
 type Replica struct {
 	Broker int32
 	Values map[int64]string // offset -> value
-	LEO    int64            // one past the last offset read
-	HW     int64            // from replication-offset-checkpoint, -1 if absent
-	Epochs [][2]int64       // leader-epoch-checkpoint (epoch, start offset)
+	// Stamps are the producer id, producer epoch and sequence of each
+	// offset's record (producer id -1 for a write without one).
+	Stamps map[int64]Stamp
+	LEO    int64      // one past the last offset read
+	HW     int64      // from replication-offset-checkpoint, -1 if absent
+	Epochs [][2]int64 // leader-epoch-checkpoint (epoch, start offset)
 	Err    string
 }
 
@@ -28,9 +31,9 @@ type Replica struct {
 // the data dir's replication-offset-checkpoint and its
 // leader-epoch-checkpoint.
 func ReadReplica(broker int32, dataDir, topic string, p int32) Replica {
-	r := Replica{Broker: broker, Values: map[int64]string{}, HW: -1}
+	r := Replica{Broker: broker, Values: map[int64]string{}, Stamps: map[int64]Stamp{}, HW: -1}
 	dir := filepath.Join(dataDir, fmt.Sprintf("%s-%d", topic, p))
-	if err := readSegments(dir, r.Values, &r.LEO); err != nil {
+	if err := readSegments(dir, r.Values, r.Stamps, &r.LEO); err != nil {
 		r.Err = err.Error()
 	}
 	if hw, ok := readCheckpoint(filepath.Join(dataDir, "replication-offset-checkpoint"))[fmt.Sprintf("%s %d", topic, p)]; ok {
@@ -90,9 +93,18 @@ func readEpochs(path string) [][2]int64 {
 	return out
 }
 
+// Stamp is the idempotence identity a record was written under: its
+// batch's producer id and epoch and the record's own sequence.
+type Stamp struct {
+	ProducerID    int64
+	ProducerEpoch int16
+	Seq           int32
+}
+
 // readSegments reads every record of the segment files in dir in offset
-// order; a torn batch at the end of a segment ends that segment.
-func readSegments(dir string, into map[int64]string, leo *int64) error {
+// order, with its Stamp into stamps; a torn batch at the end of a segment
+// ends that segment.
+func readSegments(dir string, into map[int64]string, stamps map[int64]Stamp, leo *int64) error {
 	files, err := filepath.Glob(filepath.Join(dir, "*.log"))
 	if err != nil {
 		return err
@@ -134,7 +146,13 @@ func readSegments(dir string, into map[int64]string, leo *int64) error {
 					return fmt.Errorf("%s: batch at %d record %d: %w", f, b.FirstOffset, i, err)
 				}
 				recs = recs[k+int(l):]
-				into[b.FirstOffset+int64(kr.OffsetDelta)] = string(kr.Value)
+				off := b.FirstOffset + int64(kr.OffsetDelta)
+				into[off] = string(kr.Value)
+				seq := int32(-1)
+				if b.FirstSequence >= 0 {
+					seq = b.FirstSequence + kr.OffsetDelta
+				}
+				stamps[off] = Stamp{ProducerID: b.ProducerID, ProducerEpoch: b.ProducerEpoch, Seq: seq}
 			}
 		}
 	}

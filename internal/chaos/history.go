@@ -62,11 +62,29 @@ type FaultEvent struct {
 	Led []int32
 }
 
+// ProducerReset is a kgo producer giving up its producer id and epoch
+// after a broker answered OUT_OF_ORDER_SEQUENCE_NUMBER or
+// UNKNOWN_PRODUCER_ID (kgo's "failing the producer ID and resetting all
+// sequence numbers", KIP-360's epoch bump): every record it still holds is
+// then sent again under the bumped epoch from sequence 0, a new identity
+// no broker can match to an earlier copy.
+type ProducerReset struct {
+	Producer      string
+	At            time.Duration
+	Broker        int32 // the broker that answered, -1 if unknown
+	Partition     int32
+	ProducerID    int64
+	ProducerEpoch int16 // the epoch given up
+	Err           string
+}
+
 // History is everything a run recorded, safe for concurrent appends.
 type History struct {
 	start  time.Time
 	mu     sync.Mutex
 	Writes []Write
+	// Resets are the kgo producers' producer id resets.
+	Resets []ProducerReset
 	Polls  []Poll
 	Faults []FaultEvent
 	// The transactional workload's (txn scenarios only).
@@ -107,6 +125,19 @@ func (h *History) addWrite(w Write) {
 	h.mu.Lock()
 	h.Writes = append(h.Writes, w)
 	h.mu.Unlock()
+}
+
+func (h *History) addReset(r ProducerReset) {
+	h.mu.Lock()
+	h.Resets = append(h.Resets, r)
+	h.mu.Unlock()
+}
+
+// resets copies the producer id resets.
+func (h *History) resets() []ProducerReset {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]ProducerReset(nil), h.Resets...)
 }
 
 func (h *History) addPoll(p Poll) {

@@ -247,7 +247,15 @@ func Run(cfg RunConfig, sc Scenario) (res Result) {
 	writes, polls, faults := h.snapshot()
 	res.Check = Check(CheckInput{Writes: writes, Polls: polls, Samples: samples, Replicas: reps,
 		FinalLeader: final, UncleanAllowed: sc.Profile.BrokerProps["unclean.leader.election.enable"] == "true", Txn: txnIn,
-		Group: group})
+		Group: group, Resets: h.resets()})
+	for i, r := range h.resets() {
+		if i == 10 {
+			env.note("... %d producer id resets in all", len(h.resets()))
+			break
+		}
+		env.note("producer id reset (kgo's KIP-360 epoch bump): %s at %s, answer from broker %d for p%d, producer id %d epoch %d: %s",
+			r.Producer, r.At.Round(time.Millisecond), r.Broker, r.Partition, r.ProducerID, r.ProducerEpoch, r.Err)
+	}
 	if tw != nil && res.Check.TxnCommitted == 0 && env.Err == nil {
 		env.Err = fmt.Errorf("no transaction committed: the transactional checks saw nothing")
 	}

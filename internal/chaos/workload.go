@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,7 +124,8 @@ func StartWorkload(h *History, c *Cluster, topic string, parts int32, profile Pr
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
 	for i := 0; i < Producers; i++ {
-		pcl, err := kgo.NewClient(append(append(opts, kgo.ClientID(fmt.Sprintf("chaos-producer-%d", i))), c.clientOpts...)...)
+		pcl, err := kgo.NewClient(append(append(opts, kgo.ClientID(fmt.Sprintf("chaos-producer-%d", i)),
+			kgo.WithLogger(resetLogger{h: h, producer: fmt.Sprintf("kgo-%d", i)})), c.clientOpts...)...)
 		if err != nil {
 			w.closeProducers()
 			return nil, err
@@ -197,6 +200,45 @@ func (w *Workload) produce(i int, pcl *kgo.Client) {
 	}
 }
 
+// resetLogger is a kgo logger that records the producer's producer id
+// resets (ProducerReset) and drops every other line.
+type resetLogger struct {
+	h        *History
+	producer string
+}
+
+func (resetLogger) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+
+func (l resetLogger) Log(_ kgo.LogLevel, msg string, keyvals ...any) {
+	if !strings.Contains(msg, "failing the producer ID") {
+		return
+	}
+	r := ProducerReset{Producer: l.producer, At: l.h.Now(), Broker: -1, Partition: -1, ProducerID: -1, ProducerEpoch: -1}
+	for i := 0; i+1 < len(keyvals); i += 2 {
+		switch k, v := fmt.Sprint(keyvals[i]), keyvals[i+1]; k {
+		case "broker":
+			if id, err := strconv.ParseInt(fmt.Sprint(v), 10, 32); err == nil {
+				r.Broker = int32(id)
+			}
+		case "partition":
+			if p, ok := v.(int32); ok {
+				r.Partition = p
+			}
+		case "producer_id":
+			if id, ok := v.(int64); ok {
+				r.ProducerID = id
+			}
+		case "producer_epoch":
+			if e, ok := v.(int16); ok {
+				r.ProducerEpoch = e
+			}
+		case "err":
+			r.Err = fmt.Sprint(v)
+		}
+	}
+	l.h.addReset(r)
+}
+
 // isPreAppend reports whether a kgo produce error proves that no attempt
 // was appended: only non-retriable validation refusals qualify, because
 // kgo retries everything else, and an earlier attempt may have landed.
@@ -213,10 +255,11 @@ func isPreAppend(err error) bool {
 // the current leader, with no retry, so each attempt's outcome is exact:
 // NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER and other refusals before
 // the append are fail; NOT_ENOUGH_REPLICAS_AFTER_APPEND, timeouts and
-// broken connections are info. With acks=all, NOT_LEADER_OR_FOLLOWER is
-// info too: a leader that loses leadership while the appended record
-// waits for replication answers it after the append (as Kafka's
-// DelayedProduce does), and the record may survive on the new leader.
+// broken connections are info (rawOutcome). With acks=all,
+// NOT_LEADER_OR_FOLLOWER is info too: a leader that loses leadership while
+// the appended record waits for replication answers it after the append
+// (as Kafka's DelayedProduce does), and the record may survive on the new
+// leader. So is KAFKA_STORAGE_ERROR: the log dir may fail after the append.
 func (w *Workload) rawWriter(p int32) {
 	defer w.prodWG.Done()
 	clients := map[int32]*kgo.Client{}
@@ -257,17 +300,33 @@ func (w *Workload) rawWriter(p int32) {
 			wr.Outcome, wr.Err = Info, err.Error()
 		case code == 0:
 			wr.Outcome, wr.Offset = OK, off
-		case code == kerr.NotLeaderForPartition.Code && w.profile.Acks == -1:
-			wr.Outcome, wr.Err = Info, kerr.ErrorForCode(code).Error()
-		case code == kerr.NotEnoughReplicas.Code, code == kerr.NotLeaderForPartition.Code,
-			code == kerr.UnknownTopicOrPartition.Code, code == kerr.LeaderNotAvailable.Code,
-			code == kerr.FencedLeaderEpoch.Code, code == kerr.KafkaStorageError.Code:
-			wr.Outcome, wr.Err = Fail, kerr.ErrorForCode(code).Error()
 		default:
-			wr.Outcome, wr.Err = Info, kerr.ErrorForCode(code).Error()
+			wr.Outcome, wr.Err = rawOutcome(code, w.profile.Acks), kerr.ErrorForCode(code).Error()
 		}
 		w.h.addWrite(wr)
 	}
+}
+
+// rawOutcome classifies a raw writer's single attempt answered with the
+// non-zero error code: Fail only for refusals Kafka makes before it
+// appends (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER with acks=1, an
+// unknown partition, no leader, a fenced epoch), Info for everything else.
+// KAFKA_STORAGE_ERROR (56) is Info: a leader answers it when its log dir
+// fails, which may be after the batch reached the log (an ENOSPC on a
+// later write, a failed flush, a checkpoint), and the record can survive
+// there or on a follower that fetched it; Kafka's producer retries it.
+func rawOutcome(code, acks int16) Outcome {
+	switch code {
+	case kerr.NotLeaderForPartition.Code:
+		if acks == -1 {
+			return Info
+		}
+		return Fail
+	case kerr.NotEnoughReplicas.Code, kerr.UnknownTopicOrPartition.Code,
+		kerr.LeaderNotAvailable.Code, kerr.FencedLeaderEpoch.Code:
+		return Fail
+	}
+	return Info
 }
 
 // BuildBatch encodes values as one uncompressed v2 record batch without a
