@@ -37,7 +37,7 @@ func TestReplicaEMFILEFailsReplicaOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.logDirs.fs = ffs
+	m.cfg.logFS = ffs
 	failures := make(chan LogDirFailure, 2)
 	m.SetLogDirFailureHandler(func(f LogDirFailure) { failures <- f })
 	cfg := cluster.DefaultLogConfig()
