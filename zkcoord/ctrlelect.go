@@ -82,6 +82,8 @@ func (c *controller) electLeaders(typ cluster.ElectionType, tps []cluster.TopicP
 	failed, unclean := map[cluster.TopicPartition]bool{}, map[cluster.TopicPartition]bool{}
 	res := c.updateStates(todo, nil, func(tp cluster.TopicPartition, st cluster.LeaderAndIsr) (cluster.LeaderAndIsr, bool) {
 		replicas := c.replicas(tp)
+		// A replica on an offline log dir is no candidate (ctrllogdir.go).
+		electable := c.onlineFor(tp, electable)
 		failed[tp], unclean[tp] = false, false
 		if typ == cluster.ElectPreferred {
 			l, ok := ElectPreferredLeader(replicas, st.Isr, electable)
