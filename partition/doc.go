@@ -91,6 +91,13 @@
 // fetch) and, while it long-polls, asks Manager.PeekFetch (one replica
 // lock, no log read, nothing recorded) which partitions changed.
 //
+// Wake-ups of long-polling fetches (Manager.Changed) are batched: appends
+// with AppendOptions.Wakes collect theirs and Manager.Wake sends them once
+// (protocol's Produce, after its last append, as Kafka's ActionQueue
+// completes delayed fetches after the whole request), and a fetcher sends
+// one for every partition of a response it applied. A replica's own state
+// channel still closes at each change.
+//
 // # ISR and HW
 //
 // A leader keeps, per follower, the fetch offset (its LEO), the leader LEO

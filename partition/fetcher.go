@@ -298,6 +298,11 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 		// Appends copy the records to the log; nothing keeps them.
 		defer resp.Release()
 	}
+	// The appends' wake-ups of long-polling fetches go out once, after
+	// the last; the next Fetch goes out right after (the loop), carrying
+	// the new fetch offsets that let the leader advance its HW.
+	var wakes Wakes
+	defer f.m.Wake(&wakes)
 	for i, s := range sent {
 		res, ok := resp.Partitions[s.tp]
 		if !ok {
@@ -309,7 +314,7 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 		off := req.Partitions[i].FetchOffset
 		switch {
 		case res.Err == nil:
-			err := s.r.appendFromLeader(s.leaderEpoch, off, res)
+			err := s.r.appendFromLeader(s.leaderEpoch, off, res, &wakes)
 			if err == nil && throttled[s.tp] {
 				f.m.followerQuota.record(cfg.Now(), int64(len(res.Records)))
 			}

@@ -164,8 +164,9 @@ func (r *Replica) truncateToHW(leaderEpoch int32) error {
 // emptying the log when the leader's start is past our LEO, else by
 // moving ours up to it). The
 // fetch offset must still be the LEO (pitfall 14: a late response after a
-// truncation must not land). Changed() fires when the LEO or HW moves.
-func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res FetchPartitionResult) error {
+// truncation must not land). Changed() fires when the LEO or HW moves:
+// with ws not nil, once the caller passes ws to Manager.Wake.
+func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res FetchPartitionResult, ws *Wakes) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.followingLocked(leaderEpoch) {
@@ -207,7 +208,11 @@ func (r *Replica) appendFromLeader(leaderEpoch int32, fetchOffset int64, res Fet
 	r.hw = max(min(res.HighWatermark, leo), r.log.LogStartOffset())
 	r.leaderHW = res.HighWatermark
 	if r.hw != oldHW || leo != oldLEO {
-		r.signalLocked()
+		if ws != nil {
+			ws.w |= r.signalDeferredLocked(wakeAll)
+		} else {
+			r.signalLocked()
+		}
 	}
 	return nil
 }

@@ -517,7 +517,11 @@ func (r *Replica) appendAsLeader(records []byte, opts AppendOptions, now time.Ti
 	if r.maybeIncrementHWLocked(now) { // an ISR of one
 		w = wakeAll
 	}
-	r.signalToLocked(w)
+	if opts.Wakes != nil {
+		opts.Wakes.w |= r.signalDeferredLocked(w)
+	} else {
+		r.signalToLocked(w)
+	}
 	return AppendResult{BaseOffset: info.FirstOffset, LastOffset: info.LastOffset,
 		LogAppendTime: appendTime, LogStartOffset: r.log.LogStartOffset(), LeaderEpoch: r.leaderEpoch}, nil
 }

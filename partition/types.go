@@ -194,6 +194,12 @@ type AppendOptions struct {
 	// transactional client batch of a producer with no ongoing
 	// transaction on the partition (0: none).
 	VerificationGuard uint64
+	// Wakes, if not nil, collects the append's wake-up of long-polling
+	// fetches instead of sending it: the caller appends a request's
+	// partitions, then sends them all at once with Manager.Wake (Kafka
+	// completes delayed fetches after the whole produce request is
+	// appended, through its ActionQueue).
+	Wakes *Wakes
 }
 
 // OngoingTxn is one open transaction of a replica, for ReplicaStatus.

@@ -82,6 +82,16 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 	txnState, whole := s.prepareTxnProduce(ctx, rc, req, validAcks)
 	writable := s.filterAuthorized(rc, security.OpWrite, security.ResourceTopic, logDenied)
 
+	// With a WakeBatcher the appends' wake-ups of long-polling fetches
+	// go out once, after the last append of the request, so a follower's
+	// fetch session wakes once for all its partitions and gets them in
+	// one response (Kafka's ActionQueue), not one partition at a time.
+	var wakes *partition.Wakes
+	batcher, _ := s.cfg.Replicas.(WakeBatcher)
+	if batcher != nil {
+		wakes = new(partition.Wakes)
+	}
+
 	resp.Topics = make([]kmsg.ProduceResponseTopic, 0, len(req.Topics))
 	for ti, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
@@ -114,7 +124,9 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 				)
 				if tv.transactional {
 					res, err = s.cfg.Replicas.(TxnPartitions).AppendWith(tp, p.Records,
-						partition.AppendOptions{Acks: req.Acks, Origin: partition.OriginClient, VerificationGuard: tv.guard})
+						partition.AppendOptions{Acks: req.Acks, Origin: partition.OriginClient, VerificationGuard: tv.guard, Wakes: wakes})
+				} else if batcher != nil {
+					res, err = batcher.AppendWith(tp, p.Records, partition.AppendOptions{Acks: req.Acks, Wakes: wakes})
 				} else {
 					res, err = s.cfg.Replicas.Append(tp, p.Records, req.Acks)
 				}
@@ -132,6 +144,9 @@ func (s *Server) handleProduce(ctx context.Context, rc *reqContext, req *kmsg.Pr
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
+	}
+	if batcher != nil {
+		batcher.Wake(wakes)
 	}
 
 	// Every append has copied its records to the log, and nothing below

@@ -265,6 +265,17 @@ type Transactions interface {
 	DescribeTransactions(ids []string) []txn.Description
 }
 
+// WakeBatcher is the capability of Replicas to collect the wake-ups of
+// long-polling fetches that a Produce's appends owe and send them once,
+// after the request's last append (partition.Manager implements it):
+// AppendWith is Replicas.Append with options, opts.Wakes collecting.
+type WakeBatcher interface {
+	AppendWith(tp cluster.TopicPartition, records []byte, opts partition.AppendOptions) (partition.AppendResult, error)
+	Wake(ws *partition.Wakes)
+}
+
+var _ WakeBatcher = (*partition.Manager)(nil)
+
 // TxnPartitions is the partition leader's side of transactions, a
 // capability beside Replicas (partition.Manager implements it).
 type TxnPartitions interface {

@@ -137,7 +137,9 @@
 // the socket, fed through a small bounded channel. Responses therefore
 // leave in request order, and a client that pipelines is pushed back by
 // TCP. A Fetch long poll on Replicas.Changed parks only its own
-// connection and holds no lock of this package. A fetch session's mu is
+// connection and holds no lock of this package. A Produce appends with
+// WakeBatcher when Replicas has it, waking those long polls once after its
+// last append rather than once per partition. A fetch session's mu is
 // held only to update it at the start of a fetch and to record its answer
 // at the end (lock order fetchSession.mu -> fetchSessionCache.mu), never
 // across a read of a partition or the wait. An acks=all Produce
