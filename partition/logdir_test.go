@@ -397,7 +397,7 @@ func TestLogDirFailureOfFollower(t *testing.T) {
 	leo := r.log.LogEndOffset()
 	b := buildBatch(batchSpec{records: 1})
 	setBaseOffset(b, leo)
-	err := r.appendFromLeader(1, leo, FetchPartitionResult{HighWatermark: leo + 1, LogStartOffset: 0, Records: b})
+	err := r.appendFromLeader(1, leo, FetchPartitionResult{HighWatermark: leo + 1, LogStartOffset: 0, Records: b}, nil)
 	if !errors.Is(err, ErrStorage) {
 		t.Fatalf("follower append with a failing write: %v, want ErrStorage", err)
 	}
