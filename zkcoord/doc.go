@@ -107,7 +107,17 @@
 // server answered in; every call has its own outcome, so a failure leaves
 // exactly its partitions as work, and the first error that stops the step
 // is returned after every result was applied. The first result that shows
-// the controller fenced fences it before anything is announced. A topic
+// the controller fenced fences it before anything is announced. A batch
+// hands out no further call once the controller is stopped or fenced, or
+// once a call met zk.ErrNoServer, zk.ErrConnectionClosed, zk.ErrClosing,
+// zk.ErrSessionExpired or a failed epoch check: the calls never handed out
+// fail with errNotSent, certainly did not land (no read-back, no unknown
+// outcome) and stay as work. Without that, go-zookeeper with no server
+// reachable fails the calls it holds only about 1,000 a second. Calls the
+// client already held are sent when it reconnects, even on the new session
+// it opens after an expiry (go-zookeeper returns ErrSessionExpired to none
+// of them): only the epoch check of each multi rejects those once a
+// successor bumped /controller_epoch. A topic
 // new to the context has its states created without reading them first
 // (a state already there meets NODEEXISTS and is read back); a partition
 // of a new topic with no live replica is then not read until a replica
