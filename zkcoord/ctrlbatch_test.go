@@ -1,11 +1,17 @@
 package zkcoord
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
 )
@@ -317,4 +323,54 @@ func TestControllerBatchNotSent(t *testing.T) {
 			t.Errorf("t/%d after settling: %+v, want broker 1 gone", p, st)
 		}
 	}
+}
+
+// TestZkConnBatchNoServer: with no server reachable, a batch of 20,000
+// Gets on a real go-zookeeper connection ends at the first ErrNoServer
+// cycle (go-zookeeper fails the calls it holds about once a second, ~1,000
+// each time: unaborted, the batch took 20 s), and the calls never handed
+// out fail with errNotSent.
+func TestZkConnBatchNoServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	conn, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkLogger{zerolog.Nop()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	z := &zkConn{c: conn}
+	const n = 20000
+	calls := make([]storeCall, n)
+	for i := range calls {
+		calls[i] = storeCall{path: fmt.Sprintf("/brokers/topics/t%d/partitions/0/state", i)}
+	}
+	start := time.Now()
+	out := z.Batch(calls, nil)
+	took := time.Since(start)
+	notSent := 0
+	for i, r := range out {
+		switch {
+		case errors.Is(r.err, errNotSent):
+			notSent++
+		case !errors.Is(r.err, zk.ErrNoServer):
+			t.Fatalf("call %d: %v, want zk.ErrNoServer or errNotSent", i, r.err)
+		}
+	}
+	if took > 5*time.Second {
+		t.Errorf("batch of %d Gets with no server took %v, want it aborted at the first ErrNoServer (~1 s)", n, took)
+	}
+	if notSent < n-2*maxInFlight {
+		t.Errorf("%d of %d calls not sent, want all but those in flight (%d)", notSent, n, maxInFlight)
+	}
+	stopped := z.Batch(calls, func() bool { return true })
+	for i, r := range stopped {
+		if !errors.Is(r.err, errNotSent) {
+			t.Fatalf("stopped batch: call %d: %v, want errNotSent", i, r.err)
+		}
+	}
+	t.Logf("no server: %d Gets ended in %v, %d not sent", n, took, notSent)
 }
