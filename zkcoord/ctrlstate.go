@@ -470,7 +470,9 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 			if _, known := unclean[tp.Topic]; known || (cur[i].Leader >= 0 && slices.Contains(alive, cur[i].Leader)) {
 				continue
 			}
-			if !slices.Contains(need, tp.Topic) {
+			// tps is sorted: a topic's partitions are adjacent, so
+			// comparing with the last topic added de-duplicates.
+			if len(need) == 0 || need[len(need)-1] != tp.Topic {
 				need = append(need, tp.Topic)
 			}
 		}
