@@ -374,3 +374,45 @@ func TestZkConnBatchNoServer(t *testing.T) {
 	}
 	t.Logf("no server: %d Gets ended in %v, %d not sent", n, took, notSent)
 }
+
+// TestControllerNewTopicAdoptsOwnEpochState: a topic missing from the
+// context whose states exist already, written by this controller's epoch
+// (it held and announced them before the topic left its context), is not
+// announced as new: its creates meet NODEEXISTS, the read-back finds no
+// attempt of this term in c.unknown, so the states are adopted, announced
+// with IsNew false, and reconciled.
+func TestControllerNewTopicAdoptsOwnEpochState(t *testing.T) {
+	h := batchHarness(t)
+	z := h.ctrl
+	z.dropTopic("t")
+	h.store.events.topicList = true
+	sent := len(h.sent)
+	h.settle()
+	if h.ctrl != z {
+		t.Fatal("controller changed")
+	}
+	var lais int
+	for _, s := range h.sent[sent:] {
+		if s.lai == nil {
+			continue
+		}
+		lais++
+		for _, pa := range s.lai.Partitions {
+			if pa.IsNew {
+				t.Errorf("LeaderAndIsr to %d announces %v as new; its state was there already", s.to.ID, pa.TopicPartition)
+			}
+		}
+	}
+	if lais == 0 {
+		t.Fatal("the adopted topic was not announced")
+	}
+	for p := int32(0); p < 8; p++ {
+		tp := cluster.TopicPartition{Topic: "t", Partition: p}
+		if got, want := z.states[tp], h.stateOf(tp); !sameLeaderAndIsr(got, want) || got.ZkVersion != want.ZkVersion {
+			t.Errorf("%v in the context: %+v, stored %+v", tp, got, want)
+		}
+	}
+	if err := h.checkBrokersTold(); err != nil {
+		t.Fatal(err)
+	}
+}

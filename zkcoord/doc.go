@@ -144,9 +144,10 @@
 // announces it like any change. Writes of unknown outcome count as work
 // themselves: the loop reads them back until it knows, even when no work
 // item covers their partition any more (a preferred leader election).
-// A first state that this controller's epoch wrote but its context never
-// held is its own create (landed with its reply lost) and is announced as
-// new, whatever was decided at the retry. A deletion whose request is gone
+// A first state found already there when it is created is announced as
+// new only when c.unknown holds this term's create of it (landed with its
+// reply lost); any other, even one with this controller's epoch, is
+// adopted, announced with IsNew false and reconciled. A deletion whose request is gone
 // from /admin/delete_topics landed too. The UpdateMetadata owed to every
 // live broker after a broker failure or an endpoint change is work too,
 // until sent. A partition whose state znode is unreadable is logged at
