@@ -53,17 +53,55 @@ func doCall(s ctrlStore, c storeCall) storeResult {
 	return storeResult{res: res, err: err}
 }
 
+// errNotSent is the error of a call of a batch that was never handed to
+// the client, because the batch was aborted before its turn (see Batch).
+// Such a call certainly did not reach ZooKeeper: a write that failed so
+// needs no read-back and stays as work, like any failed write.
+var errNotSent = errors.New("zkcoord: zookeeper call not sent: batch aborted")
+
+// batchAborts reports whether a call's outcome means the rest of its batch
+// should not be handed out: the connection is gone (zk.ErrNoServer,
+// zk.ErrConnectionClosed), the client is closing, the session expired, or
+// the call was a fenced multi whose /controller_epoch check failed.
+func batchAborts(c storeCall, r storeResult) bool {
+	if errors.Is(r.err, zk.ErrNoServer) || errors.Is(r.err, zk.ErrConnectionClosed) ||
+		errors.Is(r.err, zk.ErrClosing) || errors.Is(r.err, zk.ErrSessionExpired) {
+		return true
+	}
+	if r.err == nil || len(c.ops) == 0 || len(r.res) == 0 {
+		return false
+	}
+	chk, ok := c.ops[0].(*zk.CheckVersionRequest)
+	return ok && chk.Path == controllerEpochPath && errors.Is(r.res[0].Error, zk.ErrBadVersion)
+}
+
 // Batch runs calls with up to maxInFlight outstanding at once, from
-// workers that live only for the call. A lost connection fails the calls
-// in flight (outcome unknown) and go-zookeeper holds the later ones until
-// it reconnects; an expired session fails the rest.
-func (z *zkConn) Batch(calls []storeCall) []storeResult {
+// workers that live only for the call. A worker hands out no further call
+// once stop reports true (the controller stopped or fenced; it is called
+// from the workers, so it must be safe for that) or once any call's
+// outcome aborts the batch (batchAborts): with no server reachable
+// go-zookeeper fails the calls it holds with zk.ErrNoServer only about
+// once a second, ~maxInFlight at a time, so without the abort a batch of
+// 100,000 would take 100 s to fail. The calls never handed out fail with
+// errNotSent. The calls in flight at a disconnect fail with
+// zk.ErrConnectionClosed (outcome unknown). Calls handed to go-zookeeper
+// but not yet written to the socket are held and sent after it
+// reconnects, even when that is on a new session after an expiry (it
+// opens one on the same *zk.Conn and reports ErrSessionExpired to none of
+// them): those writes can land, and the /controller_epoch check of each
+// multi is what rejects them once a successor bumped the epoch.
+func (z *zkConn) Batch(calls []storeCall, stop func() bool) []storeResult {
 	out := make([]storeResult, len(calls))
 	if len(calls) == 1 {
+		if stop != nil && stop() {
+			out[0].err = errNotSent
+			return out
+		}
 		out[0] = doCall(z, calls[0])
 		return out
 	}
 	var next atomic.Int64
+	var abort atomic.Bool
 	var wg sync.WaitGroup
 	for w := 0; w < min(len(calls), maxInFlight); w++ {
 		wg.Add(1)
@@ -74,11 +112,24 @@ func (z *zkConn) Batch(calls []storeCall) []storeResult {
 				if i >= len(calls) {
 					return
 				}
+				if abort.Load() || stop != nil && stop() {
+					abort.Store(true)
+					out[i].err = errNotSent
+					return
+				}
 				out[i] = doCall(z, calls[i])
+				if batchAborts(calls[i], out[i]) {
+					abort.Store(true)
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	// Every index below next was taken (and ran or was marked); the rest
+	// were never taken.
+	for i := min(int(next.Load()), len(calls)); i < len(calls); i++ {
+		out[i].err = errNotSent
+	}
 	return out
 }
 
@@ -88,7 +139,7 @@ func (c *controller) batchGet(paths []string) []storeResult {
 	for i, p := range paths {
 		calls[i] = storeCall{path: p}
 	}
-	return c.store.Batch(calls)
+	return c.store.Batch(calls, c.stopped)
 }
 
 // batchMulti is multi for many independent writes in one batch: each op
@@ -105,7 +156,7 @@ func (c *controller) batchMulti(writes [][]any) []storeResult {
 		all = append(all, &zk.CheckVersionRequest{Path: controllerEpochPath, Version: c.epochZkVersion})
 		calls[i] = storeCall{ops: append(all, ops...)}
 	}
-	out := c.store.Batch(calls)
+	out := c.store.Batch(calls, c.stopped)
 	for i := range out {
 		r := &out[i]
 		if r.err != nil && len(r.res) > 0 && errors.Is(r.res[0].Error, zk.ErrBadVersion) {

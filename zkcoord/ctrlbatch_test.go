@@ -1,11 +1,17 @@
 package zkcoord
 
 import (
+	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
 
 	"github.com/kafkazk/broker/cluster"
 )
@@ -112,7 +118,8 @@ func tpsOf(topic string, parts ...int32) []cluster.TopicPartition {
 }
 
 // TestControllerBatchFaults: broker 1 dies and the eight state writes go
-// in one batch, in which t/0's lands with its reply lost, t/2's is lost
+// in one batch, all in flight at once (sentAhead: a lost connection stops
+// the batch, but what the client holds already still goes out), in which t/0's lands with its reply lost, t/2's is lost
 // before it lands, t/4's lands with its reply and its read-back lost, and
 // t/6's meets a leader's ISR write. The read-back settles t/0 (landed,
 // announced), t/2 and t/6 are decided again and written in the next round,
@@ -126,6 +133,7 @@ func TestControllerBatchFaults(t *testing.T) {
 	sp := func(p int32) string { return partitionStatePath("t", p) }
 	h.store.writeFaults = map[string][]faultKind{
 		sp(0): {faultLossAfter}, sp(2): {faultLossBefore}, sp(4): {faultLossAfterTwice}, sp(6): {faultBadVersion}}
+	h.store.sentAhead = 8
 	sent := len(h.sent)
 	h.ctrl.step(h.store.takeEvents())
 	if got, want := slices.SortedFunc(maps.Keys(h.ctrl.work.reconcile), compareTP), tpsOf("t", 4); !slices.Equal(got, want) {
@@ -169,10 +177,12 @@ func TestControllerBatchFaults(t *testing.T) {
 }
 
 // TestControllerBatchSessionLost: the session expires at the fourth state
-// write of a batch. The three before it landed, nothing after it did; the
-// controller is fenced at once and announces nothing (not even the three
-// that landed: its successor reads and announces them), and the next
-// controller converges.
+// write of a batch. The three before it landed; the batch hands out no
+// call after the one that met the expiry (later calls would run on the
+// new session go-zookeeper opens: see TestControllerBatchAfterExpiry), so
+// nothing after it was written. The controller is fenced at once and
+// announces nothing (not even the three that landed: its successor reads
+// and announces them), and the next controller converges.
 func TestControllerBatchSessionLost(t *testing.T) {
 	h := batchHarness(t)
 	if _, err := h.run("hold kill 1"); err != nil {
@@ -213,5 +223,196 @@ func TestControllerBatchSessionLost(t *testing.T) {
 	}
 	if len(lines) > 0 {
 		t.Fatalf("broker 1 still in states after the new controller settled:\n%s", strings.Join(lines, "\n"))
+	}
+}
+
+// TestControllerBatchAfterExpiry: the session expires at t/3's write while
+// two more writes are held by the client; go-zookeeper sends those on the
+// new session, where a successor has already bumped /controller_epoch: the
+// epoch check of each multi rejects them, and the calls never handed out
+// are not sent at all.
+func TestControllerBatchAfterExpiry(t *testing.T) {
+	h := batchHarness(t)
+	if _, err := h.run("hold kill 1"); err != nil {
+		t.Fatal(err)
+	}
+	h.store.writeFaults = map[string][]faultKind{partitionStatePath("t", 3): {faultExpiry}}
+	h.store.sentAhead = 2
+	var after []int // calls made after the expiry
+	h.store.before = func(i int) {
+		if !h.store.expired {
+			return
+		}
+		if len(after) == 0 { // a successor wins on its own session
+			e, err := decodeControllerEpoch(h.store.nodes[controllerEpochPath].data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.store.put(controllerEpochPath, encodeControllerEpoch(e+1), 0)
+		}
+		after = append(after, i)
+	}
+	z := h.ctrl
+	z.step(h.store.takeEvents())
+	h.store.before = nil
+	if !z.fenced {
+		t.Fatal("controller not fenced by the expired session")
+	}
+	if len(after) != 2 {
+		t.Errorf("%d calls after the expiry, want the 2 the client held", len(after))
+	}
+	for p := int32(0); p < 8; p++ {
+		st := h.stateOf(cluster.TopicPartition{Topic: "t", Partition: p})
+		if landed := st.LeaderEpoch == 1; landed != (p < 3) {
+			t.Errorf("t/%d after the expiry: %+v (landed %t), want only t/0..t/2 written", p, st, landed)
+		}
+	}
+	if len(z.unknown) > 0 {
+		t.Errorf("writes of unknown outcome after the expiry: %v", slices.Collect(maps.Keys(z.unknown)))
+	}
+	h.settle()
+	if h.ctrl == z {
+		t.Fatal("no new controller after the expiry")
+	}
+	if err := h.checkSilentAfterFence(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.checkBrokersTold(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestControllerBatchNotSent: the connection drops before t/2's write of a
+// batch reaches the server, and the batch hands out nothing after it: the
+// writes never sent (t/3..t/7) need no read-back (only t/2's outcome is
+// unknown), stay as work, and the retry writes them.
+func TestControllerBatchNotSent(t *testing.T) {
+	h := batchHarness(t)
+	if _, err := h.run("hold kill 1"); err != nil {
+		t.Fatal(err)
+	}
+	h.store.writeFaults = map[string][]faultKind{partitionStatePath("t", 2): {faultLossBefore}}
+	reads := map[string]int{}
+	h.store.reads = reads
+	z := h.ctrl
+	z.step(h.store.takeEvents())
+	h.store.reads = nil
+	for p := int32(3); p < 8; p++ {
+		if n := reads[partitionStatePath("t", p)]; n != 1 {
+			t.Errorf("t/%d's state read %d times by the step, want once (no read-back of a write never sent)", p, n)
+		}
+	}
+	for p := int32(0); p < 8; p++ {
+		st := h.stateOf(cluster.TopicPartition{Topic: "t", Partition: p})
+		if landed := st.LeaderEpoch == 1; landed != (p <= 2) {
+			t.Errorf("t/%d after the batch: %+v (landed %t), want t/0..t/2 written (t/2 on its retry)", p, st, landed)
+		}
+	}
+	if got, want := slices.SortedFunc(maps.Keys(z.work.reconcile), compareTP), tpsOf("t", 3, 4, 5, 6, 7); !slices.Equal(got, want) {
+		t.Errorf("work left: %v, want %v", got, want)
+	}
+	if len(z.unknown) > 0 {
+		t.Errorf("writes of unknown outcome: %v, want none", slices.Collect(maps.Keys(z.unknown)))
+	}
+	h.settle()
+	if err := h.checkBrokersTold(); err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 8; p++ {
+		if st := h.stateOf(cluster.TopicPartition{Topic: "t", Partition: p}); st.Leader == 1 || slices.Contains(st.Isr, 1) {
+			t.Errorf("t/%d after settling: %+v, want broker 1 gone", p, st)
+		}
+	}
+}
+
+// TestZkConnBatchNoServer: with no server reachable, a batch of 20,000
+// Gets on a real go-zookeeper connection ends at the first ErrNoServer
+// cycle (go-zookeeper fails the calls it holds about once a second, ~1,000
+// each time: unaborted, the batch took 20 s), and the calls never handed
+// out fail with errNotSent.
+func TestZkConnBatchNoServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	conn, _, err := zk.Connect([]string{addr}, 10*time.Second, zk.WithLogInfo(false), zk.WithLogger(zkLogger{zerolog.Nop()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	z := &zkConn{c: conn}
+	const n = 20000
+	calls := make([]storeCall, n)
+	for i := range calls {
+		calls[i] = storeCall{path: fmt.Sprintf("/brokers/topics/t%d/partitions/0/state", i)}
+	}
+	start := time.Now()
+	out := z.Batch(calls, nil)
+	took := time.Since(start)
+	notSent := 0
+	for i, r := range out {
+		switch {
+		case errors.Is(r.err, errNotSent):
+			notSent++
+		case !errors.Is(r.err, zk.ErrNoServer):
+			t.Fatalf("call %d: %v, want zk.ErrNoServer or errNotSent", i, r.err)
+		}
+	}
+	if took > 5*time.Second {
+		t.Errorf("batch of %d Gets with no server took %v, want it aborted at the first ErrNoServer (~1 s)", n, took)
+	}
+	if notSent < n-2*maxInFlight {
+		t.Errorf("%d of %d calls not sent, want all but those in flight (%d)", notSent, n, maxInFlight)
+	}
+	stopped := z.Batch(calls, func() bool { return true })
+	for i, r := range stopped {
+		if !errors.Is(r.err, errNotSent) {
+			t.Fatalf("stopped batch: call %d: %v, want errNotSent", i, r.err)
+		}
+	}
+	t.Logf("no server: %d Gets ended in %v, %d not sent", n, took, notSent)
+}
+
+// TestControllerNewTopicAdoptsOwnEpochState: a topic missing from the
+// context whose states exist already, written by this controller's epoch
+// (it held and announced them before the topic left its context), is not
+// announced as new: its creates meet NODEEXISTS, the read-back finds no
+// attempt of this term in c.unknown, so the states are adopted, announced
+// with IsNew false, and reconciled.
+func TestControllerNewTopicAdoptsOwnEpochState(t *testing.T) {
+	h := batchHarness(t)
+	z := h.ctrl
+	z.dropTopic("t")
+	h.store.events.topicList = true
+	sent := len(h.sent)
+	h.settle()
+	if h.ctrl != z {
+		t.Fatal("controller changed")
+	}
+	var lais int
+	for _, s := range h.sent[sent:] {
+		if s.lai == nil {
+			continue
+		}
+		lais++
+		for _, pa := range s.lai.Partitions {
+			if pa.IsNew {
+				t.Errorf("LeaderAndIsr to %d announces %v as new; its state was there already", s.to.ID, pa.TopicPartition)
+			}
+		}
+	}
+	if lais == 0 {
+		t.Fatal("the adopted topic was not announced")
+	}
+	for p := int32(0); p < 8; p++ {
+		tp := cluster.TopicPartition{Topic: "t", Partition: p}
+		if got, want := z.states[tp], h.stateOf(tp); !sameLeaderAndIsr(got, want) || got.ZkVersion != want.ZkVersion {
+			t.Errorf("%v in the context: %+v, stored %+v", tp, got, want)
+		}
+	}
+	if err := h.checkBrokersTold(); err != nil {
+		t.Fatal(err)
 	}
 }

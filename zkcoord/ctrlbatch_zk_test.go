@@ -22,7 +22,7 @@ func readAllStates(z *zkConn, topics []string, parts int32) (map[cluster.TopicPa
 		}
 	}
 	out := make(map[cluster.TopicPartition]cluster.LeaderAndIsr, len(tps))
-	for i, r := range z.Batch(calls) {
+	for i, r := range z.Batch(calls, nil) {
 		if r.err != nil {
 			return nil, fmt.Errorf("get %s: %w", calls[i].path, r.err)
 		}

@@ -534,9 +534,12 @@ func (c *controller) flushMetadataAll() {
 }
 
 // stepError sorts an item's failure: the returned error stops the step,
-// nil lets the next item go (the failed one stays in the work).
+// nil lets the next item go (the failed one stays in the work). A call a
+// batch never sent (errNotSent) stops the step as the lost connection or
+// the stop that aborted the batch does.
 func (c *controller) stepError(err error) error {
-	if err == nil || errors.Is(err, ErrNotController) || errors.Is(err, errControllerStopped) || zkSessionLost(err) || zkConnectionLost(err) {
+	if err == nil || errors.Is(err, ErrNotController) || errors.Is(err, errControllerStopped) || errors.Is(err, errNotSent) ||
+		zkSessionLost(err) || zkConnectionLost(err) {
 		return err
 	}
 	c.log.Warn().Err(err).Msg("controller work item failed; will retry")

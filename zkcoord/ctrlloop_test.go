@@ -55,10 +55,10 @@ func (l lockedStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 	return l.s.Multi(ops...)
 }
 
-func (l lockedStore) Batch(calls []storeCall) []storeResult {
+func (l lockedStore) Batch(calls []storeCall, stop func() bool) []storeResult {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.s.Batch(calls)
+	return l.s.Batch(calls, stop)
 }
 
 type lockedQueue struct {

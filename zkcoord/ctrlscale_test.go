@@ -131,10 +131,10 @@ func (s *countStore) Multi(ops ...any) ([]zk.MultiResponse, error) {
 	return s.ctrlStore.Multi(ops...)
 }
 
-func (s *countStore) Batch(calls []storeCall) []storeResult {
+func (s *countStore) Batch(calls []storeCall, stop func() bool) []storeResult {
 	s.calls += len(calls)
 	s.rounds++
-	return s.ctrlStore.Batch(calls)
+	return s.ctrlStore.Batch(calls, stop)
 }
 
 // scaleBackend is where the scale harness's cluster lives: memStore, or a

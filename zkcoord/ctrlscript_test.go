@@ -1267,12 +1267,8 @@ func (f *fenceSpy) Get(p string) ([]byte, *zk.Stat, error) {
 }
 
 // Batch runs calls one by one through the spy.
-func (f *fenceSpy) Batch(calls []storeCall) []storeResult {
-	out := make([]storeResult, len(calls))
-	for i, c := range calls {
-		out[i] = doCall(f, c)
-	}
-	return out
+func (f *fenceSpy) Batch(calls []storeCall, stop func() bool) []storeResult {
+	return seqBatch(f, calls, stop, f.sentAhead)
 }
 
 func (f *fenceSpy) Multi(ops ...any) ([]zk.MultiResponse, error) {

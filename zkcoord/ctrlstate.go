@@ -190,8 +190,11 @@ func (c *controller) initPartitions() error {
 	}
 	tps := slices.SortedFunc(maps.Keys(c.work.init), compareTP)
 	electable := c.electableIDs()
-	var created []cluster.TopicPartition
-	defer func() { c.announce(created, true) }()
+	var created, adopted []cluster.TopicPartition
+	defer func() {
+		c.announce(created, true)
+		c.announce(adopted, false)
+	}()
 	if c.stopped() {
 		return errControllerStopped
 	}
@@ -227,6 +230,12 @@ func (c *controller) initPartitions() error {
 		if r.ours {
 			created = append(created, tp)
 		}
+		if r.adopted {
+			// Announced as it is, not as new; reconcile elects if its
+			// leader or an ISR member is gone.
+			adopted = append(adopted, tp)
+			c.work.reconcile[tp] = true
+		}
 		if _, moving := c.reassigning[tp]; moving {
 			c.work.reassign[tp] = true // it waited for a state
 		}
@@ -234,10 +243,12 @@ func (c *controller) initPartitions() error {
 	return first
 }
 
-// createResult is one partition's outcome of createStates.
+// createResult is one partition's outcome of createStates: ours when
+// this controller's create landed, adopted when another state was there
+// and is now the context's.
 type createResult struct {
-	ours bool
-	err  error
+	ours, adopted bool
+	err           error
 }
 
 // createStates writes the first state sts[i] of each tps[i] (sorted) in
@@ -250,12 +261,13 @@ type createResult struct {
 // state alone. A state create whose outcome is unknown, or that met
 // NODEEXISTS, is read back in one more batch. ours reports whether this
 // controller created the state (now or in an earlier attempt whose reply
-// was lost), so it is announced as new; false means another state was
-// there, which the context adopts. A stored state with this controller's
-// epoch that the context does not hold is ours too, whatever it decided
-// then: only this controller writes with its epoch, and initPartitions
-// only creates partitions the context has no state for, so it was never
-// announced. Announcing the state actually stored is always safe.
+// was lost: c.unknown holds that attempt and it is what is stored), so it
+// is announced as new; adopted means another state was there, which the
+// context adopts. A stored state with this controller's epoch is adopted,
+// not ours, unless c.unknown holds this term's attempt for it: the
+// context may have held and announced it before its topic was dropped,
+// and a state announced as new lets a broker whose log dir failed create
+// an empty log.
 func (c *controller) createStates(tps []cluster.TopicPartition, sts []cluster.LeaderAndIsr) []createResult {
 	out := make([]createResult, len(tps))
 	if len(tps) == 0 {
@@ -376,17 +388,16 @@ func (c *controller) createStates(tps []cluster.TopicPartition, sts []cluster.Le
 			out[i].err = fmt.Errorf("create %s: %w", sp, err)
 			continue
 		}
-		_, announced := c.states[tp]
 		if c.adoptUnknown(tp, r.st) {
-			out[i].ours = true
+			out[i].ours = true // this term's attempt landed, its reply lost
 			continue
 		}
-		if r.st.ControllerEpoch == c.epoch && !announced {
-			c.setState(tp, r.st, "partition created by an earlier attempt whose reply was lost")
-			out[i].ours = true
-			continue
-		}
+		// Not an attempt c.unknown holds, even with this controller's
+		// epoch (a state written before its topic left the context, say):
+		// it may have been announced and used already, so it is never
+		// announced as new.
 		c.states[tp] = r.st
+		out[i].adopted = true
 	}
 	return out
 }
@@ -470,7 +481,9 @@ func (c *controller) reconcile() ([]cluster.TopicPartition, error) {
 			if _, known := unclean[tp.Topic]; known || (cur[i].Leader >= 0 && slices.Contains(c.onlineFor(tp, alive), cur[i].Leader)) {
 				continue
 			}
-			if !slices.Contains(need, tp.Topic) {
+			// tps is sorted: a topic's partitions are adjacent, so
+			// comparing with the last topic added de-duplicates.
+			if len(need) == 0 || need[len(need)-1] != tp.Topic {
 				need = append(need, tp.Topic)
 			}
 		}

@@ -33,8 +33,11 @@ type ctrlStore interface {
 	Multi(ops ...any) ([]zk.MultiResponse, error)
 	// Batch runs independent Gets and Multis, pipelined (ctrlbatch.go),
 	// and returns their results indexed as calls. Each call has its own
-	// outcome, with the errors above.
-	Batch(calls []storeCall) []storeResult
+	// outcome, with the errors above, or errNotSent for a call never
+	// handed out: after stop (nil: never) reported true, or after a call
+	// met a lost connection, a lost session or a failed /controller_epoch
+	// check (batchAborts).
+	Batch(calls []storeCall, stop func() bool) []storeResult
 }
 
 var _ ctrlStore = (*zkConn)(nil)

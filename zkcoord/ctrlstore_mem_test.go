@@ -22,8 +22,11 @@ import (
 //     the server: nothing applied, zk.ErrConnectionClosed.
 //   - faultLossAfter: the request is applied, the reply is lost:
 //     zk.ErrConnectionClosed.
-//   - faultExpiry: the session expires: nothing applied, and this and
-//     every later call of that session fail with zk.ErrSessionExpired.
+//   - faultExpiry: the session expires: nothing applied, this call fails
+//     with zk.ErrSessionExpired, and later calls succeed, on the new
+//     session go-zookeeper opens on the same connection (it sends the
+//     calls it held there): only the /controller_epoch check of a multi
+//     can reject them, once a successor bumped the epoch.
 //   - faultLossAfterTwice: as faultLossAfter, and the next call (the
 //     read-back) fails with zk.ErrConnectionClosed too, before it applies.
 //   - faultBadVersion: another writer (a leader writing its ISR) rewrites
@@ -52,6 +55,11 @@ type memStore struct {
 	fault   memFault
 	expired bool // the controller's session expired (faultExpiry)
 	stolen  bool // another controller was elected (faultNewEpoch)
+	// sentAhead is how many calls of a batch are still made after it
+	// aborted (held by the client already; see Batch).
+	sentAhead int
+	// reads, if set, counts the controller's Gets per path.
+	reads map[string]int
 	// leaderWrote is the zkVersion of each state znode a leader's ISR
 	// write (the isr command, faultIsrShrink) produced last.
 	leaderWrote map[string]int32
@@ -214,9 +222,6 @@ func (m *memStore) call() (faultKind, error) {
 	if m.before != nil {
 		m.before(i)
 	}
-	if m.expired {
-		return faultNone, zk.ErrSessionExpired
-	}
 	if m.down {
 		return faultNone, zk.ErrConnectionClosed
 	}
@@ -249,6 +254,9 @@ func (m *memStore) call() (faultKind, error) {
 }
 
 func (m *memStore) Get(p string) ([]byte, *zk.Stat, error) {
+	if m.reads != nil {
+		m.reads[p]++
+	}
 	if _, err := m.call(); err != nil {
 		return nil, nil, err
 	}
@@ -505,11 +513,34 @@ func (m *memStore) applyOne(op any) (zk.MultiResponse, error) {
 }
 
 // Batch runs calls one by one, in order: each is one controller call,
-// counted and faulted as if it were made alone.
-func (m *memStore) Batch(calls []storeCall) []storeResult {
+// counted and faulted as if it were made alone. It aborts as zkConn's
+// does (stop, batchAborts), after sentAhead more calls: those the client
+// already held when the abort came, which still go out.
+func (m *memStore) Batch(calls []storeCall, stop func() bool) []storeResult {
+	return seqBatch(m, calls, stop, m.sentAhead)
+}
+
+// seqBatch is Batch over s one call at a time, with zkConn.Batch's abort:
+// once stop reports true or a call's outcome aborts the batch, ahead more
+// calls are made and the rest fail with errNotSent.
+func seqBatch(s ctrlStore, calls []storeCall, stop func() bool, ahead int) []storeResult {
 	out := make([]storeResult, len(calls))
+	aborted := false
 	for i, c := range calls {
-		out[i] = doCall(m, c)
+		if !aborted && stop != nil && stop() {
+			aborted = true
+		}
+		if aborted {
+			if ahead <= 0 {
+				out[i].err = errNotSent
+				continue
+			}
+			ahead--
+		}
+		out[i] = doCall(s, c)
+		if batchAborts(c, out[i]) {
+			aborted = true
+		}
 	}
 	return out
 }

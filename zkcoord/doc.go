@@ -122,7 +122,17 @@
 // server answered in; every call has its own outcome, so a failure leaves
 // exactly its partitions as work, and the first error that stops the step
 // is returned after every result was applied. The first result that shows
-// the controller fenced fences it before anything is announced. A topic
+// the controller fenced fences it before anything is announced. A batch
+// hands out no further call once the controller is stopped or fenced, or
+// once a call met zk.ErrNoServer, zk.ErrConnectionClosed, zk.ErrClosing,
+// zk.ErrSessionExpired or a failed epoch check: the calls never handed out
+// fail with errNotSent, certainly did not land (no read-back, no unknown
+// outcome) and stay as work. Without that, go-zookeeper with no server
+// reachable fails the calls it holds only about 1,000 a second. Calls the
+// client already held are sent when it reconnects, even on the new session
+// it opens after an expiry (go-zookeeper returns ErrSessionExpired to none
+// of them): only the epoch check of each multi rejects those once a
+// successor bumped /controller_epoch. A topic
 // new to the context has its states created without reading them first
 // (a state already there meets NODEEXISTS and is read back); a partition
 // of a new topic with no live replica is then not read until a replica
@@ -149,9 +159,10 @@
 // announces it like any change. Writes of unknown outcome count as work
 // themselves: the loop reads them back until it knows, even when no work
 // item covers their partition any more (a preferred leader election).
-// A first state that this controller's epoch wrote but its context never
-// held is its own create (landed with its reply lost) and is announced as
-// new, whatever was decided at the retry. A deletion whose request is gone
+// A first state found already there when it is created is announced as
+// new only when c.unknown holds this term's create of it (landed with its
+// reply lost); any other, even one with this controller's epoch, is
+// adopted, announced with IsNew false and reconciled. A deletion whose request is gone
 // from /admin/delete_topics landed too. The UpdateMetadata owed to every
 // live broker after a broker failure or an endpoint change is work too,
 // until sent. A partition whose state znode is unreadable is logged at
