@@ -207,7 +207,11 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	if err != nil {
 		return err // zkcoord names the servers
 	}
-	defer session.Close()
+	defer func() {
+		start := time.Now()
+		_ = session.Close()
+		log.Info().Dur("took", time.Since(start)).Msg("closed zookeeper session")
+	}()
 	if err := session.WatchScramCredentials(ctx, scramCache); err != nil {
 		return fmt.Errorf("load SCRAM credentials from zookeeper: %w", err)
 	}
@@ -255,9 +259,11 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	}
 	replicas.Start()
 	defer func() {
+		start := time.Now()
 		if err := replicas.Close(); err != nil {
 			log.Error().Err(err).Msg("close replicas")
 		}
+		log.Info().Dur("took", time.Since(start)).Msg("closed replicas")
 	}()
 	pushCtx, stopPush := context.WithCancel(ctx)
 	pushDone := make(chan struct{})
@@ -337,7 +343,11 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		log.Info().Str("listener", name).Str("addr", ln.Addr().String()).Msg("serving")
 	}
 	listeners = nil // the server owns them now
-	defer func() { _ = srv.Close() }()
+	defer func() {
+		start := time.Now()
+		_ = srv.Close()
+		log.Info().Dur("took", time.Since(start)).Msg("stopped serving")
+	}()
 
 	// Dynamic broker config changes from now on, without a restart.
 	dyn.onLogDefaults = func(d cluster.LogConfig) {
