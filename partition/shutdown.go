@@ -84,3 +84,69 @@ func (m *Manager) closeForShutdown(r *Replica) []error {
 	}
 	return errs
 }
+
+// StopRequest is one partition of a StopReplica request: its leader epoch
+// as Manager.StopReplica takes it.
+type StopRequest struct {
+	TopicPartition cluster.TopicPartition
+	LeaderEpoch    int32
+}
+
+// StopResult is Manager.StopReplica's answer for one StopRequest.
+type StopResult struct {
+	Stopped bool
+	Err     error
+}
+
+// StopReplicaBatch is Manager.StopReplica for every partition of one
+// StopReplica request, the partitions of each log dir stopped by
+// RecoveryThreadsPerDataDir goroutines that live only for the call (as
+// Close's): a stop without remove flushes and closes the log, and a
+// controlled shutdown stops every partition the broker follows. The
+// stops of one partition named twice run in order on one goroutine. The
+// results are in the order of stops.
+func (m *Manager) StopReplicaBatch(stops []StopRequest, remove bool) []StopResult {
+	out := make([]StopResult, len(stops))
+	byTP := map[cluster.TopicPartition][]int{}
+	var order []cluster.TopicPartition
+	for i, s := range stops {
+		tp := s.TopicPartition
+		if _, seen := byTP[tp]; !seen {
+			order = append(order, tp)
+		}
+		byTP[tp] = append(byTP[tp], i)
+	}
+	byDir := map[string][][]int{}
+	m.mu.RLock()
+	for _, tp := range order {
+		d := "" // not open here: nothing to flush
+		if r := m.replicas[tp]; r != nil {
+			d = filepath.Dir(r.dir)
+		}
+		byDir[d] = append(byDir[d], byTP[tp])
+	}
+	m.mu.RUnlock()
+	threads := max(int(m.recoveryThreads.Load()), 1)
+	var wg sync.WaitGroup
+	for _, jobs := range byDir {
+		next := make(chan []int, len(jobs))
+		for _, j := range jobs {
+			next <- j
+		}
+		close(next)
+		for range min(threads, len(jobs)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range next {
+					for _, i := range j {
+						s := stops[i]
+						out[i].Stopped, out[i].Err = m.StopReplica(s.TopicPartition, remove, s.LeaderEpoch)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return out
+}

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -167,5 +168,73 @@ func TestCloseOfIdleLogsSyncsNothing(t *testing.T) {
 		if r, _ := m3.get(st.TopicPartition); r.log.LogEndOffset() != 1 {
 			t.Errorf("%s LEO %d, want 1", st.TopicPartition, r.log.LogEndOffset())
 		}
+	}
+}
+
+// TestStopReplicaBatchInParallel: the logs of one StopReplica request
+// flush and close with RecoveryThreadsPerDataDir goroutines, never more;
+// each partition's answer is StopReplica's (a stale leader epoch is
+// fenced and its replica kept), and a partition named twice is stopped
+// once and answered twice.
+func TestStopReplicaBatchInParallel(t *testing.T) {
+	const logs = 12
+	for _, threads := range []int{1, 4} {
+		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d1")
+			fsys := &syncCountFS{FS: logstore.OSFS, delay: 5 * time.Millisecond}
+			m := shutdownManager(t, []string{dir}, threads, fsys)
+			defer m.Close()
+			var states []PartitionState
+			for i := range logs {
+				st := leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)})
+				st.LeaderAndIsr.LeaderEpoch = 3
+				states = append(states, st)
+			}
+			if err := m.ApplyPartitionStates(states); err != nil {
+				t.Fatal(err)
+			}
+			var stops []StopRequest
+			for _, st := range states {
+				if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{}), 1); err != nil {
+					t.Fatal(err)
+				}
+				stops = append(stops, StopRequest{TopicPartition: st.TopicPartition, LeaderEpoch: 3})
+			}
+			stale := cluster.TopicPartition{Topic: "t", Partition: 0}
+			stops[0].LeaderEpoch = 2
+			again := stops[1]
+			stops = append(stops, again, StopRequest{TopicPartition: cluster.TopicPartition{Topic: "none", Partition: 0}, LeaderEpoch: 1})
+			fsys.mu.Lock()
+			fsys.peak = 0
+			fsys.mu.Unlock()
+			res := m.StopReplicaBatch(stops, false)
+			if len(res) != len(stops) {
+				t.Fatalf("%d results for %d stops", len(res), len(stops))
+			}
+			for i, r := range res {
+				tp := stops[i].TopicPartition
+				switch {
+				case tp == stale:
+					if r.Stopped || !errors.Is(r.Err, ErrFencedLeaderEpoch) {
+						t.Errorf("%s in a stale epoch: stopped %v, err %v; want fenced", tp, r.Stopped, r.Err)
+					}
+				case !r.Stopped || r.Err != nil:
+					t.Errorf("%s: stopped %v, err %v", tp, r.Stopped, r.Err)
+				}
+			}
+			hosted := m.Hosted()
+			if len(hosted) != 1 || hosted[0] != stale {
+				t.Errorf("hosted after the stops: %v, want only %s", hosted, stale)
+			}
+			fsys.mu.Lock()
+			peak := fsys.peak
+			fsys.mu.Unlock()
+			if peak > int64(threads) {
+				t.Errorf("%d fsyncs at once with %d threads", peak, threads)
+			}
+			if threads > 1 && peak < 2 {
+				t.Errorf("at most %d fsync at once with %d threads: the logs closed one by one", peak, threads)
+			}
+		})
 	}
 }
