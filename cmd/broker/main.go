@@ -402,11 +402,19 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 // away before it stops, so that a clean stop costs clients well under a
 // second of unavailability instead of a session timeout. It gives up after
 // a few attempts: the session's end moves leadership anyway.
+// controlledShutdownRequestTimeout bounds one ControlledShutdown attempt:
+// Kafka's request.timeout.ms default, which KafkaServer's controlled
+// shutdown waits. The controller answers once it has moved every
+// leadership and shrunk every ISR the broker is in, which at 10,000
+// partitions on a loaded machine takes longer than a few seconds; an
+// attempt cut short only queues a second request behind the first.
+const controlledShutdownRequestTimeout = 30 * time.Second
+
 func controlledShutdown(cfg *Config, session *zkcoord.Session, client *protocol.BrokerClient, log zerolog.Logger) {
 	start := time.Now()
 	const attempts = 5
 	for i := 1; i <= attempts; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), controlledShutdownRequestTimeout)
 		remaining, err := func() ([]cluster.TopicPartition, error) {
 			id := session.ControllerID()
 			if id < 0 {
