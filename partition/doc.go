@@ -33,7 +33,9 @@
 // held, or nothing for a stale state), so that what follows the role (the
 // group coordinator, in cmd/broker) follows the replica, not the request.
 // StopReplica refuses a stop of an older leader epoch than the replica's
-// (ErrFencedLeaderEpoch) and reports whether it stopped.
+// (ErrFencedLeaderEpoch) and reports whether it stopped; StopReplicaBatch
+// does one request's partitions, flushing and closing their logs with
+// RecoveryThreadsPerDataDir goroutines per log dir.
 //
 // # Opening logs
 //
@@ -50,9 +52,11 @@
 // again; a partition already on disk opens where it is. Every log shares
 // Config.Files, the broker's bounded cache of open .log descriptors.
 //
-// Clean shutdown: Close flushes, writes the producer snapshots and the
-// checkpoints, closes every log, writes the offset checkpoints again and
-// then Kafka's marker .kafka_cleanshutdown (CleanShutdownFile) in each log
+// Clean shutdown: Close flushes, snapshots (producer state) and closes
+// every log, one job per log run by RecoveryThreadsPerDataDir goroutines
+// per log dir (Kafka's LogManager.shutdown; an idle log costs no fsync and
+// no new snapshot), then writes the offset checkpoints once and Kafka's
+// marker .kafka_cleanshutdown (CleanShutdownFile) in each log
 // dir whose logs all closed and whose checkpoints were written. NewManager
 // reads and deletes each marker (fsyncing the dir) before any log opens;
 // the first open of each log of such a dir passes logstore's

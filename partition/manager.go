@@ -950,13 +950,6 @@ func (m *Manager) Close() error {
 		// unclean holds the log dirs where a log failed to flush or close,
 		// or a checkpoint to be written: they get no clean-shutdown marker.
 		unclean := map[string]bool{}
-		for _, r := range m.all() {
-			if err := r.log.Flush(); err != nil {
-				errs = append(errs, fmt.Errorf("flush %s: %w", r.tp, err))
-				unclean[filepath.Dir(r.dir)] = true
-			}
-		}
-		m.writeCheckpoints(true)
 		m.mu.Lock()
 		m.closed = true
 		rs := m.replicas
@@ -965,18 +958,18 @@ func (m *Manager) Close() error {
 			opens = append(opens, op)
 		}
 		m.mu.Unlock()
-		for _, r := range rs {
-			if err := r.close(false); err != nil {
-				errs = append(errs, err)
-				unclean[filepath.Dir(r.dir)] = true
-			}
+		// Each log flushed, snapshotted and closed by one job, the jobs
+		// of a log dir run by RecoveryThreadsPerDataDir goroutines (Kafka's
+		// LogManager.shutdown), the checkpoints written once after.
+		for _, f := range m.closeReplicas(rs) {
+			errs = append(errs, f.err)
+			unclean[f.dir] = true
 		}
 		// An open in progress sees closed and closes its own log.
 		for _, op := range opens {
 			<-op.done
 		}
-		// The offsets once more, as the closed logs hold them (an append
-		// may have landed after the checkpoint above), so that a clean
+		// The offsets as the closed logs hold them, so that a clean
 		// restart's recovery points are the logs' ends.
 		m.checkpointMu.Lock()
 		for dir, err := range m.writeCheckpointsLocked(true, false) {

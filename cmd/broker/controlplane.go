@@ -160,16 +160,22 @@ func (c *controlPlane) coordinatorOf(topic string) partitionCoordinator {
 // for partitions stopped without error.
 func (c *controlPlane) StopReplica(_ context.Context, req cluster.StopReplicaRequest) (map[cluster.TopicPartition]error, error) {
 	errs := map[cluster.TopicPartition]error{}
-	for _, tp := range req.Partitions {
+	stops := make([]partition.StopRequest, len(req.Partitions))
+	for i, tp := range req.Partitions {
 		epoch, ok := req.LeaderEpochs[tp]
 		if !ok {
 			epoch = -1 // StopReplica before v3: no epoch to check
 		}
-		stopped, err := c.replicas.StopReplica(tp, req.DeletePartitions, epoch)
-		if err != nil {
-			errs[tp] = err
+		stops[i] = partition.StopRequest{TopicPartition: tp, LeaderEpoch: epoch}
+	}
+	// The logs close side by side (num.recovery.threads.per.data.dir per
+	// log dir); the coordinators hear of the stops after, in order.
+	for i, res := range c.replicas.StopReplicaBatch(stops, req.DeletePartitions) {
+		tp := req.Partitions[i]
+		if res.Err != nil {
+			errs[tp] = res.Err
 		}
-		if coord := c.coordinatorOf(tp.Topic); stopped && coord != nil {
+		if coord := c.coordinatorOf(tp.Topic); res.Stopped && coord != nil {
 			coord.OnBecomeFollower(tp.Partition)
 		}
 	}

@@ -211,7 +211,11 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	if err != nil {
 		return err // zkcoord names the servers
 	}
-	defer session.Close()
+	defer func() {
+		start := time.Now()
+		_ = session.Close()
+		log.Info().Dur("took", time.Since(start)).Msg("closed zookeeper session")
+	}()
 	if err := session.WatchScramCredentials(ctx, scramCache); err != nil {
 		return fmt.Errorf("load SCRAM credentials from zookeeper: %w", err)
 	}
@@ -262,9 +266,11 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 	replicas.SetLogDirFailureHandler(logDirFailureHandler(cfg.LogDirs, session, log, logDirsFailed))
 	replicas.Start()
 	defer func() {
+		start := time.Now()
 		if err := replicas.Close(); err != nil {
 			log.Error().Err(err).Msg("close replicas")
 		}
+		log.Info().Dur("took", time.Since(start)).Msg("closed replicas")
 	}()
 	pushCtx, stopPush := context.WithCancel(ctx)
 	pushDone := make(chan struct{})
@@ -344,7 +350,11 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		log.Info().Str("listener", name).Str("addr", ln.Addr().String()).Msg("serving")
 	}
 	listeners = nil // the server owns them now
-	defer func() { _ = srv.Close() }()
+	defer func() {
+		start := time.Now()
+		_ = srv.Close()
+		log.Info().Dur("took", time.Since(start)).Msg("stopped serving")
+	}()
 
 	// Dynamic broker config changes from now on, without a restart.
 	dyn.onLogDefaults = func(d cluster.LogConfig) {
@@ -404,11 +414,19 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 // away before it stops, so that a clean stop costs clients well under a
 // second of unavailability instead of a session timeout. It gives up after
 // a few attempts: the session's end moves leadership anyway.
+// controlledShutdownRequestTimeout bounds one ControlledShutdown attempt:
+// Kafka's request.timeout.ms default, which KafkaServer's controlled
+// shutdown waits. The controller answers once it has moved every
+// leadership and shrunk every ISR the broker is in, which at 10,000
+// partitions on a loaded machine takes longer than a few seconds; an
+// attempt cut short only queues a second request behind the first.
+const controlledShutdownRequestTimeout = 30 * time.Second
+
 func controlledShutdown(cfg *Config, session *zkcoord.Session, client *protocol.BrokerClient, log zerolog.Logger) {
 	start := time.Now()
 	const attempts = 5
 	for i := 1; i <= attempts; i++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), controlledShutdownRequestTimeout)
 		remaining, err := func() ([]cluster.TopicPartition, error) {
 			id := session.ControllerID()
 			if id < 0 {

@@ -1,0 +1,152 @@
+package partition
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+
+	"github.com/kafkazk/broker/cluster"
+)
+
+// closeFailure is a replica whose log failed to flush or close at
+// shutdown, and the log dir it is in (which then gets no clean-shutdown
+// marker).
+type closeFailure struct {
+	dir string
+	err error
+}
+
+// closeReplicas flushes, snapshots (producer state) and closes every
+// replica of rs, as Kafka's LogManager.shutdown does: one job per log,
+// the jobs of each log dir run by RecoveryThreadsPerDataDir goroutines
+// that live only for the call, the dirs side by side. Idle logs cost no
+// fsync (Log.Flush and Log.Close sync only what changed) and no snapshot
+// (writeProducerSnapshotLocked skips an offset it already has). It returns
+// the failures, in no particular order.
+func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeFailure {
+	threads := max(int(m.recoveryThreads.Load()), 1)
+	byDir := map[string][]*Replica{}
+	for _, r := range rs {
+		d := filepath.Dir(r.dir)
+		byDir[d] = append(byDir[d], r)
+	}
+	var (
+		mu     sync.Mutex
+		failed []closeFailure
+		wg     sync.WaitGroup
+	)
+	for dir, list := range byDir {
+		next := make(chan *Replica, len(list))
+		for _, r := range list {
+			next <- r
+		}
+		close(next)
+		for range min(threads, len(list)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for r := range next {
+					if errs := m.closeForShutdown(r); len(errs) > 0 {
+						mu.Lock()
+						for _, err := range errs {
+							failed = append(failed, closeFailure{dir: dir, err: err})
+						}
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return failed
+}
+
+// closeForShutdown is one replica's shutdown job: flush its log, write its
+// producer state snapshot (as the recovery checkpoint would: both bound
+// what a restart reads) and close the log. A failed flush or close is
+// returned; a failed snapshot is only logged, as at a recovery checkpoint.
+func (m *Manager) closeForShutdown(r *Replica) []error {
+	var errs []error
+	if err := r.log.Flush(); err != nil {
+		errs = append(errs, fmt.Errorf("flush %s: %w", r.tp, err))
+	}
+	r.mu.Lock()
+	var serr error
+	if !r.closed && r.storageErr == nil { // a failed replica's state may be false
+		serr = r.writeProducerSnapshotLocked()
+	}
+	r.mu.Unlock()
+	if serr != nil {
+		r.logger.Error().Err(serr).Msg("producer state snapshot")
+	}
+	if err := r.close(false); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// StopRequest is one partition of a StopReplica request: its leader epoch
+// as Manager.StopReplica takes it.
+type StopRequest struct {
+	TopicPartition cluster.TopicPartition
+	LeaderEpoch    int32
+}
+
+// StopResult is Manager.StopReplica's answer for one StopRequest.
+type StopResult struct {
+	Stopped bool
+	Err     error
+}
+
+// StopReplicaBatch is Manager.StopReplica for every partition of one
+// StopReplica request, the partitions of each log dir stopped by
+// RecoveryThreadsPerDataDir goroutines that live only for the call (as
+// Close's): a stop without remove flushes and closes the log, and a
+// controlled shutdown stops every partition the broker follows. The
+// stops of one partition named twice run in order on one goroutine. The
+// results are in the order of stops.
+func (m *Manager) StopReplicaBatch(stops []StopRequest, remove bool) []StopResult {
+	out := make([]StopResult, len(stops))
+	byTP := map[cluster.TopicPartition][]int{}
+	var order []cluster.TopicPartition
+	for i, s := range stops {
+		tp := s.TopicPartition
+		if _, seen := byTP[tp]; !seen {
+			order = append(order, tp)
+		}
+		byTP[tp] = append(byTP[tp], i)
+	}
+	byDir := map[string][][]int{}
+	m.mu.RLock()
+	for _, tp := range order {
+		d := "" // not open here: nothing to flush
+		if r := m.replicas[tp]; r != nil {
+			d = filepath.Dir(r.dir)
+		}
+		byDir[d] = append(byDir[d], byTP[tp])
+	}
+	m.mu.RUnlock()
+	threads := max(int(m.recoveryThreads.Load()), 1)
+	var wg sync.WaitGroup
+	for _, jobs := range byDir {
+		next := make(chan []int, len(jobs))
+		for _, j := range jobs {
+			next <- j
+		}
+		close(next)
+		for range min(threads, len(jobs)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := range next {
+					for _, i := range j {
+						s := stops[i]
+						out[i].Stopped, out[i].Err = m.StopReplica(s.TopicPartition, remove, s.LeaderEpoch)
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	return out
+}

@@ -1,0 +1,240 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/logstore"
+)
+
+// syncCountFS counts the fsyncs of the files it opens and the most that
+// ran at once; each takes delay, so that fsyncs of parallel jobs overlap.
+type syncCountFS struct {
+	logstore.FS
+	delay          time.Duration
+	syncs, running atomic.Int64
+	mu             sync.Mutex
+	peak           int64
+}
+
+func (f *syncCountFS) OpenFile(name string, flag int, perm fs.FileMode) (logstore.File, error) {
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return file, err
+	}
+	return &syncCountFile{File: file, fs: f}, nil
+}
+
+type syncCountFile struct {
+	logstore.File
+	fs *syncCountFS
+}
+
+func (f *syncCountFile) Sync() error {
+	n := f.fs.running.Add(1)
+	defer f.fs.running.Add(-1)
+	f.fs.syncs.Add(1)
+	f.fs.mu.Lock()
+	f.fs.peak = max(f.fs.peak, n)
+	f.fs.mu.Unlock()
+	time.Sleep(f.fs.delay)
+	return f.File.Sync()
+}
+
+func shutdownManager(t *testing.T, dirs []string, threads int, fsys logstore.FS) *Manager {
+	t.Helper()
+	m, err := NewManager(Config{BrokerID: 1, LogDirs: dirs,
+		HighWatermarkCheckpointInterval: time.Hour, RecoveryPointCheckpointInterval: time.Hour,
+		RetentionCheckInterval: time.Hour, Log: zerolog.New(zerolog.NewTestWriter(t)),
+		RecoveryThreadsPerDataDir: threads, Files: logstore.NewFileCache(64), logFS: fsys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestCloseFlushesLogsInParallel: Close flushes and closes the logs of a
+// dir with RecoveryThreadsPerDataDir goroutines (Kafka's LogManager
+// shutdown), never more, and still leaves the clean-shutdown marker.
+func TestCloseFlushesLogsInParallel(t *testing.T) {
+	const logs = 12
+	for _, threads := range []int{1, 4} {
+		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d1")
+			fsys := &syncCountFS{FS: logstore.OSFS, delay: 5 * time.Millisecond}
+			m := shutdownManager(t, []string{dir}, threads, fsys)
+			var states []PartitionState
+			for i := range logs {
+				states = append(states, leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)}))
+			}
+			if err := m.ApplyPartitionStates(states); err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range states {
+				if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{}), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fsys.mu.Lock()
+			fsys.peak = 0
+			fsys.mu.Unlock()
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fsys.mu.Lock()
+			peak := fsys.peak
+			fsys.mu.Unlock()
+			if peak > int64(threads) {
+				t.Errorf("%d fsyncs at once with %d threads", peak, threads)
+			}
+			if threads > 1 && peak < 2 {
+				t.Errorf("at most %d fsync at once with %d threads: the logs closed one by one", peak, threads)
+			}
+			if _, err := os.Stat(filepath.Join(dir, CleanShutdownFile)); err != nil {
+				t.Errorf("no clean shutdown marker: %v", err)
+			}
+		})
+	}
+}
+
+// TestCloseOfIdleLogsSyncsNothing: a Manager whose logs took no write
+// since they were opened (after a clean shutdown) fsyncs no file of
+// theirs at Close, and writes no producer snapshot; the restart after is
+// clean again and the logs end where they did.
+func TestCloseOfIdleLogsSyncsNothing(t *testing.T) {
+	const logs = 5
+	dir := filepath.Join(t.TempDir(), "d1")
+	var states []PartitionState
+	for i := range logs {
+		states = append(states, leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)}))
+	}
+	m := shutdownManager(t, []string{dir}, 2, logstore.OSFS)
+	if err := m.ApplyPartitionStates(states); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range states {
+		if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{producerID: 7, producerEpoch: 0, baseSequence: 0}), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	snapshots := func() int {
+		n := 0
+		for _, st := range states {
+			n += len(snapshotOffsets(filepath.Join(dir, partitionDirName(st.TopicPartition))))
+		}
+		return n
+	}
+	before := snapshots()
+	if before != logs {
+		t.Fatalf("%d producer snapshots after the first close, want %d", before, logs)
+	}
+	fsys := &syncCountFS{FS: logstore.OSFS}
+	m2 := shutdownManager(t, []string{dir}, 2, fsys)
+	if err := m2.ApplyPartitionStates(states); err != nil {
+		t.Fatal(err)
+	}
+	opened := fsys.syncs.Load()
+	if err := m2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fsys.syncs.Load() - opened; n != 0 {
+		t.Errorf("closing %d idle logs ran %d fsyncs of their files, want 0", logs, n)
+	}
+	if got := snapshots(); got != before {
+		t.Errorf("%d producer snapshots after closing idle logs, want %d", got, before)
+	}
+	if _, err := os.Stat(filepath.Join(dir, CleanShutdownFile)); err != nil {
+		t.Fatalf("no clean shutdown marker: %v", err)
+	}
+	m3 := shutdownManager(t, []string{dir}, 2, logstore.OSFS)
+	defer m3.Close()
+	if err := m3.ApplyPartitionStates(states); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range states {
+		if r, _ := m3.get(st.TopicPartition); r.log.LogEndOffset() != 1 {
+			t.Errorf("%s LEO %d, want 1", st.TopicPartition, r.log.LogEndOffset())
+		}
+	}
+}
+
+// TestStopReplicaBatchInParallel: the logs of one StopReplica request
+// flush and close with RecoveryThreadsPerDataDir goroutines, never more;
+// each partition's answer is StopReplica's (a stale leader epoch is
+// fenced and its replica kept), and a partition named twice is stopped
+// once and answered twice.
+func TestStopReplicaBatchInParallel(t *testing.T) {
+	const logs = 12
+	for _, threads := range []int{1, 4} {
+		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d1")
+			fsys := &syncCountFS{FS: logstore.OSFS, delay: 5 * time.Millisecond}
+			m := shutdownManager(t, []string{dir}, threads, fsys)
+			defer m.Close()
+			var states []PartitionState
+			for i := range logs {
+				st := leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)})
+				st.LeaderAndIsr.LeaderEpoch = 3
+				states = append(states, st)
+			}
+			if err := m.ApplyPartitionStates(states); err != nil {
+				t.Fatal(err)
+			}
+			var stops []StopRequest
+			for _, st := range states {
+				if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{}), 1); err != nil {
+					t.Fatal(err)
+				}
+				stops = append(stops, StopRequest{TopicPartition: st.TopicPartition, LeaderEpoch: 3})
+			}
+			stale := cluster.TopicPartition{Topic: "t", Partition: 0}
+			stops[0].LeaderEpoch = 2
+			again := stops[1]
+			stops = append(stops, again, StopRequest{TopicPartition: cluster.TopicPartition{Topic: "none", Partition: 0}, LeaderEpoch: 1})
+			fsys.mu.Lock()
+			fsys.peak = 0
+			fsys.mu.Unlock()
+			res := m.StopReplicaBatch(stops, false)
+			if len(res) != len(stops) {
+				t.Fatalf("%d results for %d stops", len(res), len(stops))
+			}
+			for i, r := range res {
+				tp := stops[i].TopicPartition
+				switch {
+				case tp == stale:
+					if r.Stopped || !errors.Is(r.Err, ErrFencedLeaderEpoch) {
+						t.Errorf("%s in a stale epoch: stopped %v, err %v; want fenced", tp, r.Stopped, r.Err)
+					}
+				case !r.Stopped || r.Err != nil:
+					t.Errorf("%s: stopped %v, err %v", tp, r.Stopped, r.Err)
+				}
+			}
+			hosted := m.Hosted()
+			if len(hosted) != 1 || hosted[0] != stale {
+				t.Errorf("hosted after the stops: %v, want only %s", hosted, stale)
+			}
+			fsys.mu.Lock()
+			peak := fsys.peak
+			fsys.mu.Unlock()
+			if peak > int64(threads) {
+				t.Errorf("%d fsyncs at once with %d threads", peak, threads)
+			}
+			if threads > 1 && peak < 2 {
+				t.Errorf("at most %d fsync at once with %d threads: the logs closed one by one", peak, threads)
+			}
+		})
+	}
+}
