@@ -423,23 +423,8 @@ func (c *BrokerClient) ListEarliestOffset(ctx context.Context, leader int32, tp 
 // per-partition errors are logged at Warn, as the controller only needs to
 // know they happened.
 func (c *BrokerClient) LeaderAndIsr(ctx context.Context, to cluster.Broker, req cluster.LeaderAndIsrRequest) error {
-	kreq, err := leaderAndIsrToKmsg(req, clientLeaderAndIsrVersion, c.cfg.ListenerName)
-	if err != nil {
-		return fmt.Errorf("LeaderAndIsr to broker %d: %w", to.ID, err)
-	}
-	kresp, err := c.control(ctx, to, purposeControl, kreq)
-	if err != nil {
-		return fmt.Errorf("LeaderAndIsr to broker %d: %w", to.ID, err)
-	}
-	resp := kresp.(*kmsg.LeaderAndISRResponse)
-	if err := errorFromCode(resp.ErrorCode); err != nil {
-		return fmt.Errorf("LeaderAndIsr to broker %d: %w", to.ID, err)
-	}
-	c.warnFailedPartitions("LeaderAndIsr", to.ID, req.ControllerEpoch, len(resp.Partitions), func(i int) (string, int32, int16) {
-		p := &resp.Partitions[i]
-		return p.Topic, p.Partition, p.ErrorCode
-	})
-	return nil
+	_, _, err := c.LeaderAndIsrOffline(ctx, to, req)
+	return err
 }
 
 // UpdateMetadata sends req to broker to (UpdateMetadata v6); a non-zero

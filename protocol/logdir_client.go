@@ -11,7 +11,7 @@ import (
 	"github.com/kafkazk/broker/partition"
 )
 
-// LeaderAndIsrOffline sends req to broker to as LeaderAndIsr does and
+// LeaderAndIsrOffline sends req to broker to (LeaderAndIsr is it without the outcomes) and
 // also returns, from the per-partition error codes, the partitions the
 // broker answered KAFKA_STORAGE_ERROR for (its replicas in an offline log
 // dir) and those it answered without error: Kafka's controller takes its
