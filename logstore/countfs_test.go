@@ -11,7 +11,8 @@ import (
 
 // countFS wraps an FS and counts, by file kind (the suffix: .log,
 // .index, .timeindex, .txnindex, other), the files open now, the most
-// ever open at once, the opens, and the bytes read from .log files.
+// ever open at once, the opens, the attempts (failed opens included),
+// and the bytes read from .log files; and the directory listings.
 // failOpen, when set, fails the OpenFile calls it returns an error for.
 type countFS struct {
 	FS
@@ -19,13 +20,15 @@ type countFS struct {
 	open     map[string]int
 	maxOpen  map[string]int
 	opens    map[string]int
+	tries    map[string]int
+	readDirs int
 	logRead  int64 // bytes read from .log files (Read and ReadAt)
 	logReads map[string]int64
 	failOpen func(name string, flag int) error
 }
 
 func newCountFS(inner FS) *countFS {
-	return &countFS{FS: inner, open: map[string]int{}, maxOpen: map[string]int{}, opens: map[string]int{}, logReads: map[string]int64{}}
+	return &countFS{FS: inner, open: map[string]int{}, maxOpen: map[string]int{}, opens: map[string]int{}, tries: map[string]int{}, logReads: map[string]int64{}}
 }
 
 // fileKind is the suffix counts are kept by.
@@ -42,6 +45,7 @@ func fileKind(name string) string {
 func (c *countFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	c.mu.Lock()
 	fail := c.failOpen
+	c.tries[fileKind(name)]++
 	c.mu.Unlock()
 	if fail != nil {
 		if err := fail(name, flag); err != nil {
@@ -59,6 +63,29 @@ func (c *countFS) OpenFile(name string, flag int, perm fs.FileMode) (File, error
 	c.maxOpen[k] = max(c.maxOpen[k], c.open[k])
 	c.mu.Unlock()
 	return &countFile{File: f, c: c, kind: k}, nil
+}
+
+// ReadDir implements FS, counting the listings.
+func (c *countFS) ReadDir(name string) ([]string, error) {
+	c.mu.Lock()
+	c.readDirs++
+	c.mu.Unlock()
+	return c.FS.ReadDir(name)
+}
+
+// ReadDirs is the number of directory listings (failed ones included).
+func (c *countFS) ReadDirs() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readDirs
+}
+
+// Tries is the number of OpenFile calls for files of kind, failed ones
+// included.
+func (c *countFS) Tries(kind string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tries[kind]
 }
 
 // Open is the number of files of kind open now.
@@ -100,7 +127,7 @@ func (c *countFS) LogBytesReadFrom(name string) int64 {
 func (c *countFS) Reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.opens, c.logRead, c.logReads = map[string]int{}, 0, map[string]int64{}
+	c.opens, c.tries, c.readDirs, c.logRead, c.logReads = map[string]int{}, map[string]int{}, 0, 0, map[string]int64{}
 	for k, v := range c.open {
 		c.maxOpen[k] = v
 	}

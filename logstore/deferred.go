@@ -11,24 +11,32 @@ package logstore
 // data themselves are the caller's to fsync, as ever. On a failure the
 // log fails (ErrStorage). Caller holds l.fmu.
 func (l *Log) syncDeferredLocked() error {
+	_, err := l.syncDeferredDirLocked()
+	return err
+}
+
+// syncDeferredDirLocked is syncDeferredLocked, reporting whether it
+// fsynced the directory (which makes every entry created in it so far
+// durable, so that the caller need not fsync it again).
+func (l *Log) syncDeferredDirLocked() (dirSynced bool, err error) {
 	pending := l.creationPending.Load()
 	wrote, err := l.epochs.persist(false)
 	if err != nil {
-		return l.fail("write leader epochs", err)
+		return false, l.fail("write leader epochs", err)
 	}
 	if !pending && !wrote {
-		return nil
+		return false, nil
 	}
 	if pending {
 		if err := syncParent(l.fs, l.dir); err != nil {
-			return l.fail("sync creation", err)
+			return false, l.fail("sync creation", err)
 		}
 	}
-	if err := syncDir(l.fs, l.dir); err != nil {
-		return l.fail("sync creation", err)
+	if err := l.syncDirLocked("sync creation"); err != nil {
+		return false, err
 	}
 	l.creationPending.Store(false)
-	return nil
+	return true, nil
 }
 
 // neverHeldDataLocked reports whether the log is as Open found it without
@@ -39,6 +47,17 @@ func (l *Log) syncDeferredLocked() error {
 // Caller holds l.wmu.
 func (l *Log) neverHeldDataLocked() bool {
 	return l.creationPending.Load() && l.failure.Load() == nil && len(l.segments) == 1 && l.segments[0].size == 0
+}
+
+// NeverHeldData reports whether the log is as Open found it, without
+// data, and nothing has made it durable since: Close then writes nothing
+// (a crash leaves what the next Open makes again, an empty log), where a
+// Flush would fsync its creation and leader epochs. A broker's shutdown
+// closes such a log without flushing it first.
+func (l *Log) NeverHeldData() bool {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return l.neverHeldDataLocked()
 }
 
 // markCleanEmpty says the .log, just created empty, needs no fsync: it

@@ -443,3 +443,84 @@ func TestFailedEmptyLogCloseReportsFailure(t *testing.T) {
 		t.Fatalf("close after a failed flush: %v, want ErrStorage", err)
 	}
 }
+
+// TestFreshDirectoryCreatesOnlyTheLog: Open of a log whose directory is
+// missing makes the directory and the first segment's .log and nothing
+// else (no leader-epoch file read, no empty index files), and the
+// directory listing is read once. The index files appear with the first
+// write that must be durable, and survive a crash after it: a flush of a
+// rolled segment, and Close of the active one. Each would fail if the
+// lazy indexes were never created or their entries never fsynced (Open
+// would then log "index missing" and rebuild the segment).
+func TestFreshDirectoryCreatesOnlyTheLog(t *testing.T) {
+	t.Parallel()
+	mem := NewMemFS()
+	mkdirSynced(t, mem, "/data")
+	cnt := newCountFS(mem)
+	var ops []string
+	mem.SetInjector(func(op MemOp, name string) error {
+		ops = append(ops, op.String()+" "+name)
+		return nil
+	})
+	cfg := scaleConfig(t, cnt, NewFileCache(4))
+	cfg.IndexIntervalBytes = 4096 // no index entry in a segment of 4 batches: empty indexes
+	l, err := Open(crashLogDir, cfg, 0)
+	mustNoError(t)(err)
+	mem.SetInjector(nil)
+	want := []string{"mkdir " + crashLogDir, "create " + segPath(crashLogDir, 0, logSuffix)}
+	if !slices.Equal(ops, want) {
+		t.Fatalf("Open of a new log: %q, want %q", ops, want)
+	}
+	if n := cnt.ReadDirs(); n != 1 {
+		t.Fatalf("Open of a new log listed directories %d times, want 1 (the probe that finds it missing)", n)
+	}
+	if n := cnt.Tries("other"); n != 0 {
+		t.Fatalf("Open of a new log tried to open %d other files (its leader-epoch-checkpoint), want 0", n)
+	}
+	exists := func(base int64, suffix string) bool {
+		_, err := mem.ReadFile(segPath(crashLogDir, base, suffix))
+		return err == nil
+	}
+	if exists(0, indexSuffix) || exists(0, timeIndexSuffix) {
+		t.Fatal("a new log's empty index files were created at Open")
+	}
+	// Fill segment 0 and roll past it; the flush of the rolled segment
+	// creates and fsyncs its (empty) indexes and their entries.
+	for i := range 5 {
+		mustAppend(t, l, simpleBatch(2, int64(1000+i)))
+	}
+	l.bg.Wait()
+	mustNoError(t)(l.Flush())
+	if len(l.segments) != 2 {
+		t.Fatalf("%d segments after 5 batches, want 2", len(l.segments))
+	}
+	rp := l.RecoveryPoint()
+	mem.Crash()
+	for _, s := range []string{indexSuffix, timeIndexSuffix} {
+		if !exists(0, s) {
+			t.Fatalf("after a flush and a crash, the rolled segment's %s is missing", s)
+		}
+	}
+	l2, err := Open(crashLogDir, deferredConfig(mem), rp)
+	mustNoError(t)(err)
+	if l2.LogEndOffset() != rp {
+		t.Fatalf("log end %d after the crash, want the recovery point %d", l2.LogEndOffset(), rp)
+	}
+	mustNoError(t)(l2.Close())
+	// Close of a new log with data and no index entry leaves its
+	// indexes on disk, durable.
+	mem2 := NewMemFS()
+	mkdirSynced(t, mem2, "/data")
+	cfg2 := scaleConfig(t, mem2, nil)
+	cfg2.IndexIntervalBytes = 4096
+	l3, err := Open(crashLogDir, cfg2, 0)
+	mustNoError(t)(err)
+	mustAppend(t, l3, simpleBatch(2, 1000))
+	mustNoError(t)(l3.Close())
+	mem2.Crash()
+	for _, s := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if _, err := mem2.ReadFile(segPath(crashLogDir, 0, s)); err != nil {
+			t.Fatalf("after Close and a crash: %s: %v", s, err)
+		}
+	}
+}

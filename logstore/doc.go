@@ -150,7 +150,13 @@
 //     one empty segment, clean shutdown or not) creates what is missing
 //     and fsyncs neither the parent directory, nor the directory, nor
 //     the segment files (a new .log is not even dirty for a FileCache
-//     eviction). It marks the log creationPending.
+//     eviction). It marks the log creationPending. In a directory it
+//     has just made it lists nothing more, reads no leader-epoch file
+//     and creates only the .log: the segment's index files
+//     (segmentCreateFresh) are created with their first entry or by the
+//     first write that fsyncs them (a roll's flush, Close), and that
+//     flush fsyncs the directory once more for their entries, as Open
+//     rebuilds a segment with data whose index is missing.
 //   - Assign on a Log's leader epoch cache changes memory only and marks
 //     the cache dirty. (Truncations of the cache, rare, still write it
 //     at once.)
@@ -166,7 +172,10 @@
 //     writes them.
 //   - Close of a log still creationPending with one empty segment writes
 //     nothing: the next Open finds it empty again, or missing, and makes
-//     it anew.
+//     it anew. NeverHeldData tells a caller so (a broker's shutdown then
+//     skips the Flush and the producer snapshot), and a flush fsyncs
+//     the directory once, the deferred fsync of it standing for the one
+//     its new segment files would need.
 //
 // The argument: the recovery point R a caller may checkpoint only ever
 // comes from such a path, so when R covers offset o, the directory, its

@@ -120,16 +120,19 @@ func readAllClose(f File) ([]byte, error) {
 	return data, err
 }
 
-// ensureDir creates dir if it is missing, and reports whether it existed.
-// Nothing is fsynced: a new directory is durable once its parent is
-// synced (syncParent), which Open leaves to the log's first flush.
-func ensureDir(fsys FS, dir string) (existed bool, err error) {
-	if _, err := fsys.ReadDir(dir); errors.Is(err, fs.ErrNotExist) {
-		return false, fsys.MkdirAll(dir, 0o755)
+// ensureDir lists dir, creating it if it is missing; existed reports
+// whether it was there (a new one lists as empty). Open uses the listing,
+// so a log costs one directory read. Nothing is fsynced: a new directory
+// is durable once its parent is synced (syncParent), which Open leaves to
+// the log's first flush.
+func ensureDir(fsys FS, dir string) (entries []string, existed bool, err error) {
+	entries, err = fsys.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, fsys.MkdirAll(dir, 0o755)
 	} else if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	return true, nil
+	return entries, true, nil
 }
 
 // syncParent fsyncs the parent of dir, so that dir itself survives a

@@ -219,19 +219,22 @@ var hdrPool = sync.Pool{New: func() any { return new([BatchHeaderSize]byte) }}
 // documentation, "Durability").
 func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 	fsys := orOS(cfg.FS)
-	existed, err := ensureDir(fsys, dir)
+	entries, existed, err := ensureDir(fsys, dir)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l := &Log{dir: dir, fs: fsys, files: cfg.Files, cfg: cfg, firstUnflushedMs: -1}
 	l.log = cfg.Log.With().Str("dir", dir).Logger()
-	epochs, err := openLeaderEpochCache(fsys, filepath.Join(dir, LeaderEpochCheckpointFile))
-	if err != nil {
-		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	epochPath := filepath.Join(dir, LeaderEpochCheckpointFile)
+	epochs := &LeaderEpochCache{fs: fsys, path: epochPath} // a directory just made has no file to read
+	if existed {
+		if epochs, err = openLeaderEpochCache(fsys, epochPath); err != nil {
+			return nil, fmt.Errorf("open log %s: %w", dir, err)
+		}
 	}
 	epochs.deferAssign = true
 	l.epochs = epochs
-	err = l.load(recoveryPoint)
+	err = l.load(entries, existed, recoveryPoint)
 	if err == nil && existed && !cfg.CleanShutdown && !l.creationPending.Load() {
 		// The directory may be a crashed run's whose parent was never
 		// fsynced: the data recovered in it is durable only with it. (A
@@ -249,12 +252,10 @@ func Open(dir string, cfg Config, recoveryPoint int64) (*Log, error) {
 	return l, nil
 }
 
-// load finds, opens and recovers the segments. Called only by Open.
-func (l *Log) load(recoveryPoint int64) error {
-	entries, err := l.fs.ReadDir(l.dir)
-	if err != nil {
-		return err
-	}
+// load finds, opens and recovers the segments, from entries, the
+// directory's listing (empty when Open has just made it: existed false).
+// Called only by Open.
+func (l *Log) load(entries []string, existed bool, recoveryPoint int64) error {
 	// A clean pass a crash interrupted: finish or undo it first, then
 	// list the directory again.
 	rebuild, err := l.completeSwaps(entries)
@@ -293,7 +294,7 @@ func (l *Log) load(recoveryPoint int64) error {
 	// not if a clean pass was interrupted (no clean shutdown then).
 	clean := l.cfg.CleanShutdown && rebuild == nil && len(bases) > 0
 	if len(bases) == 0 {
-		s, err := openSegment(l.fs, l.dir, 0, true, now, l.files)
+		s, err := openSegment(l.fs, l.dir, 0, createMode(existed), now, l.files)
 		if err != nil {
 			return err
 		}
@@ -302,7 +303,7 @@ func (l *Log) load(recoveryPoint int64) error {
 		l.dirDirty = true
 	}
 	for _, base := range bases {
-		s, err := openSegment(l.fs, l.dir, base, false, now, l.files)
+		s, err := openSegment(l.fs, l.dir, base, segmentExisting, now, l.files)
 		if err != nil {
 			return err
 		}
@@ -869,7 +870,7 @@ func (l *Log) roll(newBase int64) (*segment, error) {
 			return nil, l.fail("roll", err)
 		}
 	}
-	seg, err := openSegment(l.fs, l.dir, newBase, true, l.cfg.nowMs(), l.files)
+	seg, err := openSegment(l.fs, l.dir, newBase, segmentCreate, l.cfg.nowMs(), l.files)
 	if err != nil {
 		return nil, fmt.Errorf("roll segment %d: %w", newBase, err)
 	}
@@ -966,15 +967,52 @@ func (l *Log) flushUpTo(endOffset int64) error {
 	}
 	// The directory first: it makes the removals of truncated-away
 	// segments durable before any later data that replaced them.
-	if err := syncDir(l.fs, l.dir); err != nil {
-		return l.fail("flush", err)
+	if err := l.syncDirLocked("flush"); err != nil {
+		return err
 	}
 	for _, s := range todo {
 		if err := s.sync(&l.flushScratch, true); err != nil {
 			return l.fail("flush", err)
 		}
 	}
+	if err := l.syncCreatedIndexesLocked(); err != nil {
+		return err
+	}
 	l.recoveryPoint.Store(newRP)
+	return nil
+}
+
+// syncCreatedIndexesLocked fsyncs the directory if an index file was
+// created in it since its last fsync (an index of a segment made in a new
+// directory has no file until its first durable write:
+// segmentCreateFresh), so that every index a flush or Close wrote
+// survives a crash with its entry. Caller holds l.fmu.
+func (l *Log) syncCreatedIndexesLocked() error {
+	created := false
+	l.mu.RLock()
+	for _, s := range l.segments {
+		created = created || s.createdIndex.Load()
+	}
+	l.mu.RUnlock()
+	if !created {
+		return nil
+	}
+	return l.syncDirLocked("flush")
+}
+
+// syncDirLocked fsyncs the log's directory for op; a failure fails the
+// log. The fsync makes the entries of the index files created before it
+// durable: their createdIndex marks are cleared first, so that one
+// created meanwhile is fsynced by the next call. Caller holds l.fmu.
+func (l *Log) syncDirLocked(op string) error {
+	l.mu.RLock()
+	for _, s := range l.segments {
+		s.createdIndex.Store(false)
+	}
+	l.mu.RUnlock()
+	if err := syncDir(l.fs, l.dir); err != nil {
+		return l.fail(op, err)
+	}
 	return nil
 }
 
@@ -1361,7 +1399,7 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	for _, s := range old {
 		errs = append(errs, s.remove(l.fs, l.dir))
 	}
-	seg, err := openSegment(l.fs, l.dir, offset, true, l.cfg.nowMs(), l.files)
+	seg, err := openSegment(l.fs, l.dir, offset, segmentCreate, l.cfg.nowMs(), l.files)
 	if err != nil {
 		// Leave an unusable log closed rather than without segments;
 		// Close then reports why.
@@ -1535,17 +1573,19 @@ func (l *Log) flushLocked() error {
 	if p := l.failure.Load(); p != nil {
 		return *p
 	}
-	if err := l.syncDeferredLocked(); err != nil {
+	dirSynced, err := l.syncDeferredDirLocked()
+	if err != nil {
 		return err
 	}
 	leo, rp := l.logEndOffset.Load(), l.recoveryPoint.Load()
-	// The directory first, as in flushUpTo.
-	if l.dirDirty {
-		if err := syncDir(l.fs, l.dir); err != nil {
-			return l.fail("flush", err)
+	// The directory first, as in flushUpTo (once: the deferred sync's
+	// fsync of it covers the segment files created before it).
+	if l.dirDirty && !dirSynced {
+		if err := l.syncDirLocked("flush"); err != nil {
+			return err
 		}
-		l.dirDirty = false
 	}
+	l.dirDirty = false
 	for i, s := range l.segments {
 		if i+1 < len(l.segments) && l.segments[i+1].baseOffset <= rp {
 			// Wholly below the recovery point: its .log is durable, but
@@ -1561,6 +1601,9 @@ func (l *Log) flushLocked() error {
 		if err := s.sync(&l.flushScratch, i+1 < len(l.segments)); err != nil {
 			return l.fail("flush", err)
 		}
+	}
+	if err := l.syncCreatedIndexesLocked(); err != nil {
+		return err
 	}
 	l.recoveryPoint.Store(leo)
 	l.unflushedRecords, l.firstUnflushedMs = 0, -1
@@ -1610,17 +1653,22 @@ func (l *Log) close(flush bool) error {
 		// Leave every index file complete and fsynced, the active
 		// segment's too (a flush leaves those out), so that an Open
 		// with CleanShutdown can trust them.
+		// The active segment's first, so that the flush's one fsync of
+		// the directory covers any index file this creates.
 		active := l.segments[len(l.segments)-1]
 		l.mu.Lock()
 		active.addFinalEntries(active.baseOffset)
 		l.mu.Unlock()
-		err := l.flushLocked()
-		if err == nil {
-			l.fmu.Lock()
+		var err error
+		l.fmu.Lock()
+		if l.failure.Load() == nil {
 			if ierr := active.persistIndexes(&l.flushScratch, true); ierr != nil {
 				err = l.fail("close", ierr)
 			}
-			l.fmu.Unlock()
+		}
+		l.fmu.Unlock()
+		if err == nil {
+			err = l.flushLocked()
 		}
 		errs = append(errs, err)
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // File name suffixes of a segment, as in Kafka.
@@ -149,8 +150,11 @@ type segment struct {
 	segState // see segState for locking
 
 	// Writer-only (Log.wmu, or Log.fmu for a segment that is no longer
-	// active): the state of the index files on disk.
+	// active): the state of the index files on disk. createdIndex says
+	// an absent index file was created since the directory's last fsync
+	// (Log.syncCreatedIndexesLocked makes its entry durable).
 	indexFile, timeIndexFile indexFileState
+	createdIndex             atomic.Bool // set under wmu or fmu, read under fmu
 
 	// The transaction index (txnindex.go): txns, the entries in marker
 	// order, are read under Log.mu and changed under Log.wmu and Log.mu;
@@ -168,16 +172,45 @@ type indexFileState struct {
 	written  int  // entries in the file
 	stale    bool // the file must be truncated before the next write
 	unsynced bool // created, written or truncated since its last fsync
+	// absent: there is no file (a segment created in a directory Open
+	// has just made). It is created with its first entry, or empty by
+	// the first write that fsyncs (a roll's or Close's): Open rebuilds a
+	// segment with data whose index is missing, as Kafka does.
+	absent bool
 }
 
-// openSegment opens (create=false) or creates the files of the segment at
-// baseOffset. Creating truncates any stale files of the same name, the
-// indexes included (which it then closes). Opening an existing segment
-// opens nothing when cache is non-nil.
-func openSegment(fsys FS, dir string, baseOffset int64, create bool, nowMs int64, cache *FileCache) (*segment, error) {
+// segmentMode says how openSegment finds the files of a segment.
+type segmentMode int
+
+const (
+	// segmentExisting opens the files of a segment on disk.
+	segmentExisting segmentMode = iota
+	// segmentCreate creates the segment, truncating any stale files of
+	// the same names, the indexes included.
+	segmentCreate
+	// segmentCreateFresh creates the .log of a segment in a directory
+	// that Open has just made, so that no stale file can be there: the
+	// index files are created only when they get their first entry.
+	segmentCreateFresh
+)
+
+// createMode is the mode of the first segment of a log that holds none:
+// fresh when Open has just made the directory.
+func createMode(dirExisted bool) segmentMode {
+	if dirExisted {
+		return segmentCreate
+	}
+	return segmentCreateFresh
+}
+
+// openSegment opens or creates the files of the segment at baseOffset
+// (see segmentMode). Opening an existing segment opens nothing when cache
+// is non-nil; creating one opens only its .log, and closes any index it
+// truncates.
+func openSegment(fsys FS, dir string, baseOffset int64, mode segmentMode, nowMs int64, cache *FileCache) (*segment, error) {
 	s := &segment{baseOffset: baseOffset, fsys: fsys, dir: dir, files: cache, createdMs: nowMs, segState: newSegState(baseOffset)}
 	name := segmentFileName(dir, baseOffset, logSuffix)
-	if !create {
+	if mode == segmentExisting {
 		var err error
 		if s.logFile, err = lazySegFile(fsys, name, cache); err != nil {
 			return nil, err
@@ -187,6 +220,10 @@ func openSegment(fsys FS, dir string, baseOffset int64, create bool, nowMs int64
 	var err error
 	if s.logFile, err = createSegFile(fsys, name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, cache); err != nil {
 		return nil, err
+	}
+	if mode == segmentCreateFresh {
+		s.indexFile.absent, s.timeIndexFile.absent = true, true
+		return s, nil
 	}
 	for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
 		idx, err := openFile(fsys, cache, segmentFileName(dir, baseOffset, suffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -474,7 +511,11 @@ func (s *segment) persistIndexes(scratch *[indexScratchBytes]byte, doSync bool) 
 }
 
 func (s *segment) persistIndexFile(suffix string, st *indexFileState, entries int, scratch *[indexScratchBytes]byte, doSync bool) error {
-	if st.written == entries && !st.stale && (!doSync || !st.unsynced) {
+	if st.absent {
+		if entries == 0 && !doSync {
+			return nil
+		}
+	} else if st.written == entries && !st.stale && (!doSync || !st.unsynced) {
 		return nil
 	}
 	name := segmentFileName(s.dir, s.baseOffset, suffix)
@@ -485,6 +526,10 @@ func (s *segment) persistIndexFile(suffix string, st *indexFileState, entries in
 	f, err := openFile(s.fsys, s.files, name, flags, 0o644)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", name, err)
+	}
+	if st.absent {
+		st.absent, st.unsynced = false, true
+		s.createdIndex.Store(true)
 	}
 	if st.stale {
 		st.stale, st.written, st.unsynced = false, 0, true
@@ -718,12 +763,12 @@ func (s *segment) largestTimestampMs() int64 {
 }
 
 // pending reports whether the segment's index files (.index, .timeindex,
-// .txnindex) lack entries it holds in memory, need rewriting, or changed
-// since their last fsync: what a flush must still persist, whatever the
+// .txnindex) lack entries it holds in memory, need rewriting, changed
+// since their last fsync, or are yet to be created: what a flush must still persist, whatever the
 // segment's place relative to the recovery point. Caller holds Log.wmu,
 // or Log.fmu for a segment no longer active.
 func (s *segment) pending() bool {
-	return s.indexFile.written < len(s.index) || s.indexFile.stale || s.indexFile.unsynced ||
-		s.timeIndexFile.written < len(s.timeIndex) || s.timeIndexFile.stale || s.timeIndexFile.unsynced ||
+	return s.indexFile.written < len(s.index) || s.indexFile.stale || s.indexFile.unsynced || s.indexFile.absent ||
+		s.timeIndexFile.written < len(s.timeIndex) || s.timeIndexFile.stale || s.timeIndexFile.unsynced || s.timeIndexFile.absent ||
 		(s.hasTxnFile && s.txnUnsynced)
 }
