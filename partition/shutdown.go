@@ -63,9 +63,15 @@ func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeF
 
 // closeForShutdown is one replica's shutdown job: flush its log, write its
 // producer state snapshot (as the recovery checkpoint would: both bound
-// what a restart reads) and close the log. A failed flush or close is
+// what a restart reads) and close the log. A log that never held data
+// (logstore's NeverHeldData: a replica created and never written) is
+// only closed, at no fsync. A failed flush or close is
 // returned; a failed snapshot is only logged, as at a recovery checkpoint.
 func (m *Manager) closeForShutdown(r *Replica) []error {
+	if r.log.NeverHeldData() {
+		// Nothing to flush or snapshot: Close writes nothing either.
+		return errorsOf(r.close(false))
+	}
 	var errs []error
 	if err := r.log.Flush(); err != nil {
 		errs = append(errs, fmt.Errorf("flush %s: %w", r.tp, err))
@@ -83,6 +89,14 @@ func (m *Manager) closeForShutdown(r *Replica) []error {
 		errs = append(errs, err)
 	}
 	return errs
+}
+
+// errorsOf is err as a list: none for nil.
+func errorsOf(err error) []error {
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
 
 // StopRequest is one partition of a StopReplica request: its leader epoch

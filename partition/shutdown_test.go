@@ -18,13 +18,19 @@ import (
 )
 
 // syncCountFS counts the fsyncs of the files it opens and the most that
-// ran at once; each takes delay, so that fsyncs of parallel jobs overlap.
+// ran at once (each takes delay, so that fsyncs of parallel jobs
+// overlap), and the fsyncs of directories.
 type syncCountFS struct {
 	logstore.FS
-	delay          time.Duration
-	syncs, running atomic.Int64
-	mu             sync.Mutex
-	peak           int64
+	delay                    time.Duration
+	syncs, running, dirSyncs atomic.Int64
+	mu                       sync.Mutex
+	peak                     int64
+}
+
+func (f *syncCountFS) SyncDir(name string) error {
+	f.dirSyncs.Add(1)
+	return f.FS.SyncDir(name)
 }
 
 func (f *syncCountFS) OpenFile(name string, flag int, perm fs.FileMode) (logstore.File, error) {
@@ -104,6 +110,52 @@ func TestCloseFlushesLogsInParallel(t *testing.T) {
 				t.Errorf("no clean shutdown marker: %v", err)
 			}
 		})
+	}
+}
+
+// TestCloseOfNewEmptyLogsWritesNothing: the logs a LeaderAndIsr created
+// (a third led here, so with a leader epoch assigned) that never took a
+// write cost no fsync of a file or a directory at Close, as nothing of
+// them needs to survive a crash (logstore's deferred creation); the dir
+// still gets its clean-shutdown marker and the restart opens the logs
+// empty.
+func TestCloseOfNewEmptyLogsWritesNothing(t *testing.T) {
+	const logs = 30
+	dir := filepath.Join(t.TempDir(), "d1")
+	fsys := &syncCountFS{FS: logstore.OSFS}
+	m := shutdownManager(t, []string{dir}, 2, fsys)
+	var states []PartitionState
+	for i := range logs {
+		st := leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)})
+		if i%3 != 0 {
+			st.LeaderAndIsr.Leader = 2 // followed here
+		}
+		states = append(states, st)
+	}
+	if err := m.ApplyPartitionStates(states); err != nil {
+		t.Fatal(err)
+	}
+	if n, d := fsys.syncs.Load(), fsys.dirSyncs.Load(); n != 0 || d != 0 {
+		t.Fatalf("creating %d logs fsynced %d files and %d directories, want none", logs, n, d)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, d := fsys.syncs.Load(), fsys.dirSyncs.Load(); n != 0 || d != 0 {
+		t.Errorf("closing %d new empty logs fsynced %d files and %d directories, want none", logs, n, d)
+	}
+	if _, err := os.Stat(filepath.Join(dir, CleanShutdownFile)); err != nil {
+		t.Errorf("no clean shutdown marker: %v", err)
+	}
+	m = shutdownManager(t, []string{dir}, 2, logstore.OSFS)
+	defer m.Close()
+	if err := m.ApplyPartitionStates(states); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range states {
+		if r, _ := m.get(st.TopicPartition); r == nil || r.log.LogEndOffset() != 0 {
+			t.Fatalf("%s after the restart: %v", st.TopicPartition, r)
+		}
 	}
 }
 
