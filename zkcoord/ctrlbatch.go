@@ -199,6 +199,40 @@ func (c *controller) readStates(tps []cluster.TopicPartition) []stateRead {
 	return out
 }
 
+// readStatesCached is readStates, but with cached it takes each state the
+// context holds (but those whose last write had an unknown outcome) as
+// read, and reads only the others: a write decided on a cached state is
+// conditional on its zkVersion like any other, so a state a leader has
+// changed since meets BADVERSION and is read and decided again, while
+// an event over thousands of partitions the context knows costs one
+// batch of writes instead of a batch of reads and one of writes.
+func (c *controller) readStatesCached(tps []cluster.TopicPartition, cached bool) []stateRead {
+	if !cached {
+		return c.readStates(tps)
+	}
+	out := make([]stateRead, len(tps))
+	var miss []int
+	for i, tp := range tps {
+		st, ok := c.states[tp]
+		if _, unknown := c.unknown[tp]; !ok || unknown {
+			miss = append(miss, i)
+			continue
+		}
+		out[i] = stateRead{st: st, exists: true}
+	}
+	if len(miss) == 0 {
+		return out
+	}
+	missed := make([]cluster.TopicPartition, len(miss))
+	for k, i := range miss {
+		missed[k] = tps[i]
+	}
+	for k, r := range c.readStates(missed) {
+		out[miss[k]] = r
+	}
+	return out
+}
+
 // stateUpdate is one partition's outcome of updateStates, as updateState
 // returns it: the state now stored, whether it changed (by this call or
 // by an earlier write of ours whose outcome was unknown; either way it
@@ -211,7 +245,8 @@ type stateUpdate struct {
 }
 
 // updateStates is updateState for many partitions, pipelined: each round
-// reads the states of the partitions still to do in one batch, runs
+// reads the states of the partitions still to do in one batch (the first
+// round takes the context's cached states instead: readStatesCached), runs
 // prepare once over those to decide on (reads a decision needs beyond the
 // state; it returns an error per partition, or nil), decides each and
 // writes the changed ones in one batch of fenced multis, each conditional
@@ -239,7 +274,7 @@ func (c *controller) updateStates(tps []cluster.TopicPartition,
 		if c.stopped() {
 			break
 		}
-		reads := c.readStates(at(pending))
+		reads := c.readStatesCached(at(pending), attempt == 0)
 		var todo []int
 		var curs []cluster.LeaderAndIsr
 		for k, i := range pending {
@@ -322,7 +357,8 @@ func (c *controller) updateStates(tps []cluster.TopicPartition,
 				out[i].st, out[i].changed = next, true
 			case errors.Is(err, ErrNotController):
 				out[i].err = err
-			case errors.Is(err, zk.ErrBadVersion):
+			case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+				// Changed or deleted since the state decided on: read it.
 				pending = append(pending, i)
 			case zkConnectionLost(err):
 				c.unknown[tp] = next

@@ -66,7 +66,7 @@ func TestControllerOneRequestPerBroker(t *testing.T) {
 	one("controlled shutdown", "LeaderAndIsr", []int32{1, 2, 3}, 3*n)
 	one("controlled shutdown", "UpdateMetadata", []int32{1, 2, 3}, 3*n)
 	one("controlled shutdown", "StopReplica", []int32{3}, n-led)
-	rounds("controlled shutdown", e, 2) // the states, the writes
+	rounds("controlled shutdown", e, 1) // the writes, decided on the cached states
 
 	h.be.remove(brokerPath(3))
 	h.ctrl.step(h.be.events(pendingEvents{brokers: true}))
@@ -79,9 +79,10 @@ func TestControllerOneRequestPerBroker(t *testing.T) {
 	})
 	one("broker failure", "LeaderAndIsr", []int32{2}, n)
 	one("broker failure", "UpdateMetadata", []int32{2}, n)
-	// /brokers/ids and the registrations, the states, the topics'
-	// unclean.leader.election.enable, the writes.
-	rounds("broker failure", e, 5)
+	// /brokers/ids and the registrations, the topics'
+	// unclean.leader.election.enable, the writes (decided on the cached
+	// states).
+	rounds("broker failure", e, 4)
 	if l := h.leaders(); l[2] != n {
 		t.Fatalf("leaders after broker 1 died: %v, want all %d on broker 2", l, n)
 	}
@@ -285,7 +286,7 @@ func TestControllerBatchAfterExpiry(t *testing.T) {
 // TestControllerBatchNotSent: the connection drops before t/2's write of a
 // batch reaches the server, and the batch hands out nothing after it: the
 // writes never sent (t/3..t/7) need no read-back (only t/2's outcome is
-// unknown), stay as work, and the retry writes them.
+// unknown, and it is read back), stay as work, and the retry writes them.
 func TestControllerBatchNotSent(t *testing.T) {
 	h := batchHarness(t)
 	if _, err := h.run("hold kill 1"); err != nil {
@@ -297,10 +298,15 @@ func TestControllerBatchNotSent(t *testing.T) {
 	z := h.ctrl
 	z.step(h.store.takeEvents())
 	h.store.reads = nil
+	// The step decides on the states the controller holds (no read
+	// first: readStatesCached), so a state read is a read-back.
 	for p := int32(3); p < 8; p++ {
-		if n := reads[partitionStatePath("t", p)]; n != 1 {
-			t.Errorf("t/%d's state read %d times by the step, want once (no read-back of a write never sent)", p, n)
+		if n := reads[partitionStatePath("t", p)]; n != 0 {
+			t.Errorf("t/%d's state read %d times by the step, want none (no read-back of a write never sent)", p, n)
 		}
+	}
+	if n := reads[partitionStatePath("t", 2)]; n == 0 {
+		t.Error("t/2's state never read back after its write's outcome was lost")
 	}
 	for p := int32(0); p < 8; p++ {
 		st := h.stateOf(cluster.TopicPartition{Topic: "t", Partition: p})
@@ -414,5 +420,43 @@ func TestControllerNewTopicAdoptsOwnEpochState(t *testing.T) {
 	}
 	if err := h.checkBrokersTold(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestControllerStaleCachedStateReread: the controller decides on the
+// states it holds without reading them first (readStatesCached), so a
+// state a leader changed behind its back (the ISR change notification not
+// yet seen) must meet BADVERSION and be read and decided again. Broker 2
+// has shrunk t/1's ISR to 2,3; the controlled shutdown of broker 2 must
+// elect 3 with ISR 3 from what is stored, not 3,1 from the stale copy,
+// and the controller's copy must end equal to the znode.
+func TestControllerStaleCachedStateReread(t *testing.T) {
+	h := batchHarness(t)
+	tp := cluster.TopicPartition{Topic: "t", Partition: 1}
+	if _, err := h.run("hold state t/1 leader=2 leader_epoch=0 isr=2,3 controller_epoch=1"); err != nil {
+		t.Fatal(err)
+	}
+	if cached := h.ctrl.states[tp]; !slices.Equal(cached.Isr, []int32{2, 3, 1}) {
+		t.Fatalf("the controller already saw the ISR change: %+v", cached)
+	}
+	reads := map[string]int{}
+	h.store.reads = reads
+	remaining, err := h.ctrl.controlledShutdown(2, h.ctrl.alive[2].Epoch)
+	h.store.reads = nil
+	if err != nil || len(remaining) > 0 {
+		t.Fatalf("controlled shutdown of 2: remaining %v, %v", remaining, err)
+	}
+	st := h.stateOf(tp)
+	if st.Leader != 3 || !slices.Equal(st.Isr, []int32{3}) || st.LeaderEpoch != 1 {
+		t.Fatalf("t/1 after the controlled shutdown: %+v, want leader 3, ISR [3], leader epoch 1", st)
+	}
+	if c := h.ctrl.states[tp]; c.Leader != st.Leader || !slices.Equal(c.Isr, st.Isr) || c.ZkVersion != st.ZkVersion {
+		t.Fatalf("the controller holds %+v for t/1, the znode %+v", c, st)
+	}
+	if n := reads[partitionStatePath("t", 1)]; n != 1 {
+		t.Errorf("t/1's state read %d times, want once (after its BADVERSION)", n)
+	}
+	if n := reads[partitionStatePath("t", 4)]; n != 0 {
+		t.Errorf("t/4's state read %d times, want none (its cached state was current)", n)
 	}
 }
