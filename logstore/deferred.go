@@ -27,7 +27,10 @@ func (l *Log) syncDeferredDirLocked() (dirSynced bool, err error) {
 	if !pending && !wrote {
 		return false, nil
 	}
-	if pending {
+	switch {
+	case pending && l.leaveParent.Load():
+		l.parentOwed.Store(true) // CloseLeavingParent's caller fsyncs it
+	case pending:
 		if err := syncParent(l.fs, l.dir); err != nil {
 			return false, l.fail("sync creation", err)
 		}

@@ -524,3 +524,47 @@ func TestFreshDirectoryCreatesOnlyTheLog(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseLeavingParent: a new log's Close fsyncs everything but its
+// parent directory, and says so; once the caller fsyncs the parent the
+// log survives a crash, and a log whose creation an earlier flush made
+// durable owes nothing.
+func TestCloseLeavingParent(t *testing.T) {
+	t.Parallel()
+	for _, syncParentToo := range []bool{false, true} {
+		mem := NewMemFS()
+		mkdirSynced(t, mem, "/data")
+		l := openLog(t, crashLogDir, deferredConfig(mem), 0)
+		mustAppend(t, l, simpleBatch(2, 1000))
+		owed, err := l.CloseLeavingParent()
+		mustNoError(t)(err)
+		if !owed {
+			t.Fatal("a new log's CloseLeavingParent owes no fsync of its parent")
+		}
+		if syncParentToo {
+			mustNoError(t)(mem.SyncDir("/data"))
+		}
+		mem.Crash()
+		_, err = mem.ReadFile(segPath(crashLogDir, 0, logSuffix))
+		if survived := err == nil; survived != syncParentToo {
+			t.Fatalf("parent fsynced %t: the log survived the crash %t", syncParentToo, survived)
+		}
+	}
+	mem := NewMemFS()
+	mkdirSynced(t, mem, "/data")
+	l := openLog(t, crashLogDir, deferredConfig(mem), 0)
+	mustAppend(t, l, simpleBatch(2, 1000))
+	mustNoError(t)(l.Flush())
+	mustAppend(t, l, simpleBatch(2, 1001))
+	owed, err := l.CloseLeavingParent()
+	mustNoError(t)(err)
+	if owed {
+		t.Fatal("a log flushed before owes an fsync of its parent at close")
+	}
+	mem.Crash()
+	l2 := openLog(t, crashLogDir, deferredConfig(mem), 0)
+	defer l2.Close()
+	if l2.LogEndOffset() != 4 {
+		t.Fatalf("log end %d after Close and a crash, want 4", l2.LogEndOffset())
+	}
+}

@@ -119,6 +119,10 @@ type Log struct {
 	// the recovery point calls first. Cleared under fmu; read by close
 	// under wmu (atomic, as flushUpTo holds only fmu).
 	creationPending atomic.Bool
+	// leaveParent: CloseLeavingParent is closing the log, so the deferred
+	// creation's fsync of the parent is left to its caller (parentOwed
+	// says it is owed).
+	leaveParent, parentOwed atomic.Bool
 
 	// mu guards the segment list and what readers see of each segment
 	// (segState). Readers hold it shared for the length of a Read,
@@ -1625,6 +1629,18 @@ func (l *Log) flushLocked() error {
 // other method then returns ErrClosed.
 func (l *Log) Close() error {
 	return l.close(true)
+}
+
+// CloseLeavingParent is Close, except that the fsync of the parent
+// directory (the log dir) that makes a log created since its last flush
+// survive a crash is left to the caller: parentSync reports that the
+// caller must fsync it before anything claims the log (a recovery-point
+// checkpoint, a clean-shutdown marker). A broker closing thousands of new
+// logs of one log dir so fsyncs that dir once instead of once a log.
+func (l *Log) CloseLeavingParent() (parentSync bool, err error) {
+	l.leaveParent.Store(true)
+	err = l.Close()
+	return l.parentOwed.Load(), err
 }
 
 // Delete closes the log without flushing it and removes its directory.
