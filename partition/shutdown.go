@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kafkazk/broker/cluster"
+	"github.com/kafkazk/broker/logstore"
 )
 
 // closeFailure is a replica whose log failed to flush or close at
@@ -21,8 +23,11 @@ type closeFailure struct {
 // the jobs of each log dir run by RecoveryThreadsPerDataDir goroutines
 // that live only for the call, the dirs side by side. Idle logs cost no
 // fsync (Log.Flush and Log.Close sync only what changed) and no snapshot
-// (writeProducerSnapshotLocked skips an offset it already has). It returns
-// the failures, in no particular order.
+// (writeProducerSnapshotLocked skips an offset it already has). A log dir
+// holding logs created since their last flush is fsynced once after its
+// jobs, for all of them (Log.CloseLeavingParent), before the caller
+// writes the checkpoints that claim them. It returns the failures, in no
+// particular order.
 func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeFailure {
 	threads := max(int(m.recoveryThreads.Load()), 1)
 	byDir := map[string][]*Replica{}
@@ -41,12 +46,18 @@ func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeF
 			next <- r
 		}
 		close(next)
+		var owed atomic.Bool // a log of dir left the fsync of dir to us
+		var dirWG sync.WaitGroup
 		for range min(threads, len(list)) {
-			wg.Add(1)
+			dirWG.Add(1)
 			go func() {
-				defer wg.Done()
+				defer dirWG.Done()
 				for r := range next {
-					if errs := m.closeForShutdown(r); len(errs) > 0 {
+					parent, errs := m.closeForShutdown(r)
+					if parent {
+						owed.Store(true)
+					}
+					if len(errs) > 0 {
 						mu.Lock()
 						for _, err := range errs {
 							failed = append(failed, closeFailure{dir: dir, err: err})
@@ -56,39 +67,66 @@ func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeF
 				}
 			}()
 		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dirWG.Wait()
+			if !owed.Load() {
+				return
+			}
+			if err := m.fsyncLogDir(dir); err != nil {
+				m.noteIOError(dir, err)
+				mu.Lock()
+				failed = append(failed, closeFailure{dir: dir, err: fmt.Errorf("fsync log dir %s after closing its new logs: %w", dir, err)})
+				mu.Unlock()
+			}
+		}()
 	}
 	wg.Wait()
 	return failed
 }
 
-// closeForShutdown is one replica's shutdown job: flush its log, write its
-// producer state snapshot (as the recovery checkpoint would: both bound
-// what a restart reads) and close the log. A log that never held data
-// (logstore's NeverHeldData: a replica created and never written) is
-// only closed, at no fsync. A failed flush or close is
-// returned; a failed snapshot is only logged, as at a recovery checkpoint.
-func (m *Manager) closeForShutdown(r *Replica) []error {
+// fsyncLogDir fsyncs a log dir, through the logs' file system.
+func (m *Manager) fsyncLogDir(dir string) error {
+	fsys := m.cfg.logFS
+	if fsys == nil {
+		fsys = logstore.OSFS
+	}
+	return fsys.SyncDir(dir)
+}
+
+// closeForShutdown is one replica's shutdown job: close its log, which
+// flushes it (every segment, index and leader epoch fsynced, its recovery
+// point at its end), then write its producer state snapshot at that end
+// (as the recovery checkpoint would: both bound what a restart reads).
+// parentSync says the log was created since its last flush and left the
+// fsync of its log dir to the caller (Log.CloseLeavingParent). A failed
+// close is returned, and no snapshot is written after it; a failed
+// snapshot is only logged, as at a recovery checkpoint. A log that never
+// held data (logstore's NeverHeldData: a replica created and never
+// written) is only closed, at no fsync.
+func (m *Manager) closeForShutdown(r *Replica) (parentSync bool, errs []error) {
 	if r.log.NeverHeldData() {
 		// Nothing to flush or snapshot: Close writes nothing either.
-		return errorsOf(r.close(false))
+		return false, errorsOf(r.close(false))
 	}
-	var errs []error
-	if err := r.log.Flush(); err != nil {
-		errs = append(errs, fmt.Errorf("flush %s: %w", r.tp, err))
+	parentSync, err := r.log.CloseLeavingParent()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("close %s: %w", r.tp, err))
 	}
 	r.mu.Lock()
 	var serr error
-	if !r.closed && r.storageErr == nil { // a failed replica's state may be false
+	if err == nil && !r.closed && r.storageErr == nil { // a failed replica's state may be false
 		serr = r.writeProducerSnapshotLocked()
 	}
 	r.mu.Unlock()
 	if serr != nil {
 		r.logger.Error().Err(serr).Msg("producer state snapshot")
 	}
-	if err := r.close(false); err != nil {
-		errs = append(errs, err)
+	if cerr := r.close(false); err == nil && cerr != nil { // the log's Close again: its first answer
+		errs = append(errs, cerr)
 	}
-	return errs
+	return parentSync, errs
 }
 
 // errorsOf is err as a list: none for nil.

@@ -26,10 +26,16 @@ type syncCountFS struct {
 	syncs, running, dirSyncs atomic.Int64
 	mu                       sync.Mutex
 	peak                     int64
+	dirSyncsOf               map[string]int // by directory, when non-nil
 }
 
 func (f *syncCountFS) SyncDir(name string) error {
 	f.dirSyncs.Add(1)
+	f.mu.Lock()
+	if f.dirSyncsOf != nil {
+		f.dirSyncsOf[filepath.Clean(name)]++
+	}
+	f.mu.Unlock()
 	return f.FS.SyncDir(name)
 }
 
@@ -156,6 +162,52 @@ func TestCloseOfNewEmptyLogsWritesNothing(t *testing.T) {
 		if r, _ := m.get(st.TopicPartition); r == nil || r.log.LogEndOffset() != 0 {
 			t.Fatalf("%s after the restart: %v", st.TopicPartition, r)
 		}
+	}
+}
+
+// TestCloseFsyncsLogDirOnce: closing new logs that were written (their
+// creation, deferred by Open, made durable by the shutdown's flush)
+// fsyncs their log dir, the parent of each, once for all of them, and
+// after a crash-free restart every log holds its data.
+func TestCloseFsyncsLogDirOnce(t *testing.T) {
+	const logs = 12
+	for _, threads := range []int{1, 3} {
+		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d1")
+			fsys := &syncCountFS{FS: logstore.OSFS, dirSyncsOf: map[string]int{}}
+			m := shutdownManager(t, []string{dir}, threads, fsys)
+			var states []PartitionState
+			for i := range logs {
+				states = append(states, leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)}))
+			}
+			if err := m.ApplyPartitionStates(states); err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range states {
+				if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{producerID: 7}), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fsys.mu.Lock()
+			got := fsys.dirSyncsOf[filepath.Clean(dir)]
+			fsys.mu.Unlock()
+			if got != 1 {
+				t.Errorf("the log dir of %d new logs fsynced %d times at Close, want once", logs, got)
+			}
+			m2 := shutdownManager(t, []string{dir}, threads, logstore.OSFS)
+			defer m2.Close()
+			if err := m2.ApplyPartitionStates(states); err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range states {
+				if r, _ := m2.get(st.TopicPartition); r == nil || r.log.LogEndOffset() != 1 {
+					t.Fatalf("%s after the restart: %v", st.TopicPartition, r)
+				}
+			}
+		})
 	}
 }
 
