@@ -145,6 +145,29 @@ func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
 	return writeFileAtomic(fsys, path, data, true)
 }
 
+// WriteFileUnsynced replaces the file at path with data as
+// WriteFileAtomic does, but fsyncs neither the file nor the directory: the
+// caller syncs the file system afterwards (FileSystemSyncer), before
+// anything relies on the file. A crash before that sync may leave the old
+// file, the new one, or the new one empty or torn, so it suits only files
+// whose reader checks them (a producer snapshot's CRC).
+func WriteFileUnsynced(fsys FS, path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := openFile(fsys, nil, tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = fsys.Remove(tmp)
+		return err
+	}
+	return fsys.Rename(tmp, path)
+}
+
 // writeFileAtomic is WriteFileAtomicFS, leaving the fsync of the
 // directory after the rename to the caller when dirSync is false.
 func writeFileAtomic(fsys FS, path string, data []byte, dirSync bool) error {

@@ -2,10 +2,12 @@ package logstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -566,5 +568,107 @@ func TestCloseLeavingParent(t *testing.T) {
 	defer l2.Close()
 	if l2.LogEndOffset() != 4 {
 		t.Fatalf("log end %d after Close and a crash, want 4", l2.LogEndOffset())
+	}
+}
+
+// TestCloseUnsynced: CloseUnsynced leaves a log that, once the file
+// system is synced, opens with CleanShutdown exactly as one closed by
+// Close (same offsets, segments, indexes, epochs, aborted transactions)
+// reading no segment data, and fsyncs nothing but the leader epochs'
+// temporary file, reading as much (as little) of the .log files. A crash before the sync leaves a log Open recovers
+// from its last checkpointed recovery point, never a failed Open; and a
+// write-back error is reported by the sync.
+func TestCloseUnsynced(t *testing.T) {
+	t.Parallel()
+	build := func(mem *MemFS) (*Log, Config) {
+		mkdirSynced(t, mem, "/data")
+		cfg := scaleConfig(t, mem, NewFileCache(2))
+		cfg.IndexIntervalBytes = 4096 // the fresh log's rolled segments keep empty (lazy) indexes
+		l := openLog(t, cleanLogDir, cfg, 0)
+		for i := range 11 {
+			mustNoError(t)(l.LeaderEpochs().Assign(int32(i/4), l.LogEndOffset()))
+			if _, err := l.AppendAsLeader(simpleBatch(2, int64(1000+10*i)), int32(i/4), -1); err != nil {
+				t.Fatal(err)
+			}
+			if i == 5 {
+				mustNoError(t)(l.Flush()) // some of it durable before the close
+			}
+		}
+		mustNoError(t)(l.AppendAbortedTxn(AbortedTxn{ProducerID: 7, FirstOffset: 14, LastOffset: 15, LastStableOffset: 14}))
+		l.bg.Wait()
+		return l, cfg
+	}
+	ref := NewMemFS()
+	lr, cfg := build(ref)
+	mustNoError(t)(lr.Close())
+	refCnt := newCountFS(ref)
+	want := factsOf(t, openLog(t, cleanLogDir, func() Config { c := cfg; c.FS, c.CleanShutdown = refCnt, true; return c }(), lr.RecoveryPoint()))
+
+	mem := NewMemFS()
+	l, cfg := build(mem)
+	flushed := l.RecoveryPoint()
+	var syncs []string
+	mem.SetInjector(func(op MemOp, name string) error {
+		if op == MemOpSync || op == MemOpSyncDir {
+			syncs = append(syncs, op.String()+" "+name)
+		}
+		return nil
+	})
+	mustNoError(t)(l.CloseUnsynced())
+	mem.SetInjector(nil)
+	for _, s := range syncs {
+		if s != "sync "+filepath.Join(cleanLogDir, LeaderEpochCheckpointFile)+".tmp" {
+			t.Fatalf("CloseUnsynced fsynced %q, want only the leader epochs' temporary file (all: %q)", s, syncs)
+		}
+	}
+	if l.RecoveryPoint() != l.LogEndOffset() {
+		t.Fatalf("recovery point %d after CloseUnsynced, log end %d", l.RecoveryPoint(), l.LogEndOffset())
+	}
+
+	// A crash before the sync: recovered from the last checkpointed
+	// recovery point (the flush's), which stays readable.
+	crashed := NewMemFS()
+	lc, _ := build(crashed)
+	mustNoError(t)(lc.CloseUnsynced())
+	crashed.Crash()
+	rec, err := Open(cleanLogDir, cfg, flushed)
+	if err != nil {
+		t.Fatalf("Open after a crash before the sync: %v", err)
+	}
+	if rec.LogEndOffset() < flushed {
+		t.Fatalf("log end %d after a crash before the sync, below the flushed %d", rec.LogEndOffset(), flushed)
+	}
+	mustNoError(t)(rec.Close())
+
+	// Synced: a clean open equal to Close's.
+	mustNoError(t)(mem.SyncFileSystem("/data"))
+	mem.Crash()
+	cnt := newCountFS(mem)
+	clean := cfg
+	clean.FS, clean.CleanShutdown = cnt, true
+	got := openLog(t, cleanLogDir, clean, l.RecoveryPoint())
+	if g := factsOf(t, got); fmt.Sprint(g) != fmt.Sprint(want) {
+		t.Fatalf("after CloseUnsynced and a sync of the file system:\n%+v\nafter Close:\n%+v", g, want)
+	}
+	if n, ref := cnt.LogBytesRead(), refCnt.LogBytesRead(); n != ref {
+		t.Fatalf("the clean open read %d bytes of .log files, the open after Close %d", n, ref)
+	}
+
+	// A failed fsync is reported by the sync of the file system.
+	bad := NewMemFS()
+	lb, _ := build(bad)
+	bad.SetInjector(func(op MemOp, name string) error {
+		if op == MemOpSync && strings.HasSuffix(name, logSuffix) {
+			return ErrInjected
+		}
+		return nil
+	})
+	mustAppend(t, lb, simpleBatch(2, 2000))
+	if err := lb.Flush(); err == nil {
+		t.Fatal("flush with a failing fsync succeeded")
+	}
+	bad.SetInjector(nil)
+	if err := bad.SyncFileSystem("/data"); !errors.Is(err, ErrInjected) {
+		t.Fatalf("SyncFileSystem after a failed fsync: %v, want the write-back error", err)
 	}
 }

@@ -56,6 +56,19 @@ type File interface {
 	Name() string
 }
 
+// FileSystemSyncer is an FS that makes everything written on the file
+// system holding a directory durable in one call (Linux's syncfs(2)): the
+// data of every file and every creation, rename and removal. A broker's
+// shutdown closes thousands of logs without fsyncing each
+// (Log.CloseUnsynced) and then syncs each log dir's file system once.
+// OSFS is one on Linux.
+type FileSystemSyncer interface {
+	FS
+	// SyncFileSystem syncs the file system that holds dir, reporting any
+	// write-back error on it.
+	SyncFileSystem(dir string) error
+}
+
 // OSFS is the operating system's file system; a nil Config.FS means it.
 var OSFS FS = osFS{}
 

@@ -1643,6 +1643,60 @@ func (l *Log) CloseLeavingParent() (parentSync bool, err error) {
 	return l.parentOwed.Load(), err
 }
 
+// CloseUnsynced is Close for a caller that syncs the file system itself
+// afterwards (FileSystemSyncer.SyncFileSystem of the log's dir), as a
+// broker's shutdown does once for thousands of logs: it writes what Close
+// writes (every pending index entry, the active segment's final entries,
+// every index file a segment lacks, the leader epochs) and moves the
+// recovery point to the log end, but fsyncs only the temporary file of a
+// changed leader-epoch-checkpoint (a torn one would fail the next Open).
+// Until the caller's sync has returned, nothing may claim the log (a
+// recovery-point checkpoint, a clean-shutdown marker): a crash before it
+// leaves an unflushed log, which Open recovers above its last
+// checkpointed recovery point. A log that never held data writes nothing,
+// as with Close.
+func (l *Log) CloseUnsynced() error {
+	defer l.bg.Wait()
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if l.isClosed() {
+		return l.closeErr
+	}
+	var errs []error
+	if !l.neverHeldDataLocked() {
+		errs = append(errs, l.writeForCloseLocked())
+	}
+	errs = append(errs, l.closeSegmentsLocked()...)
+	if err := errors.Join(errs...); err != nil {
+		l.closeErr = fmt.Errorf("close log %s: %w", l.dir, err)
+	}
+	return l.closeErr
+}
+
+// writeForCloseLocked is CloseUnsynced's writing. Caller holds l.wmu.
+func (l *Log) writeForCloseLocked() error {
+	active := l.segments[len(l.segments)-1]
+	l.mu.Lock()
+	active.addFinalEntries(active.baseOffset)
+	l.mu.Unlock()
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if p := l.failure.Load(); p != nil {
+		return *p
+	}
+	if _, err := l.epochs.persist(false); err != nil {
+		return l.fail("write leader epochs", err)
+	}
+	for _, s := range l.segments {
+		if err := s.writeIndexesUnsynced(&l.flushScratch); err != nil {
+			return l.fail("close", err)
+		}
+	}
+	l.recoveryPoint.Store(l.logEndOffset.Load())
+	l.unflushedRecords, l.firstUnflushedMs = 0, -1
+	return nil
+}
+
 // Delete closes the log without flushing it and removes its directory.
 func (l *Log) Delete() error {
 	if err := l.close(false); err != nil && !errors.Is(err, ErrClosed) {
@@ -1688,17 +1742,25 @@ func (l *Log) close(flush bool) error {
 		}
 		errs = append(errs, err)
 	}
-	l.fmu.Lock()
-	l.mu.Lock()
-	l.closed.Store(true)
-	segs := l.segments
-	l.mu.Unlock()
-	for _, s := range segs {
-		errs = append(errs, s.close())
-	}
-	l.fmu.Unlock()
+	errs = append(errs, l.closeSegmentsLocked()...)
 	if err := errors.Join(errs...); err != nil {
 		l.closeErr = fmt.Errorf("close log %s: %w", l.dir, err)
 	}
 	return l.closeErr
+}
+
+// closeSegmentsLocked marks the log closed and closes its segments'
+// files. Caller holds l.wmu.
+func (l *Log) closeSegmentsLocked() []error {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	l.mu.Lock()
+	l.closed.Store(true)
+	segs := l.segments
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range segs {
+		errs = append(errs, s.close())
+	}
+	return errs
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,10 +55,11 @@ const (
 	MemOpRename                // Rename
 	MemOpRemove                // Remove or RemoveAll
 	MemOpMkdir                 // MkdirAll creating a directory
+	MemOpSyncFS                // SyncFileSystem
 )
 
 func (o MemOp) String() string {
-	return [...]string{"create", "write", "truncate", "sync", "syncdir", "rename", "remove", "mkdir"}[o]
+	return [...]string{"create", "write", "truncate", "sync", "syncdir", "rename", "remove", "mkdir", "syncfs"}[o]
 }
 
 // ErrInjected is what a test injector usually returns; MemFS itself
@@ -401,6 +403,44 @@ func (m *MemFS) SyncDir(name string) error {
 		return err
 	}
 	n.synced = maps.Clone(n.children)
+	return nil
+}
+
+// SyncFileSystem implements FileSystemSyncer: every directory and file
+// becomes durable as it is now, as after a SyncDir of each directory and a
+// Sync of each file; it fails (and persists nothing of it) for a file
+// whose earlier Sync failed. dir must exist.
+func (m *MemFS) SyncFileSystem(dir string) error {
+	m.waitSync(MemOpSyncFS, dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.lookup(dir); err != nil {
+		return err
+	}
+	if err := m.check(MemOpSyncFS, dir); err != nil {
+		return err
+	}
+	var poisoned []string
+	var walk func(path string, n *memNode)
+	walk = func(path string, n *memNode) {
+		n.synced = maps.Clone(n.children)
+		for name, c := range n.children {
+			p := filepath.Join(path, name)
+			switch {
+			case c.dir:
+				walk(p, c)
+			case c.poisoned:
+				poisoned = append(poisoned, p)
+			default:
+				c.syncedData = append([]byte(nil), c.data...)
+			}
+		}
+	}
+	walk("/", m.root)
+	if len(poisoned) > 0 {
+		slices.Sort(poisoned)
+		return &fs.PathError{Op: "syncfs", Path: dir, Err: fmt.Errorf("write-back error on %s: %w", strings.Join(poisoned, ", "), ErrInjected)}
+	}
 	return nil
 }
 

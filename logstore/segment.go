@@ -578,6 +578,20 @@ func (s *segment) writeIndexEntries(f File, suffix string, st *indexFileState, e
 	return nil
 }
 
+// writeIndexesUnsynced brings both index files up to date with the
+// entries in memory without fsyncing them, creating an absent one even
+// without entries (Open rebuilds a segment with data whose index is
+// missing): what Log.CloseUnsynced leaves for the caller's sync of the
+// file system. Caller holds Log.fmu.
+func (s *segment) writeIndexesUnsynced(scratch *[indexScratchBytes]byte) error {
+	for _, st := range []*indexFileState{&s.indexFile, &s.timeIndexFile} {
+		if st.absent {
+			st.absent, st.stale = false, true // created (truncated, if a stale file is there) by the write below
+		}
+	}
+	return s.persistIndexes(scratch, false)
+}
+
 // rewriteIndexes replaces both index files with the in-memory entries,
 // after a rebuild or truncation. Caller holds Log.wmu (and Log.fmu for a
 // segment no longer active).
