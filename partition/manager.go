@@ -195,6 +195,19 @@ type Manager struct {
 
 	// logDirs holds the offline log dirs and their partitions (logdir.go).
 	logDirs logDirState
+
+	// shuttingDown: BeginShutdown was called.
+	shuttingDown atomic.Bool
+}
+
+// BeginShutdown tells the Manager that the broker is stopping (its
+// controlled shutdown is about to start): from then on a StopReplica
+// without delete stops the replica's fetching but leaves its log open, and
+// Close closes it with every other log (one sync of each log dir's file
+// system) instead of the stop flushing it as it arrives. Kafka's
+// LogManager keeps such a log open as well.
+func (m *Manager) BeginShutdown() {
+	m.shuttingDown.Store(true)
 }
 
 // goFunc runs f on a goroutine counted in m.wg, unless Close has begun;
@@ -708,6 +721,9 @@ func (m *Manager) stopReplica(tp cluster.TopicPartition, remove bool) error {
 		return err
 	}
 	m.unfollow(tp)
+	if !remove && m.shuttingDown.Load() {
+		return nil // Close closes its log with the others (BeginShutdown)
+	}
 	// No clean pass of tp runs while it stops (one in progress ends
 	// first), and a deleted partition's cleaner checkpoint goes.
 	m.cleaner.pause(tp)

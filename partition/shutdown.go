@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/kafkazk/broker/cluster"
 	"github.com/kafkazk/broker/logstore"
@@ -26,10 +27,21 @@ type closeFailure struct {
 // (writeProducerSnapshotLocked skips an offset it already has). A log dir
 // holding logs created since their last flush is fsynced once after its
 // jobs, for all of them (Log.CloseLeavingParent), before the caller
-// writes the checkpoints that claim them. It returns the failures, in no
-// particular order.
+// writes the checkpoints that claim them.
+//
+// On a file system that syncs as a whole (logstore.FileSystemSyncer: Linux)
+// the jobs fsync nothing but changed leader epochs (Log.CloseUnsynced,
+// an unsynced producer snapshot) and each log dir's file system is synced
+// once after its jobs (unless none of them held data): a shutdown after
+// writes to 1,000 logs costs one syncfs instead of 7,000 fsyncs. (syncfs
+// writes back everything dirty on the file system, other programs' data
+// too: Kafka's log dirs usually have disks of their own.) Either way nothing claims a log (the
+// caller's checkpoints, the clean-shutdown marker) before the sync that
+// makes it durable, and a dir whose sync fails gets neither. It returns
+// the failures, in no particular order.
 func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeFailure {
 	threads := max(int(m.recoveryThreads.Load()), 1)
+	syncer, unsynced := m.logFS().(logstore.FileSystemSyncer)
 	byDir := map[string][]*Replica{}
 	for _, r := range rs {
 		d := filepath.Dir(r.dir)
@@ -53,7 +65,7 @@ func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeF
 			go func() {
 				defer dirWG.Done()
 				for r := range next {
-					parent, errs := m.closeForShutdown(r)
+					parent, errs := m.closeForShutdown(r, unsynced)
 					if parent {
 						owed.Store(true)
 					}
@@ -70,29 +82,41 @@ func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeF
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			start := time.Now()
 			dirWG.Wait()
-			if !owed.Load() {
-				return
+			closed := time.Since(start)
+			var err error
+			switch {
+			case !owed.Load():
+			case unsynced:
+				if err = syncer.SyncFileSystem(dir); err != nil {
+					err = fmt.Errorf("sync the file system of log dir %s after closing its logs: %w", dir, err)
+				}
+			default:
+				if err = m.logFS().SyncDir(dir); err != nil {
+					err = fmt.Errorf("fsync log dir %s after closing its new logs: %w", dir, err)
+				}
 			}
-			if err := m.fsyncLogDir(dir); err != nil {
+			if err != nil {
 				m.noteIOError(dir, err)
 				mu.Lock()
-				failed = append(failed, closeFailure{dir: dir, err: fmt.Errorf("fsync log dir %s after closing its new logs: %w", dir, err)})
+				failed = append(failed, closeFailure{dir: dir, err: err})
 				mu.Unlock()
 			}
+			m.log.Info().Str("dir", dir).Int("logs", len(list)).Bool("syncfs", unsynced && owed.Load()).
+				Dur("close_took", closed).Dur("sync_took", time.Since(start)-closed).Msg("closed the logs of a log dir")
 		}()
 	}
 	wg.Wait()
 	return failed
 }
 
-// fsyncLogDir fsyncs a log dir, through the logs' file system.
-func (m *Manager) fsyncLogDir(dir string) error {
-	fsys := m.cfg.logFS
-	if fsys == nil {
-		fsys = logstore.OSFS
+// logFS is the logs' file system.
+func (m *Manager) logFS() logstore.FS {
+	if m.cfg.logFS == nil {
+		return logstore.OSFS
 	}
-	return fsys.SyncDir(dir)
+	return m.cfg.logFS
 }
 
 // closeForShutdown is one replica's shutdown job: close its log, which
@@ -100,24 +124,35 @@ func (m *Manager) fsyncLogDir(dir string) error {
 // point at its end), then write its producer state snapshot at that end
 // (as the recovery checkpoint would: both bound what a restart reads).
 // parentSync says the log was created since its last flush and left the
-// fsync of its log dir to the caller (Log.CloseLeavingParent). A failed
+// fsync of its log dir to the caller (Log.CloseLeavingParent), or, with
+// unsynced, that it awaits the caller's sync of the file system. A failed
 // close is returned, and no snapshot is written after it; a failed
 // snapshot is only logged, as at a recovery checkpoint. A log that never
 // held data (logstore's NeverHeldData: a replica created and never
-// written) is only closed, at no fsync.
-func (m *Manager) closeForShutdown(r *Replica) (parentSync bool, errs []error) {
+// written) is only closed, at no fsync. With unsynced the log and the
+// snapshot are written without fsyncs (Log.CloseUnsynced), for the
+// caller's sync of the file system.
+func (m *Manager) closeForShutdown(r *Replica, unsynced bool) (parentSync bool, errs []error) {
 	if r.log.NeverHeldData() {
 		// Nothing to flush or snapshot: Close writes nothing either.
 		return false, errorsOf(r.close(false))
 	}
-	parentSync, err := r.log.CloseLeavingParent()
+	var err error
+	write := logstore.WriteFileAtomic
+	if unsynced {
+		err = r.log.CloseUnsynced()
+		write = func(path string, data []byte) error { return logstore.WriteFileUnsynced(logstore.OSFS, path, data) }
+		parentSync = true // the caller's sync of the file system
+	} else {
+		parentSync, err = r.log.CloseLeavingParent()
+	}
 	if err != nil {
 		errs = append(errs, fmt.Errorf("close %s: %w", r.tp, err))
 	}
 	r.mu.Lock()
 	var serr error
 	if err == nil && !r.closed && r.storageErr == nil { // a failed replica's state may be false
-		serr = r.writeProducerSnapshotLocked()
+		serr = r.writeProducerSnapshotWith(write)
 	}
 	r.mu.Unlock()
 	if serr != nil {

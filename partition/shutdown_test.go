@@ -121,14 +121,15 @@ func TestCloseFlushesLogsInParallel(t *testing.T) {
 
 // TestCloseOfNewEmptyLogsWritesNothing: the logs a LeaderAndIsr created
 // (a third led here, so with a leader epoch assigned) that never took a
-// write cost no fsync of a file or a directory at Close, as nothing of
+// write cost no fsync of a file or a directory, nor a sync of the file
+// system, at Close, as nothing of
 // them needs to survive a crash (logstore's deferred creation); the dir
 // still gets its clean-shutdown marker and the restart opens the logs
 // empty.
 func TestCloseOfNewEmptyLogsWritesNothing(t *testing.T) {
 	const logs = 30
 	dir := filepath.Join(t.TempDir(), "d1")
-	fsys := &syncCountFS{FS: logstore.OSFS}
+	fsys := &fsSyncFS{syncCountFS: syncCountFS{FS: logstore.OSFS}}
 	m := shutdownManager(t, []string{dir}, 2, fsys)
 	var states []PartitionState
 	for i := range logs {
@@ -147,8 +148,8 @@ func TestCloseOfNewEmptyLogsWritesNothing(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n, d := fsys.syncs.Load(), fsys.dirSyncs.Load(); n != 0 || d != 0 {
-		t.Errorf("closing %d new empty logs fsynced %d files and %d directories, want none", logs, n, d)
+	if n, d, f := fsys.syncs.Load(), fsys.dirSyncs.Load(), fsys.fsSyncs.Load(); n != 0 || d != 0 || f != 0 {
+		t.Errorf("closing %d new empty logs fsynced %d files and %d directories and synced the file system %d times, want none", logs, n, d, f)
 	}
 	if _, err := os.Stat(filepath.Join(dir, CleanShutdownFile)); err != nil {
 		t.Errorf("no clean shutdown marker: %v", err)
@@ -340,5 +341,133 @@ func TestStopReplicaBatchInParallel(t *testing.T) {
 				t.Errorf("at most %d fsync at once with %d threads: the logs closed one by one", peak, threads)
 			}
 		})
+	}
+}
+
+// fsSyncFS is syncCountFS that also syncs whole file systems
+// (logstore.FileSystemSyncer), counting those and failing them with
+// failSyncFS.
+type fsSyncFS struct {
+	syncCountFS
+	fsSyncs    atomic.Int64
+	failSyncFS error
+}
+
+func (f *fsSyncFS) SyncFileSystem(dir string) error {
+	f.fsSyncs.Add(1)
+	if f.failSyncFS != nil {
+		return f.failSyncFS
+	}
+	return logstore.OSFS.(logstore.FileSystemSyncer).SyncFileSystem(dir)
+}
+
+// TestCloseSyncsFileSystemOnce: on a file system that syncs as a whole,
+// closing logs written since their creation fsyncs no file but the
+// leader epochs' and no directory, and syncs the log dir's file system
+// once; the restart after is clean (no segment rebuilt) with every
+// record. When that sync fails the dir gets no clean-shutdown marker and
+// Close reports it.
+func TestCloseSyncsFileSystemOnce(t *testing.T) {
+	const logs = 12
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%t", fail), func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d1")
+			fsys := &fsSyncFS{syncCountFS: syncCountFS{FS: logstore.OSFS, dirSyncsOf: map[string]int{}}}
+			m := shutdownManager(t, []string{dir}, 2, fsys)
+			var states []PartitionState
+			for i := range logs {
+				states = append(states, leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)}))
+			}
+			if err := m.ApplyPartitionStates(states); err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range states {
+				if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{producerID: 7}), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if fail {
+				fsys.failSyncFS = errors.New("injected write-back error")
+			}
+			before := fsys.syncs.Load()
+			err := m.Close()
+			if fail != (err != nil) {
+				t.Fatalf("Close with a failing sync of the file system %t: %v", fail, err)
+			}
+			if n := fsys.fsSyncs.Load(); n != 1 {
+				t.Errorf("the file system synced %d times at Close, want once", n)
+			}
+			// Each of the 12 leaders wrote its leader epochs (deferred
+			// since it became leader): one fsync each, nothing else.
+			if n := fsys.syncs.Load() - before; n != logs {
+				t.Errorf("Close fsynced %d files, want the %d leader epoch files", n, logs)
+			}
+			if n := fsys.dirSyncs.Load(); n != 0 {
+				t.Errorf("Close fsynced %d directories, want none", n)
+			}
+			_, statErr := os.Stat(filepath.Join(dir, CleanShutdownFile))
+			if marker := statErr == nil; marker == fail {
+				t.Fatalf("clean shutdown marker %t after a sync that failed %t", marker, fail)
+			}
+			m2 := shutdownManager(t, []string{dir}, 2, logstore.OSFS)
+			defer m2.Close()
+			if err := m2.ApplyPartitionStates(states); err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range states {
+				if r, _ := m2.get(st.TopicPartition); r == nil || r.log.LogEndOffset() != 1 {
+					t.Fatalf("%s after the restart: %v", st.TopicPartition, r)
+				}
+			}
+		})
+	}
+}
+
+// TestStopReplicaDuringShutdownLeavesLogOpen: after BeginShutdown a
+// StopReplica without delete stops the replica's fetching but does not
+// close (flush) its log; Close closes it with the others, and it restarts
+// with its records. A StopReplica with delete still deletes.
+func TestStopReplicaDuringShutdownLeavesLogOpen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d1")
+	m := shutdownManager(t, []string{dir}, 1, logstore.OSFS)
+	tp := cluster.TopicPartition{Topic: "t", Partition: 0}
+	gone := cluster.TopicPartition{Topic: "t", Partition: 1}
+	states := []PartitionState{leaderOf(tp), leaderOf(gone)}
+	if err := m.ApplyPartitionStates(states); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range states {
+		if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{producerID: 7}), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.BeginShutdown()
+	if stopped, err := m.StopReplica(tp, false, 0); !stopped || err != nil {
+		t.Fatalf("StopReplica: %t, %v", stopped, err)
+	}
+	r, _ := m.get(tp)
+	if r == nil {
+		t.Fatal("the replica was dropped by a StopReplica during shutdown")
+	}
+	if r.log.LogEndOffset() != 1 || r.log.RecoveryPoint() != 0 {
+		t.Fatalf("log after StopReplica during shutdown: LEO %d, recovery point %d; want 1 and 0 (open, not flushed)",
+			r.log.LogEndOffset(), r.log.RecoveryPoint())
+	}
+	if stopped, err := m.StopReplica(gone, true, 0); !stopped || err != nil {
+		t.Fatalf("StopReplica with delete: %t, %v", stopped, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, partitionDirName(gone))); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a deleted replica's directory after StopReplica with delete: %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2 := shutdownManager(t, []string{dir}, 1, logstore.OSFS)
+	defer m2.Close()
+	if err := m2.ApplyPartitionStates(states[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := m2.get(tp); r == nil || r.log.LogEndOffset() != 1 {
+		t.Fatalf("%s after the restart: %v", tp, r)
 	}
 }

@@ -180,6 +180,14 @@ func decodeSnapshot(b []byte) (map[int64]*producerState, []txnMeta, error) {
 // the newest at or below the log's recovery point (the next checkpoint's).
 // Caller holds r.mu, so no append moves the LEO.
 func (r *Replica) writeProducerSnapshotLocked() error {
+	return r.writeProducerSnapshotWith(logstore.WriteFileAtomic)
+}
+
+// writeProducerSnapshotWith is writeProducerSnapshotLocked, writing the
+// file with write: the shutdown's unsynced close writes it without an
+// fsync (logstore.WriteFileUnsynced), before its sync of the file system.
+// Caller holds r.mu.
+func (r *Replica) writeProducerSnapshotWith(write func(path string, data []byte) error) error {
 	if err := r.storageErr; err != nil {
 		// The state may not match the log (a marker whose aborted-index
 		// entry could not be written): a snapshot of it would outlive
@@ -200,7 +208,7 @@ func (r *Replica) writeProducerSnapshotLocked() error {
 		return nil // nothing appended since the last snapshot
 	}
 	r.pruneUnreplicatedLocked()
-	if err := logstore.WriteFileAtomic(path, encodeSnapshot(r.producers, r.unreplicatedTxns)); err != nil {
+	if err := write(path, encodeSnapshot(r.producers, r.unreplicatedTxns)); err != nil {
 		return fmt.Errorf("write producer snapshot %s: %w", path, err)
 	}
 	offs := snapshotOffsets(r.dir)
