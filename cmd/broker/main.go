@@ -400,11 +400,15 @@ func serve(ctx context.Context, cfg *Config, log zerolog.Logger, levels *logLeve
 		return fmt.Errorf("serve: %w", err)
 	case err := <-logDirsFailed:
 		if cfg.ControlledShutdownEnable {
+			replicas.BeginShutdown()
 			controlledShutdown(cfg, session, client, log)
 		}
 		return err
 	}
 	if cfg.ControlledShutdownEnable {
+		// The StopReplica requests of the controlled shutdown leave the
+		// logs open for the one close of them all (partition.Manager.Close).
+		replicas.BeginShutdown()
 		controlledShutdown(cfg, session, client, log)
 	}
 	return nil
