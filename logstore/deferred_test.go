@@ -509,6 +509,30 @@ func TestFreshDirectoryCreatesOnlyTheLog(t *testing.T) {
 		t.Fatalf("log end %d after the crash, want the recovery point %d", l2.LogEndOffset(), rp)
 	}
 	mustNoError(t)(l2.Close())
+	// The same after a restart of a log that never held data: its
+	// directory holds only the .log, whose indexes the flush of its roll
+	// creates and whose directory entries it must fsync too.
+	memR := NewMemFS()
+	mkdirSynced(t, memR, "/data")
+	cfgR := scaleConfig(t, memR, nil)
+	cfgR.IndexIntervalBytes = 4096
+	mustNoError(t)(openLog(t, crashLogDir, cfgR, 0).Close())
+	mustNoError(t)(memR.SyncDir("/data"))
+	mustNoError(t)(memR.SyncDir(crashLogDir)) // the directory and its .log survive, as after any restart
+	lr := openLog(t, crashLogDir, cfgR, 0)
+	for i := range 5 {
+		mustAppend(t, lr, simpleBatch(2, int64(1000+i)))
+	}
+	lr.bg.Wait() // the roll's background flush: recovery point past segment 0
+	if lr.RecoveryPoint() < 8 {
+		t.Fatalf("recovery point %d after the roll's flush, want past segment 0 (8)", lr.RecoveryPoint())
+	}
+	memR.Crash()
+	for _, sfx := range []string{indexSuffix, timeIndexSuffix} {
+		if _, err := memR.ReadFile(segPath(crashLogDir, 0, sfx)); err != nil {
+			t.Fatalf("reopened empty log: after a flush and a crash the rolled segment's %s is missing: %v", sfx, err)
+		}
+	}
 	// Close of a new log with data and no index entry leaves its
 	// indexes on disk, durable.
 	mem2 := NewMemFS()

@@ -69,6 +69,21 @@ type FileSystemSyncer interface {
 	SyncFileSystem(dir string) error
 }
 
+// FileSystemSyncerOf returns fsys as a FileSystemSyncer if it is one whose
+// sync reports write-back errors: OSFS only on Linux 5.8 or later, where
+// syncfs(2) began to (before, it answered success regardless, so a caller
+// must fsync each file instead).
+func FileSystemSyncerOf(fsys FS) (FileSystemSyncer, bool) {
+	s, ok := fsys.(FileSystemSyncer)
+	if !ok {
+		return nil, false
+	}
+	if r, ok := fsys.(interface{ syncReportsErrors() bool }); ok && !r.syncReportsErrors() {
+		return nil, false
+	}
+	return s, true
+}
+
 // OSFS is the operating system's file system; a nil Config.FS means it.
 var OSFS FS = osFS{}
 

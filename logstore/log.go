@@ -341,9 +341,19 @@ func (l *Log) load(entries []string, existed bool, recoveryPoint int64) error {
 		if empty && size == 0 {
 			if len(bases) > 0 {
 				// Whatever an earlier run left in its index files goes
-				// with their next write.
-				s.indexFile.stale, s.timeIndexFile.stale = true, true
-				s.indexFile.unsynced, s.timeIndexFile.unsynced = true, true
+				// with their next write; a missing one (a fresh
+				// segment's, never written) is created by it, and its
+				// entry fsynced with the directory (createdIndex).
+				for _, f := range []struct {
+					st     *indexFileState
+					suffix string
+				}{{&s.indexFile, indexSuffix}, {&s.timeIndexFile, timeIndexSuffix}} {
+					if have[filepath.Base(segmentFileName("", s.baseOffset, f.suffix))] {
+						f.st.stale, f.st.unsynced = true, true
+					} else {
+						f.st.absent = true
+					}
+				}
 			}
 			l.creationPending.Store(true)
 			continue
