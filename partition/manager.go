@@ -390,13 +390,13 @@ func (m *Manager) background() {
 func (m *Manager) writeCheckpoints(recovery bool) {
 	m.checkpointMu.Lock()
 	defer m.checkpointMu.Unlock()
-	m.writeCheckpointsLocked(recovery, recovery)
+	m.writeCheckpointsLocked(recovery, recovery, nil)
 }
 
 // writeCheckpointsLocked is writeCheckpoints, the producer snapshots only
 // with snapshots; it returns the first error of each log dir whose files
 // could not all be written. Caller holds checkpointMu.
-func (m *Manager) writeCheckpointsLocked(recovery, snapshots bool) map[string]error {
+func (m *Manager) writeCheckpointsLocked(recovery, snapshots bool, skip map[string]bool) map[string]error {
 	if snapshots {
 		// Producer state snapshots go with the recovery checkpoint: both
 		// bound how much of the log a restart must read.
@@ -422,7 +422,9 @@ func (m *Manager) writeCheckpointsLocked(recovery, snapshots bool) map[string]er
 	}
 	byDir := map[string]*entries{}
 	for _, dir := range m.OnlineLogDirs() { // an offline dir is written no more
-		byDir[dir] = &entries{}
+		if !skip[dir] {
+			byDir[dir] = &entries{}
+		}
 	}
 	add := func(tp cluster.TopicPartition, logDir string, hw, rp, ls int64) {
 		e := byDir[logDir]
@@ -977,18 +979,24 @@ func (m *Manager) Close() error {
 		// Each log flushed, snapshotted and closed by one job, the jobs
 		// of a log dir run by RecoveryThreadsPerDataDir goroutines (Kafka's
 		// LogManager.shutdown), the checkpoints written once after.
+		notDurable := map[string]bool{}
 		for _, f := range m.closeReplicas(rs) {
 			errs = append(errs, f.err)
 			unclean[f.dir] = true
+			if f.notDurable {
+				notDurable[f.dir] = true
+			}
 		}
 		// An open in progress sees closed and closes its own log.
 		for _, op := range opens {
 			<-op.done
 		}
 		// The offsets as the closed logs hold them, so that a clean
-		// restart's recovery points are the logs' ends.
+		// restart's recovery points are the logs' ends; none in a dir
+		// whose sync failed, where those ends may not be durable (the
+		// last periodic checkpoints stay).
 		m.checkpointMu.Lock()
-		for dir, err := range m.writeCheckpointsLocked(true, false) {
+		for dir, err := range m.writeCheckpointsLocked(true, false, notDurable) {
 			errs = append(errs, err)
 			unclean[dir] = true
 		}

@@ -13,10 +13,12 @@ import (
 
 // closeFailure is a replica whose log failed to flush or close at
 // shutdown, and the log dir it is in (which then gets no clean-shutdown
-// marker).
+// marker); notDurable says the sync of the dir failed, so that no
+// checkpoint may claim what its logs hold.
 type closeFailure struct {
-	dir string
-	err error
+	dir        string
+	err        error
+	notDurable bool
 }
 
 // closeReplicas flushes, snapshots (producer state) and closes every
@@ -41,7 +43,7 @@ type closeFailure struct {
 // the failures, in no particular order.
 func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeFailure {
 	threads := max(int(m.recoveryThreads.Load()), 1)
-	syncer, unsynced := m.logFS().(logstore.FileSystemSyncer)
+	syncer, unsynced := logstore.FileSystemSyncerOf(m.logFS())
 	byDir := map[string][]*Replica{}
 	for _, r := range rs {
 		d := filepath.Dir(r.dir)
@@ -100,7 +102,7 @@ func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeF
 			if err != nil {
 				m.noteIOError(dir, err)
 				mu.Lock()
-				failed = append(failed, closeFailure{dir: dir, err: err})
+				failed = append(failed, closeFailure{dir: dir, err: err, notDurable: true})
 				mu.Unlock()
 			}
 			m.log.Info().Str("dir", dir).Int("logs", len(list)).Bool("syncfs", unsynced && owed.Load()).
@@ -108,6 +110,22 @@ func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeF
 		}()
 	}
 	wg.Wait()
+	if unsynced {
+		// syncfs reports a write-back error once per file system, to
+		// the first sync that samples it: another log dir on the same
+		// file system may have synced "successfully" around it. One
+		// failed sync therefore makes every dir's logs not durable.
+		var syncFailed bool
+		for _, f := range failed {
+			syncFailed = syncFailed || f.notDurable
+		}
+		if syncFailed {
+			for dir := range byDir {
+				failed = append(failed, closeFailure{dir: dir, notDurable: true,
+					err: fmt.Errorf("log dir %s: not durable after a failed sync of a log dir's file system", dir)})
+			}
+		}
+	}
 	return failed
 }
 

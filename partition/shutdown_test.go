@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -387,7 +388,9 @@ func TestCloseSyncsFileSystemOnce(t *testing.T) {
 				}
 			}
 			if fail {
-				fsys.failSyncFS = errors.New("injected write-back error")
+				// Out of descriptors opening the dir: not an I/O error,
+				// so the dir stays online, but nothing was synced.
+				fsys.failSyncFS = &fs.PathError{Op: "open", Path: dir, Err: syscall.EMFILE}
 			}
 			before := fsys.syncs.Load()
 			err := m.Close()
@@ -408,6 +411,20 @@ func TestCloseSyncsFileSystemOnce(t *testing.T) {
 			_, statErr := os.Stat(filepath.Join(dir, CleanShutdownFile))
 			if marker := statErr == nil; marker == fail {
 				t.Fatalf("clean shutdown marker %t after a sync that failed %t", marker, fail)
+			}
+			// The recovery points claim the records only once synced.
+			rps, err := logstore.ReadOffsetCheckpoint(filepath.Join(dir, logstore.RecoveryPointCheckpointFile))
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Fatal(err)
+			}
+			claimed := 0
+			for _, e := range rps {
+				if e.Offset > 0 {
+					claimed++
+				}
+			}
+			if want := map[bool]int{false: logs, true: 0}[fail]; claimed != want {
+				t.Fatalf("recovery-point checkpoint after a sync that failed %t: %d logs claimed past 0, want %d (%v)", fail, claimed, want, rps)
 			}
 			m2 := shutdownManager(t, []string{dir}, 2, logstore.OSFS)
 			defer m2.Close()

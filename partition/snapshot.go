@@ -264,6 +264,12 @@ func (r *Replica) loadProducerSnapshot(upTo int64) int64 {
 			}
 		}
 		r.logger.Warn().Err(err).Int64("offset", off).Msg("ignoring producer state snapshot; reading the log instead")
+		if errors.Is(err, errBadSnapshot) {
+			// Torn (a crash before the shutdown's sync of the file
+			// system): removed, or it would stand in for the next
+			// snapshot at its offset.
+			_ = os.Remove(snapshotPath(r.dir, off))
+		}
 	}
 	r.resetProducerStateLocked()
 	return start
