@@ -167,11 +167,19 @@ func (c *controller) batchMulti(writes [][]any) []storeResult {
 	return out
 }
 
+// stateOpFailed reports whether the state write of a fenced multi
+// (batchMulti: the controller-epoch check, then the write) failed with
+// err, rather than its check.
+func stateOpFailed(r storeResult, err error) bool {
+	return len(r.res) > 1 && errors.Is(r.res[1].Error, err)
+}
+
 // stateRead is one state znode read by readStates.
 type stateRead struct {
 	st     cluster.LeaderAndIsr
 	exists bool
 	err    error // as readState's: wraps ErrBadZNode when unreadable
+	cached bool  // taken from the context, not read (readStatesCached)
 }
 
 // readStates is readState for many partitions in one batch.
@@ -205,7 +213,9 @@ func (c *controller) readStates(tps []cluster.TopicPartition) []stateRead {
 // conditional on its zkVersion like any other, so a state a leader has
 // changed since meets BADVERSION and is read and decided again, while
 // an event over thousands of partitions the context knows costs one
-// batch of writes instead of a batch of reads and one of writes.
+// batch of writes instead of a batch of reads and one of writes. A
+// decision to write nothing checks no version, so updateStates decides
+// those again on a read.
 func (c *controller) readStatesCached(tps []cluster.TopicPartition, cached bool) []stateRead {
 	if !cached {
 		return c.readStates(tps)
@@ -218,7 +228,7 @@ func (c *controller) readStatesCached(tps []cluster.TopicPartition, cached bool)
 			miss = append(miss, i)
 			continue
 		}
-		out[i] = stateRead{st: st, exists: true}
+		out[i] = stateRead{st: st, exists: true, cached: true}
 	}
 	if len(miss) == 0 {
 		return out
@@ -277,6 +287,7 @@ func (c *controller) updateStates(tps []cluster.TopicPartition,
 		reads := c.readStatesCached(at(pending), attempt == 0)
 		var todo []int
 		var curs []cluster.LeaderAndIsr
+		fromCache := map[int]bool{} // todo entries decided on a cached state
 		for k, i := range pending {
 			tp, r := tps[i], reads[k]
 			if c.skipState(tp, r.err) {
@@ -305,6 +316,9 @@ func (c *controller) updateStates(tps []cluster.TopicPartition,
 			}
 			todo = append(todo, i)
 			curs = append(curs, r.st)
+			if r.cached {
+				fromCache[i] = true
+			}
 		}
 		if len(todo) > 0 && prepare != nil && !c.stopped() {
 			errs := prepare(at(todo), curs)
@@ -319,11 +333,19 @@ func (c *controller) updateStates(tps []cluster.TopicPartition,
 			todo, curs = kept, keptCurs
 		}
 		var writes [][]any
-		var wrote []int
+		var wrote, recheck []int
 		var nexts []cluster.LeaderAndIsr
 		for k, i := range todo {
 			tp, cur := tps[i], curs[k]
 			next, change := decide(tp, cur)
+			if !change && fromCache[i] {
+				// A write checks a cached state's zkVersion; deciding to
+				// leave it alone does not, so that decision is made again
+				// on the state read (a leader may have changed the ISR:
+				// a preferred replica back in it).
+				recheck = append(recheck, i)
+				continue
+			}
 			if !change {
 				c.states[tp] = cur
 				continue
@@ -334,9 +356,12 @@ func (c *controller) updateStates(tps []cluster.TopicPartition,
 			wrote = append(wrote, i)
 			nexts = append(nexts, next)
 		}
-		pending = pending[:0:0]
+		pending = recheck
 		if len(writes) == 0 {
-			break
+			if len(pending) == 0 {
+				break
+			}
+			continue
 		}
 		if c.stopped() {
 			for _, i := range wrote {
@@ -357,7 +382,7 @@ func (c *controller) updateStates(tps []cluster.TopicPartition,
 				out[i].st, out[i].changed = next, true
 			case errors.Is(err, ErrNotController):
 				out[i].err = err
-			case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
+			case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode) && stateOpFailed(r, zk.ErrNoNode):
 				// Changed or deleted since the state decided on: read it.
 				pending = append(pending, i)
 			case zkConnectionLost(err):

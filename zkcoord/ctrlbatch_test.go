@@ -460,3 +460,28 @@ func TestControllerStaleCachedStateReread(t *testing.T) {
 		t.Errorf("t/4's state read %d times, want none (its cached state was current)", n)
 	}
 }
+
+// TestControllerStaleCachedNoChangeReread: a decision on a cached state
+// to write nothing checks no zkVersion, so it is made again on a read.
+// Broker 1 is out of t/1's ISR as the controller knows it, but leader 2
+// has just added it back; the controlled shutdown of broker 1 must take
+// it out again (on the stale copy there was nothing to do), so that
+// acks=all writes to t/1 do not wait for a broker that is going away.
+func TestControllerStaleCachedNoChangeReread(t *testing.T) {
+	h := batchHarness(t)
+	tp := cluster.TopicPartition{Topic: "t", Partition: 1}
+	if _, err := h.run("hold state t/1 leader=2 leader_epoch=1 isr=2,3 controller_epoch=1"); err != nil {
+		t.Fatal(err)
+	}
+	h.ctrl.states[tp] = h.stateOf(tp) // learned, as from an ISR change notification
+	if _, err := h.run("hold state t/1 leader=2 leader_epoch=1 isr=2,3,1 controller_epoch=1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.ctrl.controlledShutdown(1, h.ctrl.alive[1].Epoch); err != nil {
+		t.Fatal(err)
+	}
+	st := h.stateOf(tp)
+	if st.Leader != 2 || !slices.Equal(st.Isr, []int32{2, 3}) || st.LeaderEpoch != 2 {
+		t.Fatalf("t/1 after the controlled shutdown of 1: %+v, want leader 2, ISR [2 3], leader epoch 2", st)
+	}
+}
