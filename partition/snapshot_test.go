@@ -86,7 +86,15 @@ func TestProducerSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	damaged := snapshotOffsets(pdir)
 	m3 := reopen()
+	// A snapshot that fails to decode is removed (one torn by a crash
+	// would otherwise stand in for the next snapshot at its offset).
+	for _, off := range damaged {
+		if data, err := os.ReadFile(snapshotPath(pdir, off)); err == nil && string(data) == "garbage" {
+			t.Fatalf("the damaged snapshot at %d is still there after the open", off)
+		}
+	}
 	if dup := mustAppend(t, m3, append([]byte(nil), batches[6]...), -1); dup.BaseOffset != 12 {
 		t.Fatalf("with a corrupt snapshot, retried batch got offset %d, want 12", dup.BaseOffset)
 	}
