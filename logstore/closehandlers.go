@@ -6,5 +6,5 @@ package logstore
 // flush left it, so a reopen recovers the rest. Every method called after
 // it returns ErrClosed; Close after it returns nil.
 func (l *Log) CloseHandlers() error {
-	return l.close(false)
+	return l.close(closeDiscarded)
 }

@@ -1638,7 +1638,7 @@ func (l *Log) flushLocked() error {
 // failed TruncateFullyAndStartAt, which leaves the log closed), and every
 // other method then returns ErrClosed.
 func (l *Log) Close() error {
-	return l.close(true)
+	return l.close(closeFlushed)
 }
 
 // CloseLeavingParent is Close, except that the fsync of the parent
@@ -1666,21 +1666,7 @@ func (l *Log) CloseLeavingParent() (parentSync bool, err error) {
 // checkpointed recovery point. A log that never held data writes nothing,
 // as with Close.
 func (l *Log) CloseUnsynced() error {
-	defer l.bg.Wait()
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if l.isClosed() {
-		return l.closeErr
-	}
-	var errs []error
-	if !l.neverHeldDataLocked() {
-		errs = append(errs, l.writeForCloseLocked())
-	}
-	errs = append(errs, l.closeSegmentsLocked()...)
-	if err := errors.Join(errs...); err != nil {
-		l.closeErr = fmt.Errorf("close log %s: %w", l.dir, err)
-	}
-	return l.closeErr
+	return l.close(closeUnsynced)
 }
 
 // writeForCloseLocked is CloseUnsynced's writing. Caller holds l.wmu.
@@ -1709,7 +1695,7 @@ func (l *Log) writeForCloseLocked() error {
 
 // Delete closes the log without flushing it and removes its directory.
 func (l *Log) Delete() error {
-	if err := l.close(false); err != nil && !errors.Is(err, ErrClosed) {
+	if err := l.close(closeDiscarded); err != nil && !errors.Is(err, ErrClosed) {
 		l.log.Warn().Err(err).Msg("closing log before delete")
 	}
 	if err := l.fs.RemoveAll(l.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -1719,7 +1705,16 @@ func (l *Log) Delete() error {
 	return nil
 }
 
-func (l *Log) close(flush bool) error {
+// closeMode is what close writes before it closes the files.
+type closeMode int
+
+const (
+	closeFlushed   closeMode = iota // Close: everything written and fsynced
+	closeUnsynced                   // CloseUnsynced: written, for the caller's sync of the file system
+	closeDiscarded                  // Delete and CloseHandlers: nothing
+)
+
+func (l *Log) close(mode closeMode) error {
 	// The background flushes still to run see the log closed and return;
 	// wait for them only after unlocking, since they take fmu.
 	defer l.bg.Wait()
@@ -1729,7 +1724,10 @@ func (l *Log) close(flush bool) error {
 		return l.closeErr
 	}
 	var errs []error
-	if flush && !l.neverHeldDataLocked() {
+	if mode == closeUnsynced && !l.neverHeldDataLocked() {
+		errs = append(errs, l.writeForCloseLocked())
+	}
+	if mode == closeFlushed && !l.neverHeldDataLocked() {
 		// Leave every index file complete and fsynced, the active
 		// segment's too (a flush leaves those out), so that an Open
 		// with CleanShutdown can trust them.

@@ -76,6 +76,41 @@ func shutdownManager(t *testing.T, dirs []string, threads int, fsys logstore.FS)
 	return m
 }
 
+// writtenLeaders applies n leader states of topic t to m and appends one
+// idempotent batch to each, returning the states.
+func writtenLeaders(t *testing.T, m *Manager, n int) []PartitionState {
+	t.Helper()
+	var states []PartitionState
+	for i := range n {
+		states = append(states, leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)}))
+	}
+	if err := m.ApplyPartitionStates(states); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range states {
+		if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{producerID: 7}), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return states
+}
+
+// checkRestart opens dir with a new Manager, applies states and checks
+// that every log ends at leo.
+func checkRestart(t *testing.T, dir string, threads int, states []PartitionState, leo int64) {
+	t.Helper()
+	m := shutdownManager(t, []string{dir}, threads, logstore.OSFS)
+	defer m.Close()
+	if err := m.ApplyPartitionStates(states); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range states {
+		if r, _ := m.get(st.TopicPartition); r == nil || r.log.LogEndOffset() != leo {
+			t.Fatalf("%s after the restart: %v, want log end %d", st.TopicPartition, r, leo)
+		}
+	}
+}
+
 // TestCloseFlushesLogsInParallel: Close flushes and closes the logs of a
 // dir with RecoveryThreadsPerDataDir goroutines (Kafka's LogManager
 // shutdown), never more, and still leaves the clean-shutdown marker.
@@ -155,16 +190,7 @@ func TestCloseOfNewEmptyLogsWritesNothing(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, CleanShutdownFile)); err != nil {
 		t.Errorf("no clean shutdown marker: %v", err)
 	}
-	m = shutdownManager(t, []string{dir}, 2, logstore.OSFS)
-	defer m.Close()
-	if err := m.ApplyPartitionStates(states); err != nil {
-		t.Fatal(err)
-	}
-	for _, st := range states {
-		if r, _ := m.get(st.TopicPartition); r == nil || r.log.LogEndOffset() != 0 {
-			t.Fatalf("%s after the restart: %v", st.TopicPartition, r)
-		}
-	}
+	checkRestart(t, dir, 2, states, 0)
 }
 
 // TestCloseFsyncsLogDirOnce: closing new logs that were written (their
@@ -178,18 +204,7 @@ func TestCloseFsyncsLogDirOnce(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "d1")
 			fsys := &syncCountFS{FS: logstore.OSFS, dirSyncsOf: map[string]int{}}
 			m := shutdownManager(t, []string{dir}, threads, fsys)
-			var states []PartitionState
-			for i := range logs {
-				states = append(states, leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)}))
-			}
-			if err := m.ApplyPartitionStates(states); err != nil {
-				t.Fatal(err)
-			}
-			for _, st := range states {
-				if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{producerID: 7}), 1); err != nil {
-					t.Fatal(err)
-				}
-			}
+			states := writtenLeaders(t, m, logs)
 			if err := m.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -199,16 +214,7 @@ func TestCloseFsyncsLogDirOnce(t *testing.T) {
 			if got != 1 {
 				t.Errorf("the log dir of %d new logs fsynced %d times at Close, want once", logs, got)
 			}
-			m2 := shutdownManager(t, []string{dir}, threads, logstore.OSFS)
-			defer m2.Close()
-			if err := m2.ApplyPartitionStates(states); err != nil {
-				t.Fatal(err)
-			}
-			for _, st := range states {
-				if r, _ := m2.get(st.TopicPartition); r == nil || r.log.LogEndOffset() != 1 {
-					t.Fatalf("%s after the restart: %v", st.TopicPartition, r)
-				}
-			}
+			checkRestart(t, dir, threads, states, 1)
 		})
 	}
 }
@@ -375,18 +381,7 @@ func TestCloseSyncsFileSystemOnce(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "d1")
 			fsys := &fsSyncFS{syncCountFS: syncCountFS{FS: logstore.OSFS, dirSyncsOf: map[string]int{}}}
 			m := shutdownManager(t, []string{dir}, 2, fsys)
-			var states []PartitionState
-			for i := range logs {
-				states = append(states, leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)}))
-			}
-			if err := m.ApplyPartitionStates(states); err != nil {
-				t.Fatal(err)
-			}
-			for _, st := range states {
-				if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{producerID: 7}), 1); err != nil {
-					t.Fatal(err)
-				}
-			}
+			states := writtenLeaders(t, m, logs)
 			if fail {
 				// Out of descriptors opening the dir: not an I/O error,
 				// so the dir stays online, but nothing was synced.
@@ -426,16 +421,7 @@ func TestCloseSyncsFileSystemOnce(t *testing.T) {
 			if want := map[bool]int{false: logs, true: 0}[fail]; claimed != want {
 				t.Fatalf("recovery-point checkpoint after a sync that failed %t: %d logs claimed past 0, want %d (%v)", fail, claimed, want, rps)
 			}
-			m2 := shutdownManager(t, []string{dir}, 2, logstore.OSFS)
-			defer m2.Close()
-			if err := m2.ApplyPartitionStates(states); err != nil {
-				t.Fatal(err)
-			}
-			for _, st := range states {
-				if r, _ := m2.get(st.TopicPartition); r == nil || r.log.LogEndOffset() != 1 {
-					t.Fatalf("%s after the restart: %v", st.TopicPartition, r)
-				}
-			}
+			checkRestart(t, dir, 2, states, 1)
 		})
 	}
 }
