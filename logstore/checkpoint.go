@@ -152,32 +152,25 @@ func WriteFileAtomicFS(fsys FS, path string, data []byte) error {
 // file, the new one, or the new one empty or torn, so it suits only files
 // whose reader checks them (a producer snapshot's CRC).
 func WriteFileUnsynced(fsys FS, path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := openFile(fsys, nil, tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		_ = fsys.Remove(tmp)
-		return err
-	}
-	return fsys.Rename(tmp, path)
+	return writeFile(fsys, path, data, false, false)
 }
 
 // writeFileAtomic is WriteFileAtomicFS, leaving the fsync of the
 // directory after the rename to the caller when dirSync is false.
 func writeFileAtomic(fsys FS, path string, data []byte, dirSync bool) error {
+	return writeFile(fsys, path, data, true, dirSync)
+}
+
+// writeFile writes path+".tmp", fsyncs it with fileSync, renames it over
+// path and fsyncs the directory with dirSync.
+func writeFile(fsys FS, path string, data []byte, fileSync, dirSync bool) error {
 	tmp := path + ".tmp"
 	f, err := openFile(fsys, nil, tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && fileSync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

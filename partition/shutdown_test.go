@@ -121,18 +121,7 @@ func TestCloseFlushesLogsInParallel(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "d1")
 			fsys := &syncCountFS{FS: logstore.OSFS, delay: 5 * time.Millisecond}
 			m := shutdownManager(t, []string{dir}, threads, fsys)
-			var states []PartitionState
-			for i := range logs {
-				states = append(states, leaderOf(cluster.TopicPartition{Topic: "t", Partition: int32(i)}))
-			}
-			if err := m.ApplyPartitionStates(states); err != nil {
-				t.Fatal(err)
-			}
-			for _, st := range states {
-				if _, err := m.Append(st.TopicPartition, buildBatch(batchSpec{}), 1); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writtenLeaders(t, m, logs)
 			fsys.mu.Lock()
 			fsys.peak = 0
 			fsys.mu.Unlock()
