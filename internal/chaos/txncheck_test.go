@@ -96,9 +96,12 @@ func TestTxnCheckerCatches(t *testing.T) {
 			in.Final[3].Offsets, in.Final[3].Values = []int64{0, 1, 5, 6}, []string{"in-0@ctp/0", "in-1@ctp/0", "in-2@ctp/2", "in-3@ctp/2"}
 			in.GroupOffsets = append(in.GroupOffsets[:3], GroupOffset{At: 7 * s, Group: "g", Partition: 0, Offset: 3}, GroupOffset{At: 10 * s, Group: "g", Partition: 0, Offset: 4})
 		}, func(a TxnAnomalies) int { return a.AbortedOffset }},
-		{"acknowledged offset commit not applied", func(in *TxnInput) {
-			in.GroupOffsets = append(in.GroupOffsets, GroupOffset{At: 9500 * time.Millisecond, Group: "g", Partition: 0, Offset: 2})
-		}, func(a TxnAnomalies) int { return a.MissingOffset }},
+		{"acknowledged offset commit not in the final offsets", func(in *TxnInput) {
+			// The last sample reads 2 after c2's commit of 3 was
+			// acknowledged; in-2's committed output is then past the
+			// final offset too, which OffsetOutput counts beside it.
+			in.GroupOffsets[3].Offset = 2
+		}, func(a TxnAnomalies) int { return a.MissingOffset + a.OffsetOutput }},
 		{"offset past output that is not there", func(in *TxnInput) {
 			in.Final[3].Offsets, in.Final[3].Values = []int64{0, 1}, []string{"in-0@ctp/0", "in-1@ctp/0"}
 			in.Txns[6].Outcome = Info // c2 indeterminate, so its absence is not a lost txn
@@ -128,6 +131,35 @@ func TestTxnCheckerCatches(t *testing.T) {
 		if res.Total() != got {
 			t.Errorf("%s: counted elsewhere too: %+v (%v)", tc.name, res.Anomalies, res.Examples)
 		}
+	}
+}
+
+// TestTxnCheckerStaleOffsetRead: a sample during the run that reads less
+// than an acknowledged commit (a demoted coordinator answering from its
+// cache) is counted as a stale read, not as an anomaly, while the final
+// sample holds the commit.
+func TestTxnCheckerStaleOffsetRead(t *testing.T) {
+	t.Parallel()
+	s := time.Second
+	in := TxnInput{
+		Txns: []Txn{{Producer: "ctp", Seq: 0, Group: "g", Offsets: map[int32]int64{0: 2},
+			Writes: []TxnWrite{{Topic: "out", Partition: 0, Value: "in-0@ctp/0", Offset: -1}, {Topic: "out", Partition: 0, Value: "in-1@ctp/0", Offset: -1}},
+			Commit: true, Outcome: OK, Invoke: 1 * s, End: 2 * s, Complete: 3 * s}},
+		Final: []Poll{{Consumer: "final", Topic: "out", Partition: 0, Offsets: []int64{0, 1}, Values: []string{"in-0@ctp/0", "in-1@ctp/0"}}},
+		GroupOffsets: []GroupOffset{
+			{At: 4 * s, Group: "g", Partition: 0, Offset: -1}, // stale: no commit seen
+			{At: 10 * s, Group: "g", Partition: 0, Offset: 2},
+		},
+		Input:       map[int32]map[int64]string{0: {0: "in-0", 1: "in-1"}},
+		OutputTopic: "out",
+	}
+	res := Check(CheckInput{Txn: in})
+	if res.StaleOffsetRead != 1 || res.Total() != 0 {
+		t.Fatalf("stale reads %d, anomalies %+v (%v); want 1 stale read and no anomaly", res.StaleOffsetRead, res.TxnAnomalies, res.Examples)
+	}
+	in.GroupOffsets[1].Offset = -1 // the final sample lost the commit too
+	if res := Check(CheckInput{Txn: in}); res.MissingOffset != 1 {
+		t.Fatalf("final offset below the acknowledged commit: %+v, want MissingOffset 1", res.TxnAnomalies)
 	}
 }
 
@@ -164,7 +196,7 @@ func TestReportTxnColumns(t *testing.T) {
 			t.Errorf("row %q has %d cells, header %d", r, strings.Count(r, "|"), strings.Count(rows[0], "|"))
 		}
 	}
-	if !strings.Contains(rows[2], "| - | - | - | - | - | - |") || !strings.Contains(rows[3], "| **FAIL** |") || !strings.Contains(rows[3], "| 3/2/0 | 1 | 0 | 0/0 | 0 | 0/0/0 |") {
+	if !strings.Contains(rows[2], "| - | - | - | - | - | - |") || !strings.Contains(rows[3], "| **FAIL** |") || !strings.Contains(rows[3], "| 3/2/0 | 1 | 0 | 0/0 | 0 | 0/0/0 (0) |") {
 		t.Errorf("rows:\n%s\n%s", rows[2], rows[3])
 	}
 }
