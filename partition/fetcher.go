@@ -30,6 +30,7 @@ const (
 
 // fetchPartition is one partition a fetcher replicates.
 type fetchPartition struct {
+	tp          cluster.TopicPartition
 	r           *Replica
 	leaderEpoch int32
 	phase       fetchPhase
@@ -46,9 +47,10 @@ type fetcher struct {
 
 	mu    sync.Mutex
 	parts map[cluster.TopicPartition]*fetchPartition
-	// order is parts' keys sorted, rebuilt (when nil) after a partition
-	// joins or leaves: a round walks it rather than sort every time.
-	order []cluster.TopicPartition
+	// order is parts' entries sorted by topic-partition, rebuilt (when
+	// nil) after a partition joins or leaves: a round walks it rather
+	// than sort, or look each partition up, every time.
+	order []*fetchPartition
 
 	wake    chan struct{} // capacity 1: a partition was added
 	stop    chan struct{} // closed when the fetcher is stopped
@@ -116,26 +118,25 @@ func (f *fetcher) ready(now time.Time) (truncating, fetching []partSnap) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.order == nil {
-		f.order = make([]cluster.TopicPartition, 0, len(f.parts))
-		for tp := range f.parts {
-			f.order = append(f.order, tp)
+		f.order = make([]*fetchPartition, 0, len(f.parts))
+		for _, p := range f.parts {
+			f.order = append(f.order, p)
 		}
-		slices.SortFunc(f.order, func(a, b cluster.TopicPartition) int {
-			if a.Topic != b.Topic {
-				if a.Topic < b.Topic {
+		slices.SortFunc(f.order, func(a, b *fetchPartition) int {
+			if a.tp.Topic != b.tp.Topic {
+				if a.tp.Topic < b.tp.Topic {
 					return -1
 				}
 				return 1
 			}
-			return int(a.Partition - b.Partition)
+			return int(a.tp.Partition - b.tp.Partition)
 		})
 	}
-	for _, tp := range f.order {
-		p := f.parts[tp]
+	for _, p := range f.order {
 		if p.delayUntil.After(now) {
 			continue
 		}
-		s := partSnap{tp: tp, r: p.r, leaderEpoch: p.leaderEpoch}
+		s := partSnap{tp: p.tp, r: p.r, leaderEpoch: p.leaderEpoch}
 		switch p.phase {
 		case phaseTruncating:
 			truncating = append(truncating, s)
@@ -258,7 +259,8 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 	var throttled map[cluster.TopicPartition]bool
 	overQuota := -1
 	for _, s := range parts {
-		if th, inSync := s.r.followerThrottle(); th {
+		pos := s.r.fetchState(s.leaderEpoch)
+		if th, inSync := pos.throttled, pos.inSync; th {
 			// Kafka's shouldFollowerThrottle: a throttled replica that
 			// is not in sync waits while the quota is exceeded; the
 			// others are fetched as usual.
@@ -276,8 +278,8 @@ func (f *fetcher) fetch(ctx context.Context, parts []partSnap) bool {
 			}
 			throttled[s.tp] = true
 		}
-		off, start, ok := s.r.fetchPosition(s.leaderEpoch)
-		if !ok {
+		off, start := pos.fetchOffset, pos.logStart
+		if !pos.ok {
 			continue
 		}
 		req.Partitions = append(req.Partitions, FetchPartition{TopicPartition: s.tp, FetchOffset: off,
@@ -431,10 +433,13 @@ func (m *Manager) followPartition(r *Replica, leader, leaderEpoch int32) {
 		m.fetchers[leader] = f
 	}
 	f.mu.Lock()
-	if _, ok := f.parts[r.tp]; !ok {
+	if p := f.parts[r.tp]; p != nil {
+		// In place: f.order holds the entry.
+		*p = fetchPartition{tp: r.tp, r: r, leaderEpoch: leaderEpoch, phase: phaseTruncating}
+	} else {
 		f.order = nil
+		f.parts[r.tp] = &fetchPartition{tp: r.tp, r: r, leaderEpoch: leaderEpoch, phase: phaseTruncating}
 	}
-	f.parts[r.tp] = &fetchPartition{r: r, leaderEpoch: leaderEpoch, phase: phaseTruncating}
 	f.mu.Unlock()
 	select {
 	case f.wake <- struct{}{}:

@@ -17,16 +17,33 @@ func (r *Replica) followingLocked(leaderEpoch int32) bool {
 	return !r.closed && r.leader != r.brokerID && r.leaderEpoch == leaderEpoch
 }
 
-// fetchPosition is what a fetcher sends for r: the fetch offset (its LEO)
-// and its log start offset. ok is false when r no longer follows in
-// leaderEpoch.
-func (r *Replica) fetchPosition(leaderEpoch int32) (fetchOffset, logStart int64, ok bool) {
+// fetchPos is what a fetcher round needs of a followed replica, read
+// under one lock, so that an idle follower's round touches each of
+// thousands of replicas once.
+type fetchPos struct {
+	// fetchOffset (its LEO) and logStart are what the fetcher sends; ok
+	// is false when r no longer follows in the epoch asked about.
+	fetchOffset, logStart int64
+	ok                    bool
+	// throttled: the replica, as a follower, is throttled; inSync: its
+	// LEO is at or past the leader's HW of the last fetch response
+	// (Kafka's PartitionFetchState isReplicaInSync, a lag of 0).
+	throttled, inSync bool
+}
+
+// fetchState reads r's fetchPos for a fetcher following in leaderEpoch.
+func (r *Replica) fetchState(leaderEpoch int32) fetchPos {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.followingLocked(leaderEpoch) {
-		return 0, 0, false
+	var p fetchPos
+	if r.followerThrottled {
+		p.throttled = true
+		p.inSync = r.leaderHW >= 0 && r.log.LogEndOffset() >= r.leaderHW
 	}
-	return r.log.LogEndOffset(), r.log.LogStartOffset(), true
+	if r.followingLocked(leaderEpoch) {
+		p.fetchOffset, p.logStart, p.ok = r.log.LogEndOffset(), r.log.LogStartOffset(), true
+	}
+	return p
 }
 
 // latestLocalEpoch is the epoch a truncating follower asks its leader

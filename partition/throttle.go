@@ -216,19 +216,6 @@ func (r *Replica) setThrottlesLocked() {
 	r.followerThrottled = throttledHere(r.cfg.FollowerReplicationThrottledReplicas, r.tp.Partition, r.brokerID)
 }
 
-// followerThrottle reports whether the replica, as a follower, is
-// throttled, and whether it is in sync: its LEO at or past the leader's
-// HW of the last fetch response (Kafka's PartitionFetchState
-// isReplicaInSync, a lag of 0).
-func (r *Replica) followerThrottle() (throttled, inSync bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.followerThrottled {
-		return false, false
-	}
-	return true, r.leaderHW >= 0 && r.log.LogEndOffset() >= r.leaderHW
-}
-
 // isAdding reports whether a reassignment in progress adds broker's
 // replica (PartitionState.AddingReplicas of the last state).
 func (r *Replica) isAdding(broker int32) bool {
