@@ -42,6 +42,15 @@ type fetchSessionHandler struct {
 	pending        []partition.FetchPartition
 	pendingChanged []partition.FetchPartition
 	pendingGone    []cluster.TopicPartition
+
+	// last is a copy of the wish list of the last fetch that succeeded,
+	// which parts holds, in its order (valid while lastOK); wish is this
+	// fetch's, the caller's slice. A fetcher asks for the same partitions
+	// in the same order round after round, so build compares position by
+	// position and looks nothing up in parts while that holds.
+	last   []partition.FetchPartition
+	lastOK bool
+	wish   []partition.FetchPartition
 }
 
 func newFetchSessionHandler() *fetchSessionHandler {
@@ -53,6 +62,7 @@ func newFetchSessionHandler() *fetchSessionHandler {
 // is incremental. Caller holds h.mu until handled or failed.
 func (h *fetchSessionHandler) build(kreq *kmsg.FetchRequest, want []partition.FetchPartition) (incremental bool) {
 	h.pending, h.pendingChanged, h.pendingGone = nil, h.pendingChanged[:0], h.pendingGone[:0]
+	h.wish = want
 	kreq.SessionID = h.id
 	kreq.SessionEpoch = h.epoch
 	if h.id == invalidSessionID || h.epoch == initialEpoch {
@@ -60,6 +70,17 @@ func (h *fetchSessionHandler) build(kreq *kmsg.FetchRequest, want []partition.Fe
 		h.pending = want
 		appendFetchTopics(kreq, want)
 		return false
+	}
+	if h.sameOrder(want) {
+		// The partitions the session holds, in the same order: only
+		// changed ones are sent, and none is gone.
+		for i, p := range want {
+			if p != h.last[i] {
+				h.pendingChanged = append(h.pendingChanged, p)
+			}
+		}
+		appendFetchTopics(kreq, h.pendingChanged)
+		return true
 	}
 	// want comes from the fetcher's map: no partition twice. When every
 	// one of them is in the session and the counts match, none is gone.
@@ -98,6 +119,20 @@ func (h *fetchSessionHandler) build(kreq *kmsg.FetchRequest, want []partition.Fe
 	return true
 }
 
+// sameOrder reports whether want names the partitions of the last
+// successful fetch, which the session holds, in the same order.
+func (h *fetchSessionHandler) sameOrder(want []partition.FetchPartition) bool {
+	if !h.lastOK || len(want) != len(h.last) || len(want) != len(h.parts) {
+		return false
+	}
+	for i := range want {
+		if want[i].TopicPartition != h.last[i].TopicPartition {
+			return false
+		}
+	}
+	return true
+}
+
 // appendFetchTopics adds parts to kreq, grouped by topic.
 func appendFetchTopics(kreq *kmsg.FetchRequest, parts []partition.FetchPartition) {
 	topics, byTopic := topicOrder(parts, func(p partition.FetchPartition) string { return p.TopicPartition.Topic })
@@ -125,6 +160,8 @@ func appendFetchTopics(kreq *kmsg.FetchRequest, parts []partition.FetchPartition
 func (h *fetchSessionHandler) handled(incremental bool, respSessionID int32) bool {
 	want, changed, gone := h.pending, h.pendingChanged, h.pendingGone
 	h.pending = nil
+	wish := h.wish
+	h.wish, h.lastOK = nil, false
 	if respSessionID == invalidSessionID {
 		// No session (the cache was full, or the session closed):
 		// every fetch is full until one is created.
@@ -137,6 +174,7 @@ func (h *fetchSessionHandler) handled(incremental bool, respSessionID int32) boo
 		return false
 	}
 	h.epoch = nextSessionEpoch(h.epoch)
+	h.last, h.lastOK = append(h.last[:0], wish...), true
 	if incremental {
 		for _, p := range changed {
 			h.parts[p.TopicPartition] = p
@@ -162,6 +200,7 @@ func (h *fetchSessionHandler) handled(incremental bool, respSessionID int32) boo
 // leader closes. Caller holds h.mu.
 func (h *fetchSessionHandler) failed(unknown bool) {
 	h.pending, h.pendingChanged, h.pendingGone = nil, h.pendingChanged[:0], h.pendingGone[:0]
+	h.wish, h.lastOK = nil, false
 	if unknown {
 		h.id = invalidSessionID
 	}

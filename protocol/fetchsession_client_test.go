@@ -149,3 +149,56 @@ func TestBrokerClientFetchSessionRecovers(t *testing.T) {
 		t.Fatalf("in the new session: answered %v, want partition 2 (still fetched at 0)", resp.Partitions)
 	}
 }
+
+// TestFetchSessionHandlerSameOrder: a wish list naming the session's
+// partitions in the order of the last fetch is compared position by
+// position (no lookups), which must find exactly what the lookups find:
+// the changed partition, also when the caller rewrote its previous slice
+// in place; a reordered list, and one after a failure, take the other
+// paths.
+func TestFetchSessionHandlerSameOrder(t *testing.T) {
+	h := newFetchSessionHandler()
+	want := wish(map[int32]int64{0: 5, 1: 7, 2: 9})
+	kreq := kmsg.NewPtrFetchRequest()
+	h.build(kreq, want)
+	h.handled(false, 42)
+	// The caller reuses its slice: partition 1 moved to 8.
+	want[1].FetchOffset = 8
+	kreq = kmsg.NewPtrFetchRequest()
+	if !h.build(kreq, want) {
+		t.Fatal("not incremental")
+	}
+	if named, gone := requested(kreq); len(named) != 1 || named[1] != 8 || len(gone) != 0 {
+		t.Fatalf("same order, one moved: named %v, forgotten %v; want {1:8}", named, gone)
+	}
+	h.handled(true, 42)
+	// Reversed order, partition 0 moved: found by lookup, nothing gone.
+	rev := slices.Clone(want)
+	slices.Reverse(rev)
+	rev[2].FetchOffset = 6
+	kreq = kmsg.NewPtrFetchRequest()
+	h.build(kreq, rev)
+	if named, gone := requested(kreq); len(named) != 1 || named[0] != 6 || len(gone) != 0 {
+		t.Fatalf("reversed, one moved: named %v, forgotten %v; want {0:6}", named, gone)
+	}
+	h.handled(true, 42)
+	// Back to the first order: the session holds 0@6, 1@8, 2@9.
+	kreq = kmsg.NewPtrFetchRequest()
+	h.build(kreq, wish(map[int32]int64{0: 6, 1: 8, 2: 9}))
+	if named, gone := requested(kreq); len(named) != 0 || len(gone) != 0 {
+		t.Fatalf("unchanged after a reorder: named %v, forgotten %v; want an empty fetch", named, gone)
+	}
+	h.handled(true, 42)
+	// The same partitions with one left out: the lookups name it gone.
+	kreq = kmsg.NewPtrFetchRequest()
+	h.build(kreq, wish(map[int32]int64{0: 6, 1: 8}))
+	if named, gone := requested(kreq); len(named) != 0 || !slices.Equal(gone, []int32{2}) {
+		t.Fatalf("one left out: named %v, forgotten %v; want [2] forgotten", named, gone)
+	}
+	// That fetch is lost: the next one is full, whatever the order.
+	h.failed(false)
+	kreq = kmsg.NewPtrFetchRequest()
+	if h.build(kreq, wish(map[int32]int64{0: 6, 1: 8})) {
+		t.Fatal("incremental after a failed fetch")
+	}
+}
