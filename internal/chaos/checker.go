@@ -20,16 +20,24 @@ type Anomalies struct {
 	// epochBumpDuplicate. Not in Total.
 	DuplicateEpochBump int
 	NonmonotonicPoll   int // a consumer went backwards
-	PollSkip           int // a consumer jumped over offsets
-	NonmonotonicSend   int // one producer's later ack at a lower offset
-	ReadThenVanished   int // polled, then not in the final log at that offset
-	AboveHW            int // polled at or above the response's HW
-	FailedVisible      int // a fail write's value is in the final log or a poll
-	Divergent          int // replicas disagree below the minimum HW
-	EpochCheckpoint    int // leader-epoch-checkpoint not increasing
-	EpochViolation     int // leader_epoch decreased, or two leaders in one epoch
-	ControllerEpoch    int // controller epoch decreased
-	UncleanLeader      int // unclean off, yet a leader outside the last ISR
+	// ConsumerRewind counts polls that went backwards to exactly where
+	// kgo reset the consumer after reporting data loss (ErrDataLoss):
+	// the client's decision on a broker's answer (a deposed leader's
+	// OFFSET_OUT_OF_RANGE, its stale metadata, which kgo accepts after
+	// five epoch rewinds), reported, not a failure; the records read
+	// again are checked like any others (read-then-vanished, lost). Not
+	// in Total.
+	ConsumerRewind   int
+	PollSkip         int // a consumer jumped over offsets
+	NonmonotonicSend int // one producer's later ack at a lower offset
+	ReadThenVanished int // polled, then not in the final log at that offset
+	AboveHW          int // polled at or above the response's HW
+	FailedVisible    int // a fail write's value is in the final log or a poll
+	Divergent        int // replicas disagree below the minimum HW
+	EpochCheckpoint  int // leader-epoch-checkpoint not increasing
+	EpochViolation   int // leader_epoch decreased, or two leaders in one epoch
+	ControllerEpoch  int // controller epoch decreased
+	UncleanLeader    int // unclean off, yet a leader outside the last ISR
 	// TxnAnomalies are the transactional checks (txn scenarios only).
 	TxnAnomalies
 	// GroupAnomalies are the consumer group's checks.
@@ -85,6 +93,8 @@ type CheckInput struct {
 	Group GroupInput
 	// Resets are the kgo producers' producer id resets.
 	Resets []ProducerReset
+	// Rewinds are the kgo consumers' resets after reported data loss.
+	Rewinds []ConsumerRewind
 }
 
 // CheckResult is the checker's verdict material.
@@ -197,6 +207,7 @@ func Check(in CheckInput) CheckResult {
 		p int32
 	}
 	next := map[cp]int64{}
+	usedRewind := make([]bool, len(in.Rewinds))
 	for _, pl := range in.Polls {
 		for i, o := range pl.Offsets {
 			v := pl.Values[i]
@@ -228,6 +239,14 @@ func Check(in CheckInput) CheckResult {
 				res.PollSkip++
 				res.note("poll-skip", "%s p%d: poll at %s starts at %d, expected %d", pl.Consumer, pl.Partition, pl.At, first, want)
 			case first < want:
+				if i := rewindTo(in.Rewinds, usedRewind, pl, first); i >= 0 {
+					usedRewind[i] = true
+					rw := in.Rewinds[i]
+					res.ConsumerRewind++
+					res.note("consumer-rewind", "%s p%d: poll at %s starts at %d, expected %d: kgo reported data loss at %s (consumed to %d in epoch %d, reset to %d in epoch %d)",
+						pl.Consumer, pl.Partition, pl.At, first, want, rw.At, rw.ConsumedTo, rw.ConsumedToEpoch, rw.ResetTo, rw.ResetToEpoch)
+					break
+				}
 				res.NonmonotonicPoll++
 				res.note("nonmonotonic-poll", "%s p%d: poll at %s starts at %d, expected %d", pl.Consumer, pl.Partition, pl.At, first, want)
 			}
@@ -458,4 +477,16 @@ func stampList(offs []int64, stamps map[int64]Stamp) string {
 		b = fmt.Appendf(b, "@%d producer %d epoch %d seq %d", o, st.ProducerID, st.ProducerEpoch, st.Seq)
 	}
 	return string(b)
+}
+
+// rewindTo is the index of an unused rewind of pl's consumer and
+// partition, recorded no later than pl, that reset it to first; -1 if
+// none.
+func rewindTo(rewinds []ConsumerRewind, used []bool, pl Poll, first int64) int {
+	for i, r := range rewinds {
+		if !used[i] && r.Consumer == pl.Consumer && r.Partition == pl.Partition && r.ResetTo == first && r.At <= pl.At {
+			return i
+		}
+	}
+	return -1
 }

@@ -255,3 +255,44 @@ func TestDuplicateEpochBump(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerRewind: a poll that goes back to exactly where kgo reset the
+// consumer after reporting data loss is a reported rewind, not a
+// nonmonotonic poll; one to another offset, one by another consumer or
+// partition, or one before the reset was recorded is still a failure.
+func TestConsumerRewind(t *testing.T) {
+	t.Parallel()
+	writes := []Write{
+		{Producer: "p", Seq: 0, Value: "a", Outcome: OK, Offset: 0},
+		{Producer: "p", Seq: 1, Value: "b", Outcome: OK, Offset: 1},
+		{Producer: "p", Seq: 2, Value: "c", Outcome: OK, Offset: 2},
+	}
+	r := Replica{Broker: 1, Values: map[int64]string{0: "a", 1: "b", 2: "c"}, HW: 3, LEO: 3}
+	polls := []Poll{
+		{Consumer: "c0", Partition: 0, At: time.Second, Offsets: []int64{0, 1, 2}, Values: []string{"a", "b", "c"}, HW: 3},
+		{Consumer: "c0", Partition: 0, At: 3 * time.Second, Offsets: []int64{1, 2}, Values: []string{"b", "c"}, HW: 3},
+	}
+	rewind := ConsumerRewind{Consumer: "c0", Partition: 0, At: 2 * time.Second, ConsumedTo: 3, ResetTo: 1, ConsumedToEpoch: 5, ResetToEpoch: 4}
+	for _, tc := range []struct {
+		name   string
+		rewind *ConsumerRewind
+		want   bool // counted as a rewind rather than a failure
+	}{
+		{"no rewind recorded", nil, false},
+		{"reset to where the poll starts", &rewind, true},
+		{"reset elsewhere", &ConsumerRewind{Consumer: "c0", Partition: 0, At: 2 * time.Second, ConsumedTo: 3, ResetTo: 0}, false},
+		{"another consumer", &ConsumerRewind{Consumer: "c1", Partition: 0, At: 2 * time.Second, ConsumedTo: 3, ResetTo: 1}, false},
+		{"recorded after the poll", &ConsumerRewind{Consumer: "c0", Partition: 0, At: 4 * time.Second, ConsumedTo: 3, ResetTo: 1}, false},
+	} {
+		in := CheckInput{Writes: writes, Polls: polls, Replicas: map[int32][]Replica{0: {r}}}
+		if tc.rewind != nil {
+			in.Rewinds = []ConsumerRewind{*tc.rewind}
+		}
+		res := Check(in)
+		got := res.ConsumerRewind == 1 && res.NonmonotonicPoll == 0 && res.Total() == 0
+		failed := res.ConsumerRewind == 0 && res.NonmonotonicPoll == 1
+		if tc.want != got || (!tc.want && !failed) {
+			t.Errorf("%s: rewinds %d, nonmonotonic polls %d, total %d (%v)", tc.name, res.ConsumerRewind, res.NonmonotonicPoll, res.Total(), res.Examples)
+		}
+	}
+}

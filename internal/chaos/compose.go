@@ -732,7 +732,7 @@ func RunCompose(cfg ComposeConfig, c *Cluster, d *Docker, sc ComposeScenario) (r
 		env.fail("final read: %v", err)
 	}
 	writes, polls, faults := h.snapshot()
-	res.Check = Check(CheckInput{Writes: writes, Polls: polls, Samples: samples, Replicas: reps, FinalLeader: final, Group: group, Resets: h.resets()})
+	res.Check = Check(CheckInput{Writes: writes, Polls: polls, Samples: samples, Replicas: reps, FinalLeader: final, Group: group, Resets: h.resets(), Rewinds: h.rewinds()})
 	res.Figures = ComputeFigures(writes, faults, samples, Partitions, writesEnd)
 	for _, msg := range assertBounds(writes, faults, sc, writesEnd) {
 		env.fail("%s", msg)

@@ -37,6 +37,11 @@
 // leader answers OUT_OF_ORDER_SEQUENCE_NUMBER from its divergent log, the
 // producer bumps its epoch and resends from sequence 0 (as Kafka's own
 // producer does), and brokers deduplicate per producer id and epoch only.
+// Likewise a consumer poll that goes back to exactly where kgo reset the
+// consumer after reporting data loss (History.Rewinds, kgo.ErrDataLoss) is
+// counted apart (consumer-rewind): kgo's answer to a broker's reply, such
+// as a deposed leader's OFFSET_OUT_OF_RANGE after kgo accepted that
+// broker's stale metadata; the records it reads again are checked as any.
 //
 // Transactions (issue 18): a Scenario with Txn set (txn-random-mix, the
 // random SAFE mix) also runs TxnWorkload: kgo transactional producers

@@ -119,6 +119,11 @@ func (m *groupMember) run(ctx context.Context, wg *sync.WaitGroup) {
 	for ctx.Err() == nil {
 		fs := m.cl.PollFetches(ctx)
 		at := m.h.Now()
+		m.h.recordRewinds(fs, at, func(p int32) string {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return fmt.Sprintf("%s#%d", m.name, m.session[p])
+		})
 		offsets := map[int32]kgo.EpochOffset{}
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {

@@ -1,8 +1,11 @@
 package chaos
 
 import (
+	"errors"
 	"sync"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Outcome is a write's result in Jepsen's terms.
@@ -78,6 +81,17 @@ type ProducerReset struct {
 	Err           string
 }
 
+// ConsumerRewind is a kgo consumer's reset after it reported data loss
+// (kgo.ErrDataLoss): it had consumed up to ConsumedTo and resumes at
+// ResetTo, below it.
+type ConsumerRewind struct {
+	Consumer                      string
+	Partition                     int32
+	At                            time.Duration
+	ConsumedTo, ResetTo           int64
+	ConsumedToEpoch, ResetToEpoch int32
+}
+
 // History is everything a run recorded, safe for concurrent appends.
 type History struct {
 	start  time.Time
@@ -85,8 +99,10 @@ type History struct {
 	Writes []Write
 	// Resets are the kgo producers' producer id resets.
 	Resets []ProducerReset
-	Polls  []Poll
-	Faults []FaultEvent
+	// Rewinds are the kgo consumers' resets after reported data loss.
+	Rewinds []ConsumerRewind
+	Polls   []Poll
+	Faults  []FaultEvent
 	// The transactional workload's (txn scenarios only).
 	Txns         []Txn
 	TxnPolls     []Poll
@@ -138,6 +154,30 @@ func (h *History) resets() []ProducerReset {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]ProducerReset(nil), h.Resets...)
+}
+
+func (h *History) addRewind(r ConsumerRewind) {
+	h.mu.Lock()
+	h.Rewinds = append(h.Rewinds, r)
+	h.mu.Unlock()
+}
+
+func (h *History) rewinds() []ConsumerRewind {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]ConsumerRewind(nil), h.Rewinds...)
+}
+
+// recordRewinds adds to h the kgo.ErrDataLoss resets among fs's errors,
+// for consumer (name(partition) names it per partition).
+func (h *History) recordRewinds(fs kgo.Fetches, at time.Duration, name func(partition int32) string) {
+	fs.EachError(func(_ string, p int32, err error) {
+		var dl *kgo.ErrDataLoss
+		if errors.As(err, &dl) {
+			h.addRewind(ConsumerRewind{Consumer: name(p), Partition: p, At: at, ConsumedTo: dl.ConsumedTo, ResetTo: dl.ResetTo,
+				ConsumedToEpoch: dl.ConsumedToEpoch, ResetToEpoch: dl.ResetToEpoch})
+		}
+	})
 }
 
 func (h *History) addPoll(p Poll) {

@@ -26,7 +26,7 @@ func txnCells(c CheckResult) string {
 func WriteReport(out io.Writer, results []Result, header string) {
 	fmt.Fprintf(out, "# Chaos report\n\n%s\n\n", header)
 	fmt.Fprintf(out, "Verdicts: SAFE scenarios PASS with zero anomalies besides the ones the scenario allows (listed under it); RECORDED scenarios (#8) report loss Kafka does not promise to prevent; negative controls (ACK1, UNCLEAN, NONIDEM) are CAUGHT when the checker reports their anomaly (lost writes; duplicates for NONIDEM).\n\n")
-	fmt.Fprintln(out, "| scenario | profile | verdict | attempted | ok | fail | info (seen) | lost | incons. offset | dup (epoch bump) | nonmono poll/send | poll-skip | read-then-vanished | above HW | failed-visible | divergent | epoch/ctrl/unclean | group commits ok/all | commit backwards/lost/ownership (stale reads) | txns commit/abort/info | G1a | precommitted | partial/lost txn | txn dup | offsets aborted/missing/vs output (stale reads) | unavail p50/p99/max ms | detect/elect/first-ack ms | ISR -/+ | elections | ack p50/p99 ms | time s |")
+	fmt.Fprintln(out, "| scenario | profile | verdict | attempted | ok | fail | info (seen) | lost | incons. offset | dup (epoch bump) | nonmono poll/send (kgo rewinds) | poll-skip | read-then-vanished | above HW | failed-visible | divergent | epoch/ctrl/unclean | group commits ok/all | commit backwards/lost/ownership (stale reads) | txns commit/abort/info | G1a | precommitted | partial/lost txn | txn dup | offsets aborted/missing/vs output (stale reads) | unavail p50/p99/max ms | detect/elect/first-ack ms | ISR -/+ | elections | ack p50/p99 ms | time s |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		a := r.Check.Anomalies
@@ -35,9 +35,9 @@ func WriteReport(out io.Writer, results []Result, header string) {
 		if f.Timelines > 0 {
 			tl = fmt.Sprintf("%s/%s/%s", ms(f.Detect), ms(f.Elect), ms(f.FirstAck))
 		}
-		fmt.Fprintf(out, "| %s | %s | **%s** | %d | %d | %d | %d (%d) | %d | %d | %d (%d) | %d/%d | %d | %d | %d | %d | %d | %d/%d/%d | %d/%d | %d/%d/%d (%d) | %s | %s/%s/%s | %s | %d/%d | %d | %s/%s | %.0f |\n",
+		fmt.Fprintf(out, "| %s | %s | **%s** | %d | %d | %d | %d (%d) | %d | %d | %d (%d) | %d/%d (%d) | %d | %d | %d | %d | %d | %d/%d/%d | %d/%d | %d/%d/%d (%d) | %s | %s/%s/%s | %s | %d/%d | %d | %s/%s | %.0f |\n",
 			r.Scenario, r.Profile, r.Verdict(), r.Check.Attempted, r.Check.OKs, r.Check.Fails, r.Check.Infos, r.Check.InfoSeen,
-			a.Lost, a.InconsistentOffset, a.Duplicate, a.DuplicateEpochBump, a.NonmonotonicPoll, a.NonmonotonicSend, a.PollSkip, a.ReadThenVanished,
+			a.Lost, a.InconsistentOffset, a.Duplicate, a.DuplicateEpochBump, a.NonmonotonicPoll, a.NonmonotonicSend, a.ConsumerRewind, a.PollSkip, a.ReadThenVanished,
 			a.AboveHW, a.FailedVisible, a.Divergent+a.EpochCheckpoint, a.EpochViolation, a.ControllerEpoch, a.UncleanLeader,
 			r.Check.CommitsOK, r.Check.Commits, a.CommitBackwards, a.LostCommit, a.Ownership, a.StaleCommitRead,
 			txnCells(r.Check), ms(f.UnavailP50), ms(f.UnavailP99), ms(f.UnavailMax), tl, f.ISRShrinks, f.ISRExpands, f.Elections,

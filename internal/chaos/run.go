@@ -247,7 +247,7 @@ func Run(cfg RunConfig, sc Scenario) (res Result) {
 	writes, polls, faults := h.snapshot()
 	res.Check = Check(CheckInput{Writes: writes, Polls: polls, Samples: samples, Replicas: reps,
 		FinalLeader: final, UncleanAllowed: sc.Profile.BrokerProps["unclean.leader.election.enable"] == "true", Txn: txnIn,
-		Group: group, Resets: h.resets()})
+		Group: group, Resets: h.resets(), Rewinds: h.rewinds()})
 	for i, r := range h.resets() {
 		if i == 10 {
 			env.note("... %d producer id resets in all", len(h.resets()))

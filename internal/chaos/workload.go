@@ -366,6 +366,7 @@ func (w *Workload) consume(ctx context.Context, cl *kgo.Client) {
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		at := w.h.Now()
+		w.h.recordRewinds(fs, at, func(int32) string { return "c0" })
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 {
 				return
