@@ -198,8 +198,6 @@ type Manager struct {
 
 	// shuttingDown: BeginShutdown was called.
 	shuttingDown atomic.Bool
-	// early is the write-back BeginShutdown starts (shutdown.go).
-	early earlySync
 }
 
 // BeginShutdown tells the Manager that the broker is stopping (its
@@ -207,12 +205,9 @@ type Manager struct {
 // without delete stops the replica's fetching but leaves its log open, and
 // Close closes it with every other log (one sync of each log dir's file
 // system) instead of the stop flushing it as it arrives. Kafka's
-// LogManager keeps such a log open as well. On a file system that syncs as
-// a whole it also starts writing back what the logs hold unsynced, while
-// the controller moves leadership away (startEarlySync).
+// LogManager keeps such a log open as well.
 func (m *Manager) BeginShutdown() {
 	m.shuttingDown.Store(true)
-	m.startEarlySync()
 }
 
 // goFunc runs f on a goroutine counted in m.wg, unless Close has begun;

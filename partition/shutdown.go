@@ -21,64 +21,6 @@ type closeFailure struct {
 	notDurable bool
 }
 
-// earlySync is the write-back of the log dirs that BeginShutdown starts on
-// a file system that syncs as a whole: one syncfs per online log dir, on a
-// goroutine, while the controlled shutdown moves leadership away. What the
-// logs hold unsynced (a produce burst's pages, not yet written back by the
-// kernel) then reaches the disk during the controller's work rather than
-// after it, and Close's own sync of each dir finds little left to write.
-// It claims nothing: Close still syncs after closing the logs. But syncfs
-// reports a write-back error once per file system, to the first sync that
-// samples it, so a failure here must make Close treat every dir as not
-// durable, as a failure of its own sync does (closeReplicas).
-type earlySync struct {
-	once sync.Once
-	// done is closed when the syncs have ended, err then holding the
-	// first failure; nil when no early sync was started. Both are set
-	// inside once.
-	done chan struct{}
-	err  error
-}
-
-// startEarlySync starts the early write-back (earlySync) unless it was
-// started, or Close already began (waitEarlySync uses the once up).
-func (m *Manager) startEarlySync() {
-	m.early.once.Do(func() {
-		syncer, ok := logstore.FileSystemSyncerOf(m.logFS())
-		if !ok {
-			return
-		}
-		dirs := m.OnlineLogDirs()
-		done := make(chan struct{})
-		m.early.done = done
-		go func() {
-			defer close(done)
-			start := time.Now()
-			for _, dir := range dirs {
-				if err := syncer.SyncFileSystem(dir); err != nil {
-					err = fmt.Errorf("sync the file system of log dir %s at the start of the shutdown: %w", dir, err)
-					m.noteIOError(dir, err)
-					m.log.Error().Err(err).Str("dir", dir).Msg("early write-back of a log dir failed; no log dir gets a clean shutdown marker")
-					m.early.err = err
-					return
-				}
-			}
-			m.log.Info().Strs("dirs", dirs).Dur("took", time.Since(start)).Msg("wrote back the log dirs while the controller moves leadership")
-		}()
-	})
-}
-
-// waitEarlySync waits for the early write-back, if one was started, and
-// returns its failure. After it no early sync starts.
-func (m *Manager) waitEarlySync() error {
-	m.early.once.Do(func() {})
-	if m.early.done == nil {
-		return nil
-	}
-	<-m.early.done
-	return m.early.err
-}
-
 // closeReplicas flushes, snapshots (producer state) and closes every
 // replica of rs, as Kafka's LogManager.shutdown does: one job per log,
 // the jobs of each log dir run by RecoveryThreadsPerDataDir goroutines
@@ -168,30 +110,17 @@ func (m *Manager) closeReplicas(rs map[cluster.TopicPartition]*Replica) []closeF
 		}()
 	}
 	wg.Wait()
-	// After the jobs: their writes overlap the early write-back.
-	earlyErr := m.waitEarlySync()
-	if unsynced || earlyErr != nil {
+	if unsynced {
 		// syncfs reports a write-back error once per file system, to
 		// the first sync that samples it: another log dir on the same
-		// file system, or this one after the early write-back, may have
-		// synced "successfully" around it. One failed sync therefore
-		// makes every dir's logs not durable.
-		syncFailed := earlyErr != nil
+		// file system may have synced "successfully" around it. One
+		// failed sync therefore makes every dir's logs not durable.
+		var syncFailed bool
 		for _, f := range failed {
 			syncFailed = syncFailed || f.notDurable
 		}
 		if syncFailed {
-			dirs := map[string]bool{}
 			for dir := range byDir {
-				dirs[dir] = true
-			}
-			if earlyErr != nil {
-				// Before any log was closed: every dir, with logs or not.
-				for _, dir := range m.cfg.LogDirs {
-					dirs[filepath.Clean(dir)] = true
-				}
-			}
-			for dir := range dirs {
 				failed = append(failed, closeFailure{dir: dir, notDurable: true,
 					err: fmt.Errorf("log dir %s: not durable after a failed sync of a log dir's file system", dir)})
 			}

@@ -347,18 +347,12 @@ type fsSyncFS struct {
 	syncCountFS
 	fsSyncs    atomic.Int64
 	failSyncFS error
-	// failFirst fails only the first sync, as syncfs reports a
-	// write-back error to the first sync that samples it.
-	failFirst error
 }
 
 func (f *fsSyncFS) SyncFileSystem(dir string) error {
-	n := f.fsSyncs.Add(1)
+	f.fsSyncs.Add(1)
 	if f.failSyncFS != nil {
 		return f.failSyncFS
-	}
-	if n == 1 && f.failFirst != nil {
-		return f.failFirst
 	}
 	return logstore.OSFS.(logstore.FileSystemSyncer).SyncFileSystem(dir)
 }
@@ -467,61 +461,5 @@ func TestStopReplicaDuringShutdownLeavesLogOpen(t *testing.T) {
 	}
 	if r, _ := m2.get(tp); r == nil || r.log.LogEndOffset() != 1 {
 		t.Fatalf("%s after the restart: %v", tp, r)
-	}
-}
-
-// TestBeginShutdownWritesBackEarly: on a file system that syncs as a
-// whole, BeginShutdown syncs each log dir's file system at once (the
-// write-back overlaps the controlled shutdown), and Close syncs each again
-// after closing its logs, which that sync alone makes durable. An early
-// sync that fails consumes the write-back error (syncfs reports it once),
-// so Close, whose own syncs then succeed, must still leave every log dir
-// without a clean-shutdown marker and claim no record in a checkpoint.
-func TestBeginShutdownWritesBackEarly(t *testing.T) {
-	const logs = 6
-	for _, fail := range []bool{false, true} {
-		t.Run(fmt.Sprintf("fail=%t", fail), func(t *testing.T) {
-			dirs := []string{filepath.Join(t.TempDir(), "d1"), filepath.Join(t.TempDir(), "d2")}
-			fsys := &fsSyncFS{syncCountFS: syncCountFS{FS: logstore.OSFS, dirSyncsOf: map[string]int{}}}
-			if fail {
-				fsys.failFirst = &fs.PathError{Op: "open", Path: dirs[0], Err: syscall.EMFILE}
-			}
-			m := shutdownManager(t, dirs, 2, fsys)
-			writtenLeaders(t, m, logs)
-			m.BeginShutdown()
-			if err := m.waitEarlySync(); (err != nil) != fail {
-				t.Fatalf("early sync with a failing file system %t: %v", fail, err)
-			}
-			early := fsys.fsSyncs.Load()
-			if want := map[bool]int64{false: 2, true: 1}[fail]; early != want {
-				t.Errorf("BeginShutdown synced the file system %d times, want %d (once per log dir, none after a failure)", early, want)
-			}
-			err := m.Close()
-			if fail != (err != nil) {
-				t.Fatalf("Close after an early sync that failed %t: %v", fail, err)
-			}
-			if n := fsys.fsSyncs.Load() - early; n != 2 {
-				t.Errorf("Close synced the file system %d times, want once per log dir (2)", n)
-			}
-			claimed := 0
-			for _, d := range dirs {
-				_, statErr := os.Stat(filepath.Join(d, CleanShutdownFile))
-				if marker := statErr == nil; marker == fail {
-					t.Errorf("%s: clean shutdown marker %t after an early sync that failed %t", d, marker, fail)
-				}
-				rps, err := logstore.ReadOffsetCheckpoint(filepath.Join(d, logstore.RecoveryPointCheckpointFile))
-				if err != nil && !errors.Is(err, fs.ErrNotExist) {
-					t.Fatal(err)
-				}
-				for _, e := range rps {
-					if e.Offset > 0 {
-						claimed++
-					}
-				}
-			}
-			if want := map[bool]int{false: logs, true: 0}[fail]; claimed != want {
-				t.Fatalf("recovery-point checkpoints after an early sync that failed %t: %d logs claimed past 0, want %d", fail, claimed, want)
-			}
-		})
 	}
 }
