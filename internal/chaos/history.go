@@ -113,22 +113,28 @@ type History struct {
 	CommitSamples []GroupOffset
 }
 
-func (h *History) addCommit(c GroupCommit) {
-	h.mu.Lock()
-	h.Commits = append(h.Commits, c)
-	h.mu.Unlock()
-}
+func (h *History) addCommit(c GroupCommit) { record(h, &h.Commits, c) }
 
-func (h *History) addCommitSample(g GroupOffset) {
-	h.mu.Lock()
-	h.CommitSamples = append(h.CommitSamples, g)
-	h.mu.Unlock()
-}
+func (h *History) addCommitSample(g GroupOffset) { record(h, &h.CommitSamples, g) }
 
 func (h *History) groupSnapshot() ([]GroupCommit, []GroupOffset) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]GroupCommit(nil), h.Commits...), append([]GroupOffset(nil), h.CommitSamples...)
+}
+
+// record appends v to *list, one of h's, under h.mu.
+func record[T any](h *History, list *[]T, v T) {
+	h.mu.Lock()
+	*list = append(*list, v)
+	h.mu.Unlock()
+}
+
+// copied is a copy of *list, one of h's, taken under h.mu.
+func copied[T any](h *History, list *[]T) []T {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]T(nil), *list...)
 }
 
 // NewHistory starts the run's monotonic clock.
@@ -137,36 +143,16 @@ func NewHistory() *History { return &History{start: time.Now()} }
 // Now is the monotonic time since the run started.
 func (h *History) Now() time.Duration { return time.Since(h.start) }
 
-func (h *History) addWrite(w Write) {
-	h.mu.Lock()
-	h.Writes = append(h.Writes, w)
-	h.mu.Unlock()
-}
+func (h *History) addWrite(w Write) { record(h, &h.Writes, w) }
 
-func (h *History) addReset(r ProducerReset) {
-	h.mu.Lock()
-	h.Resets = append(h.Resets, r)
-	h.mu.Unlock()
-}
+func (h *History) addReset(r ProducerReset) { record(h, &h.Resets, r) }
 
 // resets copies the producer id resets.
-func (h *History) resets() []ProducerReset {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]ProducerReset(nil), h.Resets...)
-}
+func (h *History) resets() []ProducerReset { return copied(h, &h.Resets) }
 
-func (h *History) addRewind(r ConsumerRewind) {
-	h.mu.Lock()
-	h.Rewinds = append(h.Rewinds, r)
-	h.mu.Unlock()
-}
+func (h *History) addRewind(r ConsumerRewind) { record(h, &h.Rewinds, r) }
 
-func (h *History) rewinds() []ConsumerRewind {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]ConsumerRewind(nil), h.Rewinds...)
-}
+func (h *History) rewinds() []ConsumerRewind { return copied(h, &h.Rewinds) }
 
 // recordRewinds adds to h the kgo.ErrDataLoss resets among fs's errors,
 // for consumer (name(partition) names it per partition).
@@ -180,29 +166,13 @@ func (h *History) recordRewinds(fs kgo.Fetches, at time.Duration, name func(part
 	})
 }
 
-func (h *History) addPoll(p Poll) {
-	h.mu.Lock()
-	h.Polls = append(h.Polls, p)
-	h.mu.Unlock()
-}
+func (h *History) addPoll(p Poll) { record(h, &h.Polls, p) }
 
-func (h *History) addTxn(t Txn) {
-	h.mu.Lock()
-	h.Txns = append(h.Txns, t)
-	h.mu.Unlock()
-}
+func (h *History) addTxn(t Txn) { record(h, &h.Txns, t) }
 
-func (h *History) addTxnPoll(p Poll) {
-	h.mu.Lock()
-	h.TxnPolls = append(h.TxnPolls, p)
-	h.mu.Unlock()
-}
+func (h *History) addTxnPoll(p Poll) { record(h, &h.TxnPolls, p) }
 
-func (h *History) addGroupOffset(g GroupOffset) {
-	h.mu.Lock()
-	h.GroupOffsets = append(h.GroupOffsets, g)
-	h.mu.Unlock()
-}
+func (h *History) addGroupOffset(g GroupOffset) { record(h, &h.GroupOffsets, g) }
 
 // txnSnapshot copies the transactional workload's records.
 func (h *History) txnSnapshot() ([]Txn, []Poll, []GroupOffset) {
